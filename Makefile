@@ -1,0 +1,50 @@
+# One-command set-up: `make run` and `make test` create the virtual environment,
+# install the Python dependencies, build the native (cffi) modules, then run.
+PYTHON   ?= python3
+VENV     ?= .venv
+PY       := $(VENV)/bin/python
+OPS      := $(VENV)/bin/ops
+# GGML_HOME=<prefix> rebuilds the ggml bridge against another ggml build
+# (headers in <prefix>/include, libraries in <prefix>/lib or lib64).
+GGML_HOME ?=
+STAMP    := $(VENV)/.installed
+NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py)
+NATIVE_STAMP := native/.built
+
+.PHONY: all setup native run test bench check-cann-headers clean
+
+all: setup
+
+setup: $(STAMP) $(NATIVE_STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
+	GGML_HOME="$(GGML_HOME)" $(PY) -m cannops.native.build
+	touch $@
+
+# Rebuild the native modules unconditionally (e.g. with GGML_HOME=...).
+native: $(STAMP)
+	GGML_HOME="$(GGML_HOME)" $(PY) -m cannops.native.build
+	touch $(NATIVE_STAMP)
+
+# The main job: every case on every available device but the reference.
+run: setup
+	$(OPS) test -j 2
+
+test: setup
+	$(PY) -m pytest tests
+
+bench: setup
+	$(PY) bench/run.py
+
+# Compile the aclnn layer's own declarations against the real CANN headers.
+check-cann-headers: setup
+	$(PY) -m cannops.native.build --check-cann-headers
+
+clean:
+	rm -rf $(VENV) native/*.so native/.built native/_build

@@ -1,0 +1,112 @@
+"""The device interface every backend implements, and device discovery.
+
+A device is a thin adapter: it says whether it supports a case, runs a case on given
+inputs, and times a case. Everything else (reference, comparison, workers, printing)
+lives in the runner.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cannops.cases.catalog import Case
+from cannops.cases.graph import Graph
+
+
+class DeviceError(Exception):
+    """A device could not run a case (the message becomes the FAIL reason)."""
+
+
+@dataclass
+class Support:
+    ok: bool
+    reason: str = ""   # why not: the node and the rule that rejected it
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass
+class RunResult:
+    """Outputs of one case: logical values per checked tensor index, plus findings
+    of the device's own checks (e.g. a guard region that was overwritten)."""
+    outputs: dict[int, np.ndarray]
+    problems: list[str] = field(default_factory=list)
+
+
+class Device:
+    name: str = "?"            # CANN0, CANN-SIM, GGML-CPU, NUMPY
+    description: str = ""
+    is_reference: bool = False  # the NumPy reference is not tested by default
+
+    def memory(self) -> tuple[int, int] | None:
+        """(total, free) bytes, when the device knows them."""
+        return None
+
+    def supports(self, case: Case, graph: Graph) -> Support:
+        raise NotImplementedError
+
+    def run(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray],
+            check: list[int]) -> RunResult:
+        """Compute the graph from `inputs` (leaf index -> data as stored) and return the
+        logical values (shape ne[::-1]) of the tensors whose indices are in `check`."""
+        raise NotImplementedError
+
+    def time(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
+        """Seconds for `n_runs` back-to-back runs of the graph's output node (after a warm-up)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+# Device providers: each returns the names of the devices it can open here, and opens one.
+# Providers register themselves in `PROVIDERS` from their modules (imported lazily, so
+# that listing devices never loads a native module that is not needed).
+PROVIDER_MODULES = [
+    "cannops.backend.numpy_device",
+    "cannops.backend.ggml",
+    "cannops.backend.cann",
+]
+
+
+def _providers():
+    import importlib
+    out = []
+    for m in PROVIDER_MODULES:
+        try:
+            mod = importlib.import_module(m)
+        except ImportError as e:  # a native module not built: say so once, carry on
+            out.append(_Unavailable(m, str(e)))
+            continue
+        out.append(mod)
+    return out
+
+
+class _Unavailable:
+    def __init__(self, module, why):
+        self.module, self.why = module, why
+
+    def list_devices(self):
+        return []
+
+
+def list_devices() -> list[tuple[str, str]]:
+    """(name, description) of every device available here, reference last."""
+    found = []
+    for p in _providers():
+        found.extend(p.list_devices())
+    found.sort(key=lambda d: d[0] == "NUMPY")
+    return found
+
+
+def open_device(name: str) -> Device:
+    for p in _providers():
+        if any(n == name for n, _ in p.list_devices()):
+            return p.open_device(name)
+    raise KeyError(name)
+
+
+def unavailable_reasons() -> list[str]:
+    return [f"{p.module}: {p.why}" for p in _providers() if isinstance(p, _Unavailable)]

@@ -1,0 +1,176 @@
+"""The case catalog: one declarative `Family` entry per test-backend-ops test struct.
+
+A family knows its case grids (eval and perf), how to build a case's graph, how its
+`vars` string is written, how inputs are initialised, how results are compared and what
+a run costs in flops / bytes. A `Case` is one point of a grid: (family, params).
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from .graph import Graph, Tensor
+from .types import GGMLType
+
+Params = Mapping[str, Any]
+
+
+def fmt_value(v: Any) -> str:
+    """test-backend-ops' var_to_str: bools and ints as integers, floats as %f, arrays as [a,b]."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return "%f" % v
+    if isinstance(v, GGMLType):
+        return v.name
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(fmt_value(x) for x in v) + "]"
+    return str(v)
+
+
+def fmt_vars(params: Params, names: Iterable[str]) -> str:
+    return ",".join(f"{n}={fmt_value(params[n])}" for n in names)
+
+
+@dataclass(eq=False)
+class Family:
+    """One test-backend-ops test struct (e.g. test_unary), declared as data.
+
+    build(g, **params) -> output tensor          the graph, like test_case::build_graph
+    eval_grid() / perf_grid() -> params dicts   the cases of make_test_cases_eval / _perf
+    vars: names printed in the case name, in order (or a callable params -> str)
+    op: the printed op name: a constant, or a callable params -> name
+    init(tensor, rng, params) -> array | None    custom leaf data (None: uniform [-1, 1])
+    max_nmse: threshold of the default NMSE metric (a number or params -> number)
+    err: custom metric (ref, out, params) -> float, compared to max_nmse
+    fused: a test-mode fused case, checked on graph.check_nodes / its output only,
+           and absent from support mode (as in test-backend-ops)
+    flops(out, params) -> int; 0 means memory-bound (GB/s is reported)
+    """
+
+    name: str
+    build: Callable[..., Tensor]
+    vars: tuple[str, ...] | Callable[[Params], str]
+    op: str | Callable[[Params], str]
+    eval_grid: Callable[[], Iterable[Params]] = lambda: ()
+    perf_grid: Callable[[], Iterable[Params]] = lambda: ()
+    init: Callable[[Tensor, np.random.Generator, Params], Any] | None = None
+    max_nmse: float | Callable[[Params], float] = 1e-7
+    err: Callable[[np.ndarray, np.ndarray, Params], float] | None = None
+    err_name: str = "NMSE"
+    fused: bool = False
+    flops: Callable[[Tensor, Params], int] | None = None
+    # Notes on known deviations of a device from the reference, keyed by device prefix
+    # (e.g. "GGML"): they never change a verdict, they explain it in the output.
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def op_name(self, params: Params) -> str:
+        return self.op(params) if callable(self.op) else self.op
+
+    def vars_str(self, params: Params) -> str:
+        return self.vars(params) if callable(self.vars) else fmt_vars(params, self.vars)
+
+    def threshold(self, params: Params) -> float:
+        return self.max_nmse(params) if callable(self.max_nmse) else self.max_nmse
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    assert family.name not in FAMILIES, f"duplicate family {family.name}"
+    FAMILIES[family.name] = family
+    return family
+
+
+class Case:
+    """One parameterised case: a family and one point of its grid."""
+
+    __slots__ = ("family", "params", "op", "vars", "mode")
+
+    def __init__(self, family: Family, params: Params, mode: str = "eval"):
+        self.family = family
+        self.params = dict(params)
+        self.op = family.op_name(self.params)
+        self.vars = family.vars_str(self.params)
+        self.mode = mode  # "eval" or "perf": which grid it came from
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}({self.vars})"
+
+    def build(self) -> Graph:
+        g = Graph()
+        out = self.family.build(g, **self.params)
+        g.out = out
+        if self.family.fused and g.check_nodes is None:
+            g.check_nodes = [out]
+        return g
+
+    def seed(self, seed: int) -> list[int]:
+        """Per-case seed material: the same inputs on every worker and every run."""
+        return [seed, zlib.crc32(self.name.encode())]
+
+    def init_inputs(self, g: Graph, seed: int) -> dict[int, np.ndarray]:
+        """Leaf data, keyed by tensor index, as arrays of shape ne[::-1] in the leaf's type."""
+        from .inputs import init_leaf  # late: avoids a cycle at import
+        rng = np.random.default_rng(self.seed(seed))
+        out = {}
+        for t in g.leaves:
+            data = self.family.init(t, rng, self.params) if self.family.init else None
+            out[t.index] = init_leaf(t, rng, data)
+        return out
+
+    def __reduce__(self):
+        return (_case_from_family, (self.family.name, self.params, self.mode))
+
+    def __repr__(self) -> str:
+        return f"Case({self.name})"
+
+
+def _case_from_family(name: str, params: Params, mode: str) -> Case:
+    _load_all()
+    return Case(FAMILIES[name], params, mode)
+
+
+_loaded = False
+
+
+def _load_all() -> None:
+    """Import every family module of this package (each registers its families)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import pkgutil
+
+    from . import __path__ as pkg_path
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg_path)):
+        if mod not in ("catalog", "graph", "types", "inputs"):
+            importlib.import_module(f"{__package__}.{mod}")
+
+
+def all_cases(mode: str = "test") -> list[Case]:
+    """Every case in catalog order. mode: "test" (eval grid, fused cases included),
+    "support" (eval grid without fused cases) or "perf" (perf grid)."""
+    _load_all()
+    cases = []
+    for fam in FAMILIES.values():
+        if mode == "perf":
+            cases.extend(Case(fam, p, "perf") for p in fam.perf_grid())
+        elif mode == "support" and fam.fused:
+            continue
+        else:
+            cases.extend(Case(fam, p) for p in fam.eval_grid())
+    return cases
+
+
+def all_op_names() -> list[str]:
+    names = dict.fromkeys(c.op for c in all_cases("test"))
+    return sorted(names)

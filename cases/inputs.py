@@ -1,0 +1,32 @@
+"""Leaf data: uniform [-1, 1] by default (as test-backend-ops' init_tensor_uniform),
+converted to the leaf's type; quantized leaves go through gguf's quantizers."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Tensor
+
+
+def shape_of(t: Tensor) -> tuple[int, ...]:
+    """NumPy shape of a tensor's logical data: ne reversed."""
+    return tuple(reversed(t.ne))
+
+
+def uniform(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
+    return rng.uniform(lo, hi, size=shape_of(t)).astype(np.float32)
+
+
+def init_leaf(t: Tensor, rng: np.random.Generator, data=None) -> np.ndarray:
+    """The leaf's data as stored: elements of its dtype, or raw blocks (uint8) when quantized."""
+    if data is None:
+        if t.type.is_int:
+            data = rng.integers(-100, 100, size=shape_of(t))
+        else:
+            data = uniform(t, rng)
+    data = np.asarray(data)
+    if t.type.is_quantized:
+        if data.dtype == np.uint8 and data.shape[-1] == t.type.row_size(t.ne[0]):
+            return np.ascontiguousarray(data)
+        from gguf.quants import quantize
+        return quantize(data.astype(np.float32).reshape(shape_of(t)), t.type.qtype)
+    return np.ascontiguousarray(data.reshape(shape_of(t)).astype(t.type.dtype))

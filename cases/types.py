@@ -1,0 +1,67 @@
+"""ggml tensor types: names, enum values, block sizes and NumPy dtypes.
+
+Enum values and block/type sizes come from the `gguf` package (the same numbers as
+ggml's `enum ggml_type`); bf16 comes from `ml_dtypes`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+
+@dataclass(frozen=True)
+class GGMLType:
+    name: str            # ggml_type_name(): "f32", "q4_0", ...
+    value: int           # enum ggml_type
+    blck_size: int       # elements per block
+    type_size: int       # bytes per block
+    dtype: np.dtype | None  # element dtype, None for block-quantized types
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.dtype is None
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype is not None and self.dtype.kind == "f" or self.name == "bf16"
+
+    @property
+    def is_int(self) -> bool:
+        return self.dtype is not None and self.dtype.kind == "i"
+
+    @property
+    def qtype(self) -> GGMLQuantizationType:
+        return GGMLQuantizationType(self.value)
+
+    def row_size(self, ne0: int) -> int:
+        return self.type_size * ne0 // self.blck_size
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_DTYPES = {
+    "F32": np.dtype(np.float32), "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
+    "F64": np.dtype(np.float64), "I8": np.dtype(np.int8), "I16": np.dtype(np.int16),
+    "I32": np.dtype(np.int32), "I64": np.dtype(np.int64),
+}
+
+TYPES: dict[str, GGMLType] = {}
+for _q in GGMLQuantizationType:
+    _blck, _size = GGML_QUANT_SIZES[_q]
+    TYPES[_q.name.lower()] = GGMLType(_q.name.lower(), int(_q.value), _blck, _size, _DTYPES.get(_q.name))
+
+F32, F16, BF16, I32, I64 = (TYPES[n] for n in ("f32", "f16", "bf16", "i32", "i64"))
+
+
+def ggml_type(t: GGMLType | str) -> GGMLType:
+    """Accept a GGMLType or its ggml name."""
+    if isinstance(t, GGMLType):
+        return t
+    try:
+        return TYPES[t]
+    except KeyError:
+        raise ValueError(f"unknown ggml type {t!r}") from None

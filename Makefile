@@ -8,7 +8,7 @@ OPS      := $(VENV)/bin/ops
 # (headers in <prefix>/include, libraries in <prefix>/lib or lib64).
 GGML_HOME ?=
 STAMP    := $(VENV)/.installed
-NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py)
+NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-cann-headers clean

@@ -68,20 +68,29 @@ PROVIDER_MODULES = [
     "cannops.backend.numpy_device",
     "cannops.backend.ggml",
     "cannops.backend.cann",
+    "cannops.backend.faulty",   # test-only, listed when OPS_FAULTY is set
 ]
 
 
+_PROVIDERS: list | None = None
+
+
 def _providers():
-    import importlib
-    out = []
-    for m in PROVIDER_MODULES:
-        try:
-            mod = importlib.import_module(m)
-        except ImportError as e:  # a native module not built: say so once, carry on
-            out.append(_Unavailable(m, str(e)))
-            continue
-        out.append(mod)
-    return out
+    """Provider modules that import and answer; a broken one (e.g. a native module not
+    built) is kept as _Unavailable with its reason, and the others carry on."""
+    global _PROVIDERS
+    if _PROVIDERS is None:
+        import importlib
+        _PROVIDERS = []
+        for m in PROVIDER_MODULES:
+            try:
+                mod = importlib.import_module(m)
+                mod.list_devices()
+            except Exception as e:
+                _PROVIDERS.append(_Unavailable(m, f"{type(e).__name__}: {e}"))
+                continue
+            _PROVIDERS.append(mod)
+    return _PROVIDERS
 
 
 class _Unavailable:

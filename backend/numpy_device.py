@@ -13,9 +13,10 @@ class NumpyDevice(Device):
     is_reference = True
 
     def supports(self, case, graph):
-        missing = [n for n in graph.nodes() if not reference.has_reference(n)]
-        if missing:
-            return Support(False, f"no reference for {reference.ref_key(missing[0])}")
+        for n in graph.nodes():
+            why = reference.unsupported(n)
+            if why:
+                return Support(False, why)
         return Support(True)
 
     def run(self, case, graph, inputs, check):

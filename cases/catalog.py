@@ -51,6 +51,7 @@ class Family:
     fused: a test-mode fused case, checked on graph.check_nodes / its output only,
            and absent from support mode (as in test-backend-ops)
     flops(out, params) -> int; 0 means memory-bound (GB/s is reported)
+    op_size(out, params) -> bytes moved, for GB/s; None: ggml_nbytes of out and its srcs
     """
 
     name: str
@@ -65,8 +66,11 @@ class Family:
     err_name: str = "NMSE"
     fused: bool = False
     flops: Callable[[Tensor, Params], int] | None = None
-    # Notes on known deviations of a device from the reference, keyed by device prefix
-    # (e.g. "GGML"): they never change a verdict, they explain it in the output.
+    op_size: Callable[[Tensor, Params], int] | None = None
+    # Known deviations of a device from the reference, keyed by device-name prefix (e.g.
+    # "GGML-CPU"), with the reason. A case that misses its metric on such a device is
+    # reported as "known deviation" with the reason (never hidden as OK); NaN, inf or
+    # overruns stay FAILs.
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def op_name(self, params: Params) -> str:

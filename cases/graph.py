@@ -171,7 +171,7 @@ class Graph:
             if t.index in seen:
                 continue
             seen.add(t.index)
-            stack.extend(t.src)
+            stack.extend(s for s in t.src if s is not None)  # None: an absent optional src
             if t.view_src is not None:
                 stack.append(t.view_src)
         return [t for t in self.tensors if t.index in seen and t.op != "NONE"]

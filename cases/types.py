@@ -34,7 +34,10 @@ class GGMLType:
 
     @property
     def qtype(self) -> GGMLQuantizationType:
-        return GGMLQuantizationType(self.value)
+        try:
+            return GGMLQuantizationType(self.value)
+        except ValueError:
+            raise NotImplementedError(f"{self.name}: unknown to the installed gguf package") from None
 
     def row_size(self, ne0: int) -> int:
         return self.type_size * ne0 // self.blck_size
@@ -52,7 +55,16 @@ _DTYPES = {
 TYPES: dict[str, GGMLType] = {}
 for _q in GGMLQuantizationType:
     _blck, _size = GGML_QUANT_SIZES[_q]
-    TYPES[_q.name.lower()] = GGMLType(_q.name.lower(), int(_q.value), _blck, _size, _DTYPES.get(_q.name))
+    # ggml_type_name() spells the k-quants with a capital K ("q4_K"); the lowercase spelling
+    # is kept as an alias
+    _name = _q.name.lower()
+    _name = _name[:-1] + "K" if _name.endswith("_k") else _name
+    TYPES[_name] = TYPES[_q.name.lower()] = GGMLType(_name, int(_q.value), _blck, _size, _DTYPES.get(_q.name))
+
+# ggml types newer than the installed gguf package (enum value, block size, bytes per block
+# as in ggml v0.20.2); gguf has no (de)quantizer for them
+for _name, _value, _blck, _size in (("q2_0", 42, 64, 18),):
+    TYPES.setdefault(_name, GGMLType(_name, _value, _blck, _size, None))
 
 F32, F16, BF16, I32, I64 = (TYPES[n] for n in ("f32", "f16", "bf16", "i32", "i64"))
 

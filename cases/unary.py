@@ -1,8 +1,12 @@
-"""Element-wise unary ops (test_unary): GGML_OP_UNARY with each ggml_unary_op."""
+"""Element-wise unary ops: test_unary (GGML_OP_UNARY with each ggml_unary_op), test_xielu,
+and the fused test-mode chains test_relu_sqr (RELU_SQR) and test_unary_mul (SILU_MUL & co)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .catalog import Family, register
-from .graph import UNARY_OPS, unary, view
+from .elementwise import sqr
+from .graph import UNARY_OPS, add, mul, new_op, unary, view
 from .inputs import uniform
 
 SHAPES = ([128, 2, 2, 2], [5, 7, 11, 13])
@@ -38,4 +42,123 @@ register(Family(
         dict(op=op, type=type, ne_a=ne, v=v)
         for type in ("f16", "f32") for v in (0, 1) for op in UNARY_OPS if op != "XIELU"
         for ne in SHAPES),
+))
+
+
+# --- test_xielu: UNARY XIELU, whose parameters go into op_params ---
+
+def softplus_f32(x: float) -> float:
+    """ggml_compute_softplus_f32, in f32 as ggml packs it."""
+    x = np.float32(x)
+    return float(x if x > 20 else np.log(np.float32(1) + np.exp(x)))
+
+
+def xielu(a, alpha_n, alpha_p, beta, eps):
+    """ggml_xielu: op_params = [XIELU, beta + softplus(alpha_n), softplus(alpha_p), beta, eps]."""
+    t = new_op(a.graph, "UNARY", a.type, a.ne, [a], i32=[UNARY_OPS.index("XIELU")])
+    t.set_params_f32([float(np.float32(beta) + np.float32(softplus_f32(alpha_n))),
+                      softplus_f32(alpha_p), beta, eps], start=1)
+    return t
+
+
+def xielu_args(t):
+    """(alpha_n, alpha_p, beta, eps) that make ggml_xielu pack t's op_params (for replays):
+    softplus inverted in f64, then the f32 neighbour that packs back to the same bits."""
+    beta, eps = t.param_f32(3), t.param_f32(4)
+
+    def unpack(softplus_value, target, pack):
+        s = np.float64(softplus_value)
+        y = np.float32(s if s > 20 else np.log(np.expm1(s)))
+        for cand in (y, np.nextafter(y, np.float32(np.inf)), np.nextafter(y, np.float32(-np.inf))):
+            if np.float32(pack(float(cand))) == np.float32(target):
+                return float(cand)
+        return float(y)
+
+    p1, p2 = t.param_f32(1), t.param_f32(2)
+    alpha_n = unpack(p1 - beta, p1, lambda x: np.float32(beta) + np.float32(softplus_f32(x)))
+    alpha_p = unpack(p2, p2, softplus_f32)
+    return alpha_n, alpha_p, beta, eps
+
+
+register(Family(
+    name="xielu",
+    build=lambda g, type, ne: xielu(g.new_tensor(type, ne, "a"), 4.0, 20.0, 0.5, 1e-7),
+    vars=("type", "ne"),
+    op="XIELU",
+    eval_grid=lambda: (dict(type=t, ne=ne) for ne in ([10, 5, 4, 3], [512, 16, 1, 1])
+                       for t in ("f32", "f16")),
+))
+
+
+# --- fused test-mode cases (checked on their final output only) ---
+
+def build_relu_sqr(g, type, ne):
+    return sqr(unary(g.new_tensor(type, ne, "a"), "RELU"))
+
+
+register(Family(
+    name="relu_sqr",
+    build=build_relu_sqr,
+    vars=("type", "ne"),
+    op="RELU_SQR",
+    fused=True,
+    eval_grid=lambda: (dict(type=t, ne=ne) for t in ("f16", "f32") for ne in SHAPES),
+))
+
+
+def padded(g, type, ne, name, grow, offset_elems=0):
+    """`ne` viewed out of a tensor `grow` times larger per dim (rows keep their stride)."""
+    big = g.new_tensor(type, [n * k for n, k in zip(ne, grow)], name)
+    return view(big, ne, big.nb[1:], offset_elems * big.nb[0])
+
+
+def build_unary_mul(g, op, type, ne, swap, layout, tail):
+    """test_unary_mul: unary(a) * b in several operand layouts, plus an optional consumer."""
+    if layout == "packed":
+        a, b = g.new_tensor(type, ne, "a"), g.new_tensor(type, ne, "b")
+    elif layout == "pad_unary":
+        a, b = padded(g, type, ne, "a", (3, 1, 1, 1)), g.new_tensor(type, ne, "b")
+    elif layout == "pad_other":
+        a, b = g.new_tensor(type, ne, "a"), padded(g, type, ne, "b", (3, 1, 1, 1))
+    elif layout == "halves":  # one tensor split in two along dim 0: b first, a second
+        base = g.new_tensor(type, [2 * ne[0]] + list(ne[1:]), "base")
+        b = view(base, ne, base.nb[1:], 0)
+        a = view(base, ne, base.nb[1:], ne[0] * base.nb[0])
+    elif layout == "strided_dim1":
+        a, b = padded(g, type, ne, "a", (1, 3, 1, 1)), g.new_tensor(type, ne, "b")
+    elif layout == "bcast":
+        a, b = g.new_tensor(type, ne, "a"), g.new_tensor(type, [ne[0], 1, 1, 1], "b")
+    else:
+        raise ValueError(layout)
+    u = unary(a, op)
+    out = mul(b, u) if swap and layout != "bcast" else mul(u, b)
+    if tail == "reuse":
+        out = add(out, u)
+    elif tail == "consumer":
+        out = add(out, b)
+    return out
+
+
+def grid_unary_mul():
+    base = [128, 2, 2, 2]
+    for op in ("SILU", "SIGMOID", "SOFTPLUS"):
+        for t in ("f16", "f32"):
+            variants = [(base, False, "packed", ""), (base, True, "packed", ""),
+                        ([5, 7, 11, 13], False, "packed", ""), (base, False, "pad_unary", ""),
+                        (base, True, "pad_other", ""), (base, True, "halves", ""),
+                        (base, False, "packed", "consumer"), (base, False, "strided_dim1", ""),
+                        (base, False, "bcast", ""), (base, False, "packed", "reuse")]
+            for ne, swap, layout, tail in variants:
+                yield dict(op=op, type=t, ne=ne, swap=swap, layout=layout, tail=tail)
+
+
+register(Family(
+    name="unary_mul",
+    build=build_unary_mul,
+    vars=("type", "ne", "swap", "layout", "tail"),
+    op=lambda p: p["op"] + "_MUL",
+    fused=True,
+    # the fused kernels skip the f16 rounding of the unary result that the op chain does
+    max_nmse=lambda p: 5e-5 if p["type"] == "f16" else 1e-7,
+    eval_grid=grid_unary_mul,
 ))

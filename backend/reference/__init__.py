@@ -17,12 +17,20 @@ import numpy as np
 from cannops.cases.graph import Graph, Tensor
 
 REFERENCES: dict[str, Callable] = {}
+RAW: dict[str, Callable] = {}  # op -> raw(node, *srcs as stored): block-level form (see below)
 
 
-def reference(*ops: str):
+def reference(*ops: str, raw: Callable | None = None):
+    """Register fn(node, *srcs) -> values as the reference of `ops`.
+
+    raw(node, *srcs) -> data as stored: used instead of fn when the node and all its sources
+    share one quantized type, so that moving quantized blocks (CPY, CONCAT) copies them bit
+    for bit instead of dequantizing and quantizing again."""
     def deco(fn):
         for op in ops:
             REFERENCES[op] = fn
+            if raw is not None:
+                RAW[op] = raw
         return fn
     return deco
 
@@ -32,7 +40,42 @@ def ref_key(t: Tensor) -> str:
 
 
 def has_reference(t: Tensor) -> bool:
+    _load_all()
     return t.is_view() or ref_key(t) in REFERENCES
+
+
+def unsupported(t: Tensor) -> str | None:
+    """Why the reference cannot compute node t (None: it can): no reference, or a quantized
+    type gguf cannot quantize or dequantize (leaves are made, outputs read through gguf)."""
+    if t.is_view():
+        return None
+    if not has_reference(t):
+        return f"no reference for {ref_key(t)}"
+    for x in (t, *t.src):
+        why = x is not None and x.type.is_quantized and gguf_codec_missing(x.type)
+        if why:
+            return why
+    return None
+
+
+_CODEC_MISSING: dict[str, str | None] = {}
+
+
+def gguf_codec_missing(type) -> str | None:
+    """None when the gguf package can quantize and dequantize `type`, else why not."""
+    if type.name not in _CODEC_MISSING:
+        from gguf.quants import dequantize, quantize
+        why, step = None, "represent"
+        try:
+            qtype = type.qtype
+            step = "quantize"
+            blocks = quantize(np.zeros((1, type.blck_size), np.float32), qtype)
+            step = "dequantize"
+            dequantize(blocks, qtype)
+        except NotImplementedError:
+            why = f"the gguf package cannot {step} {type.name}"
+        _CODEC_MISSING[type.name] = why
+    return _CODEC_MISSING[type.name]
 
 
 class Memory:
@@ -70,8 +113,6 @@ class Memory:
             dst[...] = values
             return
         with np.errstate(all="ignore"):
-            if t.type.is_int and np.asarray(values).dtype.kind == "f":
-                values = np.asarray(values)
             dst[...] = np.asarray(values).astype(t.type.dtype, copy=False)
 
 
@@ -90,7 +131,12 @@ def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
         fn = REFERENCES.get(ref_key(node))
         if fn is None:
             raise NotImplementedError(f"no NumPy reference for {ref_key(node)}")
-        srcs = [mem.read(s) for s in node.src]
+        raw = RAW.get(ref_key(node))
+        if raw is not None and node.type.is_quantized and all(
+                s is None or s.type == node.type for s in node.src):
+            mem.raw(node)[...] = raw(node, *[None if s is None else mem.raw(s) for s in node.src])
+            continue
+        srcs = [None if s is None else mem.read(s) for s in node.src]  # None: absent optional src
         with np.errstate(all="ignore"):
             result = fn(node, *srcs)
         mem.write(node, result)

@@ -1,0 +1,119 @@
+"""The CANN backend: devices CANN0, CANN1, … on a host with CANN and an Ascend NPU, or
+the CANN simulator, CANN-SIM, wherever no real device is present.
+
+Both run the same native aclnn layer (cannops.native._aclnn, sources in native/aclnn/);
+only the ACL function table it calls through differs. The real libraries are looked up
+through ASCEND_TOOLKIT_HOME (or ASCEND_HOME_PATH) and the usual install paths.
+OPS_CANN=sim forces the simulator even where a device exists.
+
+The ACL runtime is initialised once per process (on the first listing) and finalised
+at exit, after every opened device has been released.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pathlib
+from dataclasses import dataclass, field
+
+from cannops.native._aclnn import ffi, lib   # ImportError: the native layer is not built
+
+from cannops.backend.base import DeviceError
+
+SIM_NAME = "CANN-SIM"
+LIBRARIES = ("libascendcl.so", "libnnopbase.so", "libopapi.so")
+INSTALL_PATHS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann",
+                 "/usr/local/Ascend/latest", "/opt/Ascend/ascend-toolkit/latest")
+
+
+class CANNError(DeviceError):
+    """An ACL / aclnn call failed: its return code and aclGetRecentErrMsg's text."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(f"error {code}: {message}" if str(code) not in message else message)
+        self.code = code
+
+
+def err_buffer():
+    return ffi.new("char[]", 2048)
+
+
+def err_text(buf) -> str:
+    return ffi.string(buf).decode(errors="replace")
+
+
+def find_cann_libraries() -> list[str] | None:
+    """Paths of libascendcl, libnnopbase and libopapi of the first toolkit found."""
+    homes = [os.environ.get(v) for v in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")]
+    for home in [h for h in homes if h] + list(INSTALL_PATHS):
+        for sub in ("lib64", "lib", "aarch64-linux/lib64", "x86_64-linux/lib64"):
+            d = pathlib.Path(home) / sub
+            if all((d / name).exists() for name in LIBRARIES):
+                return [str(d / name) for name in LIBRARIES]
+    return None
+
+
+@dataclass
+class Runtime:
+    simulated: bool
+    devices: list[tuple[str, str, int]]        # (name, description, device id)
+    why_simulated: str = ""
+    open: list = field(default_factory=list)    # devices not closed yet
+
+
+_runtime: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """Bind the native layer to real CANN or the simulator, once per process."""
+    global _runtime
+    if _runtime is None:
+        _runtime = _start()
+        atexit.register(_shutdown)
+    return _runtime
+
+
+def _start() -> Runtime:
+    err = err_buffer()
+    why = "OPS_CANN=sim"
+    if os.environ.get("OPS_CANN", "auto") != "sim":
+        libs = find_cann_libraries()
+        why = "no CANN toolkit found"
+        if libs and lib.ops_cann_load(":".join(libs).encode(), 0, err, len(err)) == 0:
+            count = ffi.new("uint32_t *")
+            if lib.ops_cann_device_count(count, err, len(err)) == 0 and count[0] > 0:
+                soc = ffi.string(lib.ops_cann_soc_name()).decode() or "Ascend NPU"
+                return Runtime(False, [(f"CANN{i}", soc, i) for i in range(count[0])])
+            why = "CANN found, but no device"
+            lib.ops_cann_finalize(err, len(err))
+        elif libs:
+            why = f"CANN libraries did not load: {err_text(err)}"
+    from .sim import install
+    install()
+    rc = lib.ops_cann_load(ffi.NULL, 1, err, len(err))
+    if rc:
+        raise DeviceError(f"CANN simulator did not start: {err_text(err)}")
+    soc = ffi.string(lib.ops_cann_soc_name()).decode()
+    desc = f"CANN simulator (CPU, NumPy; aclnn rules of {soc})"
+    return Runtime(True, [(SIM_NAME, desc, 0)], why)
+
+
+def _shutdown() -> None:
+    for dev in list(_runtime.open):
+        dev.close()
+    lib.ops_cann_finalize(err_buffer(), 2048)
+
+
+def list_devices() -> list[tuple[str, str]]:
+    return [(name, desc) for name, desc, _ in runtime().devices]
+
+
+def open_device(name: str):
+    from .device import CANNDevice
+    rt = runtime()
+    for dev_name, desc, index in rt.devices:
+        if dev_name == name:
+            dev = CANNDevice(dev_name, desc, index, rt.simulated)
+            rt.open.append(dev)
+            return dev
+    raise KeyError(name)

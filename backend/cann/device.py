@@ -1,0 +1,167 @@
+"""A CANN device (real or simulated): a case graph becomes ggml_tensor structs over
+device memory from the pool, each op node is handed to the native aclnn layer, and the
+checked tensors are copied back after one stream synchronisation."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from cannops.backend.base import Device, DeviceError, RunResult, Support
+from cannops.cases.graph import OP_VALUE, Graph, Tensor
+from cannops.native._aclnn import ffi, lib
+
+from . import CANNError, err_buffer, err_text, rules
+
+
+class _Placed:
+    """One case graph on the device: its ggml_tensor structs and its memory blocks."""
+
+    def __init__(self, dev: "CANNDevice", graph: Graph):
+        self.dev, self.graph = dev, graph
+        self.structs: dict[int, object] = {}
+        self.blocks: list[object] = []
+
+    def build(self) -> None:
+        for t in self.graph.tensors:     # creation order: sources and bases come first
+            self.structs[t.index] = self._struct(t)
+
+    def _struct(self, t: Tensor):
+        s = ffi.new("struct ggml_tensor *")
+        s.type, s.op, s.flags = t.type.value, OP_VALUE[t.op], t.flags
+        s.ne, s.nb = list(t.ne), list(t.nb)
+        ffi.memmove(s.op_params, bytes(t.op_params), len(t.op_params))
+        for i, src in enumerate(t.src):
+            if src is not None:
+                s.src[i] = self.structs[src.index]
+        if t.view_src is None:
+            s.data = self.dev._alloc(max(t.nbytes(), 1))
+            self.blocks.append(s.data)
+        else:
+            s.view_src = self.structs[t.view_src.index]
+            s.view_offs = t.view_offs
+            s.data = ffi.cast("char *", s.view_src.data) + t.view_offs
+        s.name = t.name.encode()[:63]
+        return s
+
+    def upload(self, inputs: dict[int, np.ndarray]) -> None:
+        for t in self.graph.leaves:
+            if t.index in inputs:
+                data = np.ascontiguousarray(inputs[t.index])
+                if data.nbytes != t.nbytes():
+                    raise DeviceError(f"input {t.index}: {data.nbytes} bytes for a tensor of {t.nbytes()}")
+                self.dev._check(lib.ops_cann_upload(self.dev.ctx, self.structs[t.index].data,
+                                                    ffi.from_buffer(data), data.nbytes,
+                                                    *self.dev._err()), "upload")
+
+    def compute(self) -> None:
+        for node in self.graph.nodes():
+            self.dev._check(lib.ops_cann_compute(self.dev.ctx, self.structs[node.index],
+                                                 *self.dev._err()), f"{rules.rule_key(node)} #{node.index}")
+
+    def read(self, t: Tensor, cache: dict[int, np.ndarray]) -> np.ndarray:
+        base = t.base
+        if base.index not in cache:
+            buf = np.empty(base.nbytes(), np.uint8)
+            self.dev._check(lib.ops_cann_download(self.dev.ctx, ffi.from_buffer(buf),
+                                                  self.structs[base.index].data, buf.nbytes,
+                                                  *self.dev._err()), "download")
+            cache[base.index] = buf
+        buf = cache[base.index]
+        if t.type.is_quantized:
+            from gguf.quants import dequantize
+            shape = (t.ne[3], t.ne[2], t.ne[1], t.type.row_size(t.ne[0]))
+            raw = np.ndarray(shape, np.uint8, buf, t.view_offs, (t.nb[3], t.nb[2], t.nb[1], 1))
+            return dequantize(np.ascontiguousarray(raw), t.type.qtype)
+        return np.ndarray(tuple(reversed(t.ne)), t.type.dtype, buf, t.view_offs,
+                          tuple(reversed(t.nb))).copy()
+
+    def release(self) -> None:
+        # queued work may still use these blocks: the stream must be drained first
+        lib.ops_cann_synchronize(self.dev.ctx, *self.dev._err())
+        for p in self.blocks:
+            lib.ops_cann_release(self.dev.ctx, p)
+        self.blocks.clear()
+        lib.ops_cann_pool_trim(self.dev.ctx, *self.dev._err())
+
+
+class CANNDevice(Device):
+    def __init__(self, name: str, description: str, index: int, simulated: bool):
+        self.name, self.description, self.index, self.simulated = name, description, index, simulated
+        self._lock = threading.Lock()
+        self._errbuf = err_buffer()
+        self.ctx = lib.ops_cann_ctx_new(index, self._errbuf, len(self._errbuf))
+        if self.ctx == ffi.NULL:
+            raise DeviceError(f"{name}: {err_text(self._errbuf)}")
+
+    # --- helpers ---
+    def _err(self):
+        self._errbuf[0] = b"\0"
+        return self._errbuf, len(self._errbuf)
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise CANNError(rc, f"{what}: {err_text(self._errbuf)}")
+
+    def _alloc(self, size: int):
+        p = lib.ops_cann_alloc(self.ctx, size, *self._err())
+        if p == ffi.NULL:
+            raise CANNError(lib.ACL_ERROR_BAD_ALLOC, f"device memory: {err_text(self._errbuf)}")
+        return p
+
+    def _place(self, graph: Graph) -> _Placed:
+        if self.ctx is None:
+            raise DeviceError(f"{self.name} is closed")
+        return _Placed(self, graph)   # built inside the caller's try, released in its finally
+
+    # --- Device interface ---
+    def memory(self):
+        free, total = ffi.new("size_t *"), ffi.new("size_t *")
+        if lib.ops_cann_mem_info(self.ctx, free, total, *self._err()) != 0:
+            return None
+        return int(total[0]), int(free[0])
+
+    def supports(self, case, graph: Graph) -> Support:
+        return rules.supports(graph, self.has_handler)
+
+    @staticmethod
+    def has_handler(node: Tensor) -> bool:
+        sub = node.param_i32(0) if node.op in ("UNARY", "GLU") else -1
+        return bool(lib.ops_cann_has_handler(OP_VALUE[node.op], sub))
+
+    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
+        with self._lock:
+            placed = self._place(graph)
+            try:
+                placed.build()
+                placed.upload(inputs)
+                placed.compute()
+                self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                cache: dict[int, np.ndarray] = {}
+                return RunResult({i: placed.read(graph.tensors[i], cache) for i in check})
+            finally:
+                placed.release()
+
+    def time(self, case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
+        with self._lock:
+            placed = self._place(graph)
+            try:
+                placed.build()
+                placed.upload(inputs)
+                placed.compute()                      # warm-up: the whole graph once
+                self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                ms = ffi.new("float *")
+                self._check(lib.ops_cann_time(self.ctx, placed.structs[graph.out.index], n_runs,
+                                              ms, *self._err()), "timing")
+                return ms[0] / 1e3
+            finally:
+                placed.release()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.ctx is not None:
+                lib.ops_cann_ctx_free(self.ctx, *self._err())
+                self.ctx = None
+        from . import _runtime
+        if _runtime is not None and self in _runtime.open:
+            _runtime.open.remove(self)

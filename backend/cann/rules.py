@@ -1,0 +1,132 @@
+"""What the CANN backend can run: an explicit, declarative rule per ggml op.
+
+A rule names the aclnn operators the native handler calls, the ggml types each tensor
+of the node may have, and further conditions with the reason given when they fail.
+`supports(graph)` checks every op node of a case without running anything, so
+`ops support` answers from here and `ops test` prints `not supported [CANN…]` with the
+reason. The types are what both the handler (ggml-cann's mapping) and the aclnn
+operators it calls accept on Atlas A2/A3.
+
+Adding an op family: one entry per op (key as the NumPy reference's: "ADD",
+"UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from cannops.backend.base import Support
+from cannops.cases.graph import Graph, Tensor
+
+FLOAT = frozenset({"f32", "f16", "bf16"})
+ELEMENTS = FLOAT | {"f64", "i8", "i16", "i32", "i64"}   # types with an element aclDataType
+Check = tuple[Callable[[Tensor], bool], str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    aclnn: tuple[str, ...]                                 # operators the handler calls
+    types: Mapping[str, frozenset] = field(default_factory=dict)   # "dst", "src0", ... -> types
+    checks: tuple[Check, ...] = ()
+
+    def check(self, node: Tensor) -> str | None:
+        """None when the node is supported, else why not."""
+        for role, allowed in self.types.items():
+            t = node if role == "dst" else _src(node, int(role[3:]))
+            if t is None:
+                return f"{role} is missing"
+            if t.type.name not in allowed:
+                return f"{role} type {t.type.name} not in {{{', '.join(sorted(allowed))}}}"
+        for ok, reason in self.checks:
+            if not ok(node):
+                return reason
+        return None
+
+
+def _src(node: Tensor, i: int) -> Tensor | None:
+    return node.src[i] if i < len(node.src) else None
+
+
+def _same_type(node: Tensor) -> bool:
+    return node.src[0].type == node.type
+
+
+def unary(op: str) -> Rule:
+    return Rule((op,), {"src0": FLOAT, "dst": FLOAT}, ((_same_type, "src0 and dst types differ"),))
+
+
+def binary(op: str) -> Rule:
+    return Rule((op,), {"src0": FLOAT, "src1": FLOAT, "dst": FLOAT})
+
+
+def _convertible(node: Tensor) -> bool:
+    s, d = node.src[0].type.name, node.type.name
+    return s == d or (s in FLOAT and d in FLOAT)
+
+
+def copy() -> Rule:
+    return Rule(("InplaceCopy", "Cast"), {"src0": ELEMENTS, "dst": ELEMENTS},
+                ((_convertible, "only float types convert into each other"),))
+
+
+def _unit_stride(node: Tensor) -> bool:
+    return node.src[0].nb[0] == 4 and node.src[1].nb[0] == 4
+
+
+RULES: dict[str, Rule] = {
+    # UNARY, as ggml-cann maps it (EXPM1, FLOOR, CEIL, ROUND, TRUNC, XIELU have no mapping)
+    "UNARY:ABS": unary("Abs"),
+    "UNARY:NEG": unary("Neg"),
+    "UNARY:SGN": unary("Sign"),
+    "UNARY:STEP": unary("GtScalar"),
+    "UNARY:EXP": unary("Exp"),
+    "UNARY:TANH": unary("Tanh"),
+    "UNARY:ELU": unary("Elu"),
+    "UNARY:RELU": unary("Relu"),
+    "UNARY:SIGMOID": unary("Sigmoid"),
+    "UNARY:SILU": unary("Silu"),
+    "UNARY:GELU": unary("Gelu"),
+    "UNARY:GELU_ERF": unary("Gelu"),
+    "UNARY:GELU_QUICK": unary("GeluV2"),
+    "UNARY:HARDSIGMOID": unary("Hardsigmoid"),
+    "UNARY:HARDSWISH": unary("Hardswish"),
+    "UNARY:SOFTPLUS": unary("Softplus"),
+    # element-wise arithmetic, src1 repeated onto src0
+    "ADD": binary("Add"),
+    "ADD1": binary("Add"),
+    "SUB": binary("Sub"),
+    "MUL": binary("Mul"),
+    "DIV": binary("Div"),
+    "SCALE": Rule(("Muls", "InplaceAdds"), {"src0": FLOAT, "dst": FLOAT}),
+    # copies: aclnnInplaceCopy within a type (any element type; ggml-cann limits CONT
+    # and CPY to floats, aclnn does not), aclnnCast between float types
+    "DUP": copy(),
+    "CONT": copy(),
+    "CPY": copy(),
+    # a depthwise 1-D aclnnConvolution
+    "SSM_CONV": Rule(("Convolution",), {"src0": frozenset({"f32"}), "src1": frozenset({"f32"}),
+                                        "dst": frozenset({"f32"})},
+                     ((_unit_stride, "conv_x and weights need unit element stride"),)),
+}
+
+
+def rule_key(node: Tensor) -> str:
+    return f"{node.op}:{node.op_desc}" if node.op in ("UNARY", "GLU") else node.op
+
+
+def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) -> Support:
+    """Every op node of the graph must have a rule that accepts it (and, when given,
+    a native handler)."""
+    for node in graph.nodes():
+        if node.is_view():
+            continue
+        key = rule_key(node)
+        rule = RULES.get(key)
+        if rule is None:
+            return Support(False, f"{key}: no aclnn mapping in the CANN backend")
+        why = rule.check(node)
+        if why:
+            return Support(False, f"{key}: {why}")
+        if has_handler is not None and not has_handler(node):
+            return Support(False, f"{key}: no native handler")
+    return Support(True)

@@ -1,0 +1,44 @@
+"""The CANN simulator (device CANN-SIM): the ACL runtime and the aclnn operators that
+the native layer calls, implemented on the CPU with NumPy.
+
+It simulates aclnn, not ggml: every operator follows its public aclnn documentation
+(accepted dtypes and shapes, type promotion and conversion, broadcasting, the documented
+return codes) and knows nothing of ggml's ops or of the NumPy reference. So a case
+passes on CANN-SIM only if the native layer's composition of aclnn calls is right.
+
+It is stricter than hardware, so that the native layer's mistakes show:
+  * work launched on a stream runs only when the stream (or an event recorded on it) is
+    synchronised: reading results without synchronising reads stale memory;
+  * freed device memory is poisoned (0xFF bytes: NaN for every float type) and kept in
+    quarantine, so a stale read sees poison and a stale write is an error;
+  * a tensor descriptor whose view reaches outside its storage is rejected by
+    aclCreateTensor; at launch, the storage must lie inside one live allocation;
+  * an aclOpExecutor runs once; a workspace smaller than GetWorkspaceSize asked for is
+    rejected (non-contiguous inputs really are gathered into the workspace);
+  * device memory is counted against the simulated device's capacity, and whatever is
+    still allocated at aclFinalize is reported as a leak.
+
+`install()` attaches the Python implementations to the `extern "Python"` entry points of
+cannops.native._aclnn; runtime.py holds the runtime, aclnn.py the operator framework and
+ops_<family>.py the operators.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+_installed = False
+
+
+def install() -> None:
+    """Attach every simulated entry point (once per process)."""
+    global _installed
+    if _installed:
+        return
+    from . import aclnn, runtime
+    for m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if m.startswith("ops_"):
+            importlib.import_module(f"{__name__}.{m}")
+    runtime.attach()
+    aclnn.attach()
+    _installed = True

@@ -1,0 +1,227 @@
+"""The aclnn two-phase protocol in the simulator, and the checks operators share.
+
+An operator module registers, per aclnn operator, a *prepare* function with
+`@operator("Add")`. It receives the GetWorkspaceSize arguments (cffi values), checks
+them as the operator's documentation says (raising `invalid(...)` / SimError with the
+documented code), and returns a `Plan`: the inputs and outputs it touches and a
+NumPy `compute(*inputs) -> result(s)`. The framework then
+  * asks for workspace to gather every non-contiguous input (and really gathers it
+    there at run time, so a short or reused workspace corrupts nothing silently);
+  * hands out a single-use aclOpExecutor;
+  * at launch, checks executor, workspace and stream, and queues the plan on the
+    stream; it runs when the stream is synchronised, reading device memory then.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from cannops.native._aclnn import ffi, lib
+
+from . import dtypes
+from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, guarded
+
+OPS: dict[str, Callable[..., "Plan"]] = {}
+MAX_DIMS = 8
+WS_ALIGN = 512
+
+
+def operator(name: str):
+    """Register the prepare function of aclnn<name>."""
+    def deco(fn):
+        OPS[name] = fn
+        return fn
+    return deco
+
+
+@dataclass(eq=False)
+class Plan:
+    compute: Callable[..., object]
+    inputs: Sequence[TensorDesc] = ()
+    outputs: Sequence[TensorDesc] = ()
+    name: str = ""
+    workspace: int = 0
+    staged: list[int] = field(default_factory=list)   # workspace offset per input, -1: direct
+
+
+# ------------------------------------------------------------------- checks ----
+
+def invalid(message: str) -> SimError:
+    return SimError(lib.ACLNN_ERR_PARAM_INVALID, message)
+
+
+def tensor(ptr, what: str, optional: bool = False) -> TensorDesc | None:
+    """A live aclTensor whose storage lies inside one live device allocation."""
+    if optional and ptr == ffi.NULL:
+        return None
+    t = STATE.tensors.get(ptr, what)
+    if t.storage_bytes:
+        a = STATE.memory.find(t.addr, t.storage_bytes)
+        if a is None or not a.live:
+            raise invalid(f"{what}: storage [{t.addr:#x}, +{t.storage_bytes}) is not inside one "
+                          f"live device allocation" + (" (it was freed)" if a else ""))
+    return t
+
+
+def scalar(ptr, what: str) -> ScalarDesc:
+    return STATE.scalars.get(ptr, what)
+
+
+def int_array(ptr, what: str) -> tuple[int, ...]:
+    return STATE.int_arrays.get(ptr, what)
+
+
+def need_dtype(t: TensorDesc, what: str, allowed: set[str]) -> None:
+    if dtypes.short(t.dtype) not in allowed:
+        raise invalid(f"{what} dtype {dtypes.name(t.dtype)} should be in "
+                      f"[{dtypes.names(sorted(allowed))}]")
+
+
+def need_same_dtype(a: TensorDesc, b: TensorDesc, an: str, bn: str) -> None:
+    if a.dtype != b.dtype:
+        raise invalid(f"{an} dtype {dtypes.name(a.dtype)} and {bn} dtype "
+                      f"{dtypes.name(b.dtype)} should be the same")
+
+
+def need_cast(src: int, dst: int, what: str) -> None:
+    if not dtypes.can_cast(src, dst):
+        raise invalid(f"{what}: {dtypes.name(src)} cannot be converted to {dtypes.name(dst)}")
+
+
+def need_same_shape(a: TensorDesc, b: TensorDesc, an: str, bn: str) -> None:
+    if a.dims != b.dims:
+        raise invalid(f"{an} shape {list(a.dims)} and {bn} shape {list(b.dims)} should be the same")
+
+
+def need_contiguous(t: TensorDesc, what: str) -> None:
+    """For operators whose docs mark non-contiguous tensors unsupported (×)."""
+    if not t.is_contiguous():
+        raise invalid(f"{what} must be contiguous (strides {list(t.strides)}, dims {list(t.dims)})")
+
+
+def need_dims(*named: tuple[TensorDesc, str], lo: int = 0, hi: int = MAX_DIMS) -> None:
+    for t, what in named:
+        if not lo <= t.ndim <= hi:
+            raise invalid(f"{what} has {t.ndim} dims, should be in [{lo}, {hi}]")
+
+
+def broadcast(a: Sequence[int], b: Sequence[int], an: str, bn: str) -> tuple[int, ...]:
+    """numpy broadcasting (the docs' "broadcast关系")."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise invalid(f"{an} shape {list(a)} and {bn} shape {list(b)} cannot broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def promote(a: int, b: int, an: str, bn: str) -> int:
+    r = dtypes.promote(a, b)
+    if r is None:
+        raise invalid(f"{an} dtype {dtypes.name(a)} and {bn} dtype {dtypes.name(b)} "
+                      "cannot be promoted")
+    return r
+
+
+def as_compute(values: np.ndarray, acl: int) -> np.ndarray:
+    """Input values converted to the computation type of `acl`."""
+    return np.asarray(values).astype(dtypes.compute_dtype(acl))
+
+
+# --------------------------------------------------------------- protocol ----
+
+def _prepare(name: str, args) -> Plan:
+    *params, ws_size, executor = args
+    if ws_size == ffi.NULL or executor == ffi.NULL:
+        raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR,
+                       f"aclnn{name}GetWorkspaceSize: workspaceSize or executor is nullptr")
+    prepare = OPS.get(name)
+    if prepare is None:
+        raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, f"aclnn{name} is not simulated")
+    try:
+        plan = prepare(*params)
+    except SimError as e:
+        raise SimError(e.code, f"aclnn{name}GetWorkspaceSize: {e}") from e
+    plan.name = name
+    offset = 0
+    for t in plan.inputs:
+        nbytes = int(np.prod(t.dims, dtype=np.int64)) * t.np_dtype.itemsize
+        if nbytes and not t.is_contiguous():
+            plan.staged.append(offset)
+            offset += -(-nbytes // WS_ALIGN) * WS_ALIGN
+        else:
+            plan.staged.append(-1)
+    plan.workspace = offset
+    ws_size[0] = offset
+    executor[0] = ffi.cast("aclOpExecutor *", STATE.executors.new(plan))
+    return plan
+
+
+_launched: set[int] = set()
+
+
+def _launch(name: str, workspace, ws_size, executor, stream) -> None:
+    what = f"aclnn{name}"
+    h = int(ffi.cast("uintptr_t", executor))
+    if h in _launched:
+        raise invalid(f"{what}: aclOpExecutor {h:#x} was already launched; an executor runs "
+                      "once (call GetWorkspaceSize again)")
+    plan = STATE.executors.get(executor, what)
+    if plan.name != name:
+        raise invalid(f"{what}: the executor was made by aclnn{plan.name}GetWorkspaceSize")
+    s = STATE.streams.get(stream, what)
+    ws = int(ffi.cast("uintptr_t", workspace))
+    if int(ws_size) < plan.workspace:
+        raise invalid(f"{what}: workspaceSize {int(ws_size)} is smaller than the "
+                      f"{plan.workspace} bytes aclnn{name}GetWorkspaceSize asked for")
+    if plan.workspace:
+        if not ws:
+            raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, f"{what}: workspace is nullptr")
+        a = STATE.memory.find(ws, plan.workspace)
+        if a is None or not a.live:
+            raise invalid(f"{what}: workspace [{ws:#x}, +{plan.workspace}) is not live device memory")
+    STATE.executors.pop(executor, what)
+    _launched.add(h)
+    s.queue.append(lambda: execute(plan, ws))
+
+
+def execute(plan: Plan, ws: int) -> None:
+    """Run a plan (at stream synchronisation): gather, compute, convert, store."""
+    arrays = []
+    for t, off in zip(plan.inputs, plan.staged):
+        a = t.array()
+        if off >= 0:   # gathered into the workspace first, as the kernels need
+            slot = STATE.memory.bytes(ws + off, a.nbytes, f"aclnn{plan.name} workspace", write=True)
+            staged = np.ndarray(a.shape, a.dtype, slot)
+            staged[...] = a
+            a = staged
+        arrays.append(a)
+    with np.errstate(all="ignore"):
+        results = plan.compute(*arrays)
+    if not isinstance(results, tuple):
+        results = (results,)
+    for t, r in zip(plan.outputs, results):
+        out = t.array(write=True)
+        out[...] = dtypes.convert(np.broadcast_to(np.asarray(r), out.shape), t.dtype)
+
+
+def attach() -> None:
+    for name, kind in api_entries():
+        if kind != 1:
+            continue
+
+        def gws(*args, _name=name):
+            _prepare(_name, args)
+            return 0
+
+        def launch(workspace, ws_size, executor, stream, _name=name):
+            _launch(_name, workspace, ws_size, executor, stream)
+            return 0
+
+        ffi.def_extern(name=f"sim_aclnn{name}GetWorkspaceSize")(
+            guarded(f"aclnn{name}GetWorkspaceSize", gws, lib.ACLNN_ERR_INNER))
+        ffi.def_extern(name=f"sim_aclnn{name}")(guarded(f"aclnn{name}", launch, lib.ACLNN_ERR_INNER))

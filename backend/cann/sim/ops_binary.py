@@ -1,0 +1,89 @@
+"""Arithmetic aclnn operators (ops-math add / sub / mul / div / muls): tensor-tensor ones
+promote their inputs' types and broadcast their shapes (numpy rules, at most 8 dims);
+tensor-scalar ones use the tensor-scalar promotion table and keep self's shape."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, need_dtype,
+                    operator, promote, scalar, tensor)
+
+TYPES = {"f32", "f16", "f64", "s32", "s64", "s16", "s8", "u8", "bool", "c128", "c64", "bf16"}
+
+
+def _binary(self_p, other_p, out_p, fn, alpha_p=None):
+    x, y, z = tensor(self_p, "self"), tensor(other_p, "other"), tensor(out_p, "out")
+    for t, what in ((x, "self"), (y, "other"), (z, "out")):
+        need_dtype(t, what, TYPES)
+    need_dims((x, "self"), (y, "other"), (z, "out"))
+    work = promote(x.dtype, y.dtype, "self", "other")
+    need_cast(work, z.dtype, "promoted type -> out")
+    shape = broadcast(x.dims, y.dims, "self", "other")
+    if shape != z.dims:
+        raise invalid(f"out shape {list(z.dims)} should be the broadcast shape {list(shape)}")
+    alpha = 1.0
+    if alpha_p is not None:
+        a = scalar(alpha_p, "alpha")
+        need_cast(a.dtype, work, "alpha -> promoted type")
+        alpha = a.value
+    return Plan(lambda a, b: fn(as_compute(a, work), as_compute(b, work), alpha), [x, y], [z])
+
+
+@operator("Add")
+def add(self, other, alpha, out):
+    return _binary(self, other, out, lambda a, b, k: a + k * b if k != 1 else a + b, alpha)
+
+
+@operator("Sub")
+def sub(self, other, alpha, out):
+    return _binary(self, other, out, lambda a, b, k: a - k * b if k != 1 else a - b, alpha)
+
+
+@operator("Mul")
+def mul(self, other, out):
+    return _binary(self, other, out, lambda a, b, _: a * b)
+
+
+@operator("Div")
+def div(self, other, out):
+    return _binary(self, other, out, lambda a, b, _: np.true_divide(a, b))
+
+
+def _tensor_scalar(self_p, other_p, out_p, fn, alpha_p=None, inplace=False):
+    x = tensor(self_p, "selfRef" if inplace else "self")
+    z = x if inplace else tensor(out_p, "out")
+    o = scalar(other_p, "other")
+    need_dtype(x, "self", TYPES)
+    need_dtype(z, "out", TYPES)
+    need_dims((x, "self"), (z, "out"))
+    work = dtypes.promote_scalar(x.dtype, o.dtype)
+    if work is None:
+        raise invalid(f"self dtype {dtypes.name(x.dtype)} and other dtype "
+                      f"{dtypes.name(o.dtype)} cannot be promoted")
+    need_cast(work, z.dtype, "promoted type -> out")
+    if z.dims != x.dims:
+        raise invalid(f"out shape {list(z.dims)} should equal self shape {list(x.dims)}")
+    alpha = 1.0
+    if alpha_p is not None:
+        a = scalar(alpha_p, "alpha")
+        need_cast(a.dtype, work, "alpha -> promoted type")
+        alpha = a.value
+    # the scalar is converted to the promoted type, then computed with like the tensor
+    other = dtypes.convert(np.asarray(o.value), work).astype(dtypes.compute_dtype(work))
+    return Plan(lambda a: fn(as_compute(a, work), other, alpha), [x], [z])
+
+
+@operator("Muls")
+def muls(self, other, out):
+    return _tensor_scalar(self, other, out, lambda a, s, _: a * s)
+
+
+@operator("Adds")
+def adds(self, other, alpha, out):
+    return _tensor_scalar(self, other, out, lambda a, s, k: a + k * s, alpha)
+
+
+@operator("InplaceAdds")
+def inplace_adds(self_ref, other, alpha):
+    return _tensor_scalar(self_ref, other, None, lambda a, s, k: a + k * s, alpha, inplace=True)

@@ -1,0 +1,71 @@
+"""FAULTY: a test-only device that misbehaves on chosen cases, the way real backends do.
+
+Enabled only when OPS_FAULTY is set, as `OPS_FAULTY="abort=ABS,segv=NEG,hang=EXP,overrun=SQR"`:
+each key names a fault, each value a comma-free op name (several with '+': `abort=ABS+SGN`).
+Every other case is computed by the NumPy reference, so it passes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+from cannops.backend import reference
+from cannops.backend.base import Device, RunResult, Support
+
+GUARD = 1024  # float32 words of guard region after the output, as test-backend-ops' sentinels
+
+
+def _faults() -> dict[str, str]:
+    spec = os.environ.get("OPS_FAULTY", "")
+    out = {}
+    for item in filter(None, spec.split(",")):
+        fault, _, ops = item.partition("=")
+        for op in ops.split("+"):
+            out[op] = fault
+    return out
+
+
+class FaultyDevice(Device):
+    name = "FAULTY"
+    description = "test-only device: aborts, segfaults, hangs or overruns on chosen ops"
+
+    def __init__(self):
+        self.faults = _faults()
+
+    def supports(self, case, graph):
+        return Support(True)
+
+    def run(self, case, graph, inputs, check):
+        fault = self.faults.get(case.op)
+        if fault == "abort":
+            os.abort()
+        if fault == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if fault == "hang":
+            time.sleep(3600)
+        mem = reference.compute(graph, inputs)
+        outputs, problems = {}, []
+        for i in check:
+            value = mem.read(graph.tensors[i])
+            # the output lives in a buffer followed by a guard region
+            buf = np.empty(value.size + GUARD, dtype=np.float32)
+            guard = np.random.default_rng(i).standard_normal(GUARD).astype(np.float32)
+            buf[value.size:] = guard
+            buf[:value.size] = value.reshape(-1)
+            if fault == "overrun":
+                buf[value.size:value.size + 7] = 0.0  # a kernel that writes past its end
+            if not np.array_equal(buf[value.size:], guard):
+                problems.append(f"sentinel mismatch: {graph.tensors[i].name or graph.tensors[i].op_desc}")
+            outputs[i] = buf[:value.size].reshape(value.shape)
+        return RunResult(outputs, problems)
+
+
+def list_devices():
+    return [(FaultyDevice.name, FaultyDevice.description)] if os.environ.get("OPS_FAULTY") else []
+
+
+def open_device(name):
+    return FaultyDevice()

@@ -1,0 +1,48 @@
+"""ggml devices (GGML-CPU and whatever else the loaded libggml registers), through the
+cffi bridge `cannops.native._ggml` (native/build_ggml.py).
+
+Provider API for backend/base.py: list_devices() and open_device(name). A device is
+named `GGML-<ggml device name>`, e.g. GGML-CPU, GGML-CUDA0, GGML-CANN0.
+"""
+from __future__ import annotations
+
+import os
+
+try:
+    from cannops.native._ggml import ffi, lib
+except ImportError as e:  # reported by backend.base as an unavailable provider
+    raise ImportError(f"the ggml bridge cannops.native._ggml is not built ({e}); "
+                      "build it with `make native` (or `python -m cannops.native.build`)") from e
+
+PREFIX = "GGML-"
+_devices: dict[str, object] | None = None
+
+
+def _registry() -> dict[str, object]:
+    """ggml device name -> ggml_backend_dev_t, after loading any dynamic backends."""
+    global _devices
+    if _devices is None:
+        lib.cannops_guard_install()
+        # backends built as loadable modules (GGML_BACKEND_DL) live beside libggml;
+        # those linked in are registered already and are not loaded twice
+        libdir = ffi.string(lib.cannops_ggml_libdir()).decode()
+        for d in (libdir, os.path.join(os.path.dirname(libdir), "bin")):  # llama.cpp: bin/
+            if os.path.isdir(d):
+                lib.ggml_backend_load_all_from_path(d.encode())
+        _devices = {}
+        for i in range(lib.ggml_backend_dev_count()):
+            dev = lib.ggml_backend_dev_get(i)
+            _devices.setdefault(ffi.string(lib.ggml_backend_dev_name(dev)).decode(), dev)
+    return _devices
+
+
+def list_devices() -> list[tuple[str, str]]:
+    return [(PREFIX + name, ffi.string(lib.ggml_backend_dev_description(dev)).decode())
+            for name, dev in _registry().items()]
+
+
+def open_device(name: str):
+    from .device import GGMLDevice
+    if not name.startswith(PREFIX) or name[len(PREFIX):] not in _registry():
+        raise KeyError(name)
+    return GGMLDevice(_registry()[name[len(PREFIX):]])

@@ -1,0 +1,377 @@
+"""GGMLDevice: runs a case graph on one ggml device, as test-backend-ops does.
+
+The case graph is replayed into a ggml context through libggml's own constructors
+(ops/), and each constructed tensor is checked against our node (type, ne, nb, op,
+op_params, src, view_src, view_offs): a difference is a bug of our case model and is
+raised as DeviceError. `run` surrounds every tensor with 1024-float sentinels (guard
+regions, as test-backend-ops' eval) and reports any that the device overwrote; `time`
+is test-backend-ops' eval_perf: the output node repeated n_runs times in one graph.
+"""
+from __future__ import annotations
+
+import os
+import time as _time
+from typing import Callable
+
+import numpy as np
+
+from cannops.backend.base import Device, DeviceError, RunResult, Support
+from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
+
+from . import PREFIX, ffi, lib
+from . import ops
+from .ops import DEFER, find_replay, load_all
+
+GUARD = "cannops_guard_"
+SENTINEL_SIZE = 1024      # f32 elements, as test-backend-ops
+PERF_GRAPH_NODES = 8192   # test-backend-ops' eval_perf graph size
+DEV_TYPES = ("CPU", "GPU", "IGPU", "ACCEL", "META")  # enum ggml_backend_dev_type
+NULL = ffi.NULL
+
+
+class GuardedLib:
+    """The bridge's lib, where each ggml.h function that takes a context or a graph is
+    its guarded twin: a failed GGML_ASSERT raises DeviceError instead of aborting."""
+
+    ffi = ffi
+
+    def __getattr__(self, name: str):
+        twin = getattr(lib, GUARD + name, None)
+        value = getattr(lib, name) if twin is None else _guarded(name, twin)
+        setattr(self, name, value)  # looked up once
+        return value
+
+
+def _guarded(name: str, twin) -> Callable:
+    if ffi.typeof(ffi.addressof(lib, name)).result.kind == "void":
+        def call(*args):
+            if twin(*args):
+                raise DeviceError(f"{name}: {_abort_message()}")
+    else:
+        def call(*args):
+            r = twin(*args)
+            if not r and lib.cannops_guard_message()[0] != b"\0":  # NULL from an abort
+                raise DeviceError(f"{name}: {_abort_message()}")
+            return r
+    call.__name__ = name
+    return call
+
+
+def _abort_message() -> str:
+    return ffi.string(lib.cannops_guard_message()).decode(errors="replace")
+
+
+G = GuardedLib()
+_TENSOR_OVERHEAD = lib.ggml_tensor_overhead()
+
+
+def label(t: Tensor) -> str:
+    return t.name or f"{t.op_desc}#{t.index}"
+
+
+class Replay:
+    """One case graph rebuilt in a ggml context: tensors by our index, sentinels,
+    and (once allocated) the backend buffer. free() releases everything."""
+
+    __slots__ = ("ctx", "ptrs", "sentinels", "buf", "gf", "graph_size")
+
+    def __init__(self, ctx, n: int, graph_size: int):
+        self.ctx = ctx
+        self.ptrs: list = [None] * n
+        self.sentinels: list[tuple[object, str]] = []  # (tensor, label of the tensor before)
+        self.buf = None
+        self.gf = None
+        self.graph_size = graph_size
+
+    def free(self) -> None:
+        if self.buf is not None:
+            lib.ggml_backend_buffer_free(self.buf)
+            self.buf = None
+        if self.ctx is not None:
+            lib.ggml_free(self.ctx)
+            self.ctx = None
+
+
+class GGMLDevice(Device):
+    def __init__(self, dev):
+        load_all()
+        self.dev = dev
+        self.ggml_name = ffi.string(lib.ggml_backend_dev_name(dev)).decode()
+        self.name = PREFIX + self.ggml_name
+        self.description = ffi.string(lib.ggml_backend_dev_description(dev)).decode()
+        self.dev_type = DEV_TYPES[lib.ggml_backend_dev_type(dev)]
+        self._backend = None
+        self._set_threads = None
+        self._n_threads = os.cpu_count() or 1
+        self._perf: tuple[Graph, int, Replay] | None = None
+        self._pool = np.zeros((0, SENTINEL_SIZE), np.float32)
+        self._rng = np.random.default_rng(0x5E7)
+        # test hook: called with the Replay after compute, before the checks
+        self.after_compute: Callable[[Replay], None] | None = None
+
+    # --- device facts ---
+    @property
+    def is_cpu(self) -> bool:
+        """test-backend-ops picks its perf targets (flops / bytes per run) by this."""
+        return self.dev_type == "CPU"
+
+    def memory(self):
+        free, total = ffi.new("size_t *"), ffi.new("size_t *")
+        lib.ggml_backend_dev_memory(self.dev, free, total)
+        return int(total[0]), int(free[0])
+
+    @property
+    def n_threads(self) -> int:
+        return self._n_threads
+
+    @n_threads.setter
+    def n_threads(self, n: int) -> None:
+        self._n_threads = int(n)
+        if self._backend is not None and self._set_threads is not None:
+            self._set_threads(self._backend, self._n_threads)
+
+    @property
+    def backend(self):
+        """The ggml backend of this device, created once and reused by every case."""
+        if self._backend is None:
+            be = lib.ggml_backend_dev_init(self.dev, NULL)
+            if not be:
+                raise DeviceError(f"{self.name}: ggml_backend_dev_init failed")
+            reg = lib.ggml_backend_dev_backend_reg(self.dev)
+            fn = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_set_n_threads")
+            if fn:
+                self._set_threads = ffi.cast("ggml_backend_set_n_threads_t", fn)
+                self._set_threads(be, self._n_threads)
+            self._backend = be
+        return self._backend
+
+    def close(self) -> None:
+        self._drop_perf()
+        if self._backend is not None:
+            lib.ggml_backend_free(self._backend)
+            self._backend = None
+
+    # --- replay ---
+    def replay(self, graph: Graph, sentinels: bool = False, graph_size: int = 0) -> Replay:
+        """Rebuild every tensor of the graph in a fresh no_alloc ggml context."""
+        n = len(graph.tensors)
+        graph_size = max(graph_size, 2 * n + 16)
+        n_objs = (2 * n + 2 if sentinels else n) + 32  # + by-products of composite constructors
+        params = ffi.new("struct ggml_init_params *", {
+            "mem_size": _TENSOR_OVERHEAD * n_objs + lib.ggml_graph_overhead_custom(graph_size, False),
+            "mem_buffer": NULL, "no_alloc": True})
+        ctx = lib.ggml_init(params[0])
+        if not ctx:
+            raise DeviceError("ggml_init failed")
+        r = Replay(ctx, n, graph_size)
+        ops._current = r.ptrs
+        try:
+            if sentinels:
+                self._add_sentinel(r, "(start)")
+            deferred = set()
+            for t in graph.tensors:
+                if t.op == "NONE":
+                    p = G.ggml_new_tensor(ctx, t.type.value, 4, t.ne)
+                else:
+                    fn = find_replay(t)
+                    if fn is None:
+                        raise DeviceError(f"no ggml replay for {t.op_desc} (node #{t.index} {label(t)})")
+                    srcs = [NULL if s is None or r.ptrs[s.index] is None else r.ptrs[s.index]
+                            for s in t.src]
+                    p = fn(G, ctx, t, srcs)
+                    if p is DEFER:
+                        deferred.add(t.index)
+                        continue
+                self._bind(r, t, p)
+                if sentinels and t.view_src is None:
+                    self._add_sentinel(r, label(t))
+            unbound = [graph.tensors[i] for i in sorted(deferred) if r.ptrs[i] is None]
+            if unbound:
+                raise DeviceError(f"deferred node {unbound[0]!r} was built by no later constructor")
+        except BaseException:
+            r.free()
+            raise
+        return r
+
+    def _add_sentinel(self, r: Replay, after: str) -> None:
+        s = G.ggml_new_tensor_1d(r.ctx, lib.GGML_TYPE_F32, SENTINEL_SIZE)
+        lib.ggml_set_name(s, b"sent_%d" % len(r.sentinels))
+        r.sentinels.append((s, after))
+
+    def _bind(self, r: Replay, t: Tensor, p) -> None:
+        """Map node t to ggml tensor p; nodes that p's constructor built on the way
+        (deferred ones) are found through p's src / view_src links."""
+        if not p:
+            raise DeviceError(f"ggml replay of node #{t.index} {label(t)} ({t.op_desc}) returned NULL")
+        r.ptrs[t.index] = p
+        for i, s in enumerate(t.src):
+            if s is not None and r.ptrs[s.index] is None and i < GGML_MAX_SRC:
+                self._bind(r, s, p.src[i])
+        if t.view_src is not None and r.ptrs[t.view_src.index] is None:
+            self._bind(r, t.view_src, p.view_src)
+        if t.name:
+            lib.ggml_set_name(p, t.name.encode()[:63])
+        _check(r, t, p)
+
+    # --- memory ---
+    def _allocate(self, r: Replay) -> None:
+        buf = lib.ggml_backend_alloc_ctx_tensors(r.ctx, self.backend)
+        if not buf:
+            raise DeviceError(f"failed to allocate tensors [{self.name}]")
+        r.buf = buf
+        lib.ggml_backend_buffer_clear(buf, 0)  # op outputs start at zero, as in the reference
+
+    def _upload(self, r: Replay, graph: Graph, inputs: dict[int, np.ndarray]) -> None:
+        for t in graph.tensors:
+            if t.op != "NONE":
+                continue
+            p = r.ptrs[t.index]
+            size = lib.ggml_nbytes(p)
+            data = inputs.get(t.index)
+            if data is None or size == 0:
+                continue
+            data = np.ascontiguousarray(data)
+            if data.nbytes != size:
+                raise DeviceError(f"input of leaf #{t.index} {label(t)}: {data.nbytes} bytes, "
+                                  f"ggml_nbytes = {size}")
+            lib.ggml_backend_tensor_set(p, ffi.cast("void *", data.ctypes.data), 0, size)
+
+    def _sentinel_data(self, k: int) -> np.ndarray:
+        if len(self._pool) < k:
+            more = self._rng.uniform(-1, 1, (max(k, 2 * len(self._pool)) - len(self._pool),
+                                             SENTINEL_SIZE)).astype(np.float32)
+            self._pool = np.concatenate([self._pool, more])
+        return self._pool[:k]
+
+    def _download(self, t: Tensor, p) -> np.ndarray:
+        """Logical values (shape ne[::-1], quantized -> f32) of a tensor, through its strides."""
+        size = lib.ggml_nbytes(p)
+        raw = np.empty(size, np.uint8)
+        if size:
+            lib.ggml_backend_tensor_get(p, ffi.cast("void *", raw.ctypes.data), 0, size)
+        ty = t.type
+        if ty.is_quantized:
+            shape = (t.ne[3], t.ne[2], t.ne[1], ty.row_size(t.ne[0]))
+            rows = np.ndarray(shape, np.uint8, raw, 0, (t.nb[3], t.nb[2], t.nb[1], 1))
+            from gguf.quants import dequantize
+            return dequantize(np.ascontiguousarray(rows), ty.qtype)
+        arr = np.ndarray(t.ne[::-1], ty.dtype, raw, 0, t.nb[::-1])
+        return np.ascontiguousarray(arr)
+
+    # --- the Device interface ---
+    def supports(self, case, graph: Graph) -> Support:
+        r = self.replay(graph)
+        try:
+            for t in graph.tensors:  # test-backend-ops asks for every tensor of the context
+                p = r.ptrs[t.index]
+                if not lib.ggml_backend_dev_supports_op(self.dev, p):
+                    return Support(False, f"{t.op_desc} (node #{t.index} {label(t)})")
+            return Support(True)
+        finally:
+            r.free()
+
+    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
+        self._drop_perf()
+        r = self.replay(graph, sentinels=True)
+        try:
+            self._allocate(r)
+            self._upload(r, graph, inputs)
+            guards = self._sentinel_data(len(r.sentinels))
+            for (s, _), data in zip(r.sentinels, guards):
+                lib.ggml_backend_tensor_set(s, ffi.cast("void *", data.ctypes.data), 0, data.nbytes)
+            gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
+            G.ggml_build_forward_expand(gf, r.ptrs[graph.out.index])
+            self._compute(gf)
+            if self.after_compute is not None:
+                self.after_compute(r)
+            outputs = {i: self._download(graph.tensors[i], r.ptrs[i]) for i in check}
+            problems = []
+            seen = np.empty(SENTINEL_SIZE, np.float32)
+            for (s, after), data in zip(r.sentinels, guards):
+                lib.ggml_backend_tensor_get(s, ffi.cast("void *", seen.ctypes.data), 0, seen.nbytes)
+                if seen.tobytes() != data.tobytes():
+                    problems.append(f"sentinel mismatch: {after}")
+            return RunResult(outputs, problems)
+        finally:
+            r.free()
+
+    def time(self, case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
+        """Seconds for one compute of a graph holding the output node n_runs times (after a
+        warm-up of the single node). The prepared graph is kept for the next call with the
+        same graph and n_runs, so the runner's loop to one second costs one compute a call."""
+        perf = self._perf
+        if perf is None or perf[0] is not graph or perf[1] != n_runs:
+            self._drop_perf()
+            n_runs = max(1, int(n_runs))
+            r = self.replay(graph, graph_size=max(PERF_GRAPH_NODES, 2 * len(graph.tensors) + n_runs + 16))
+            try:
+                self._allocate(r)
+                self._upload(r, graph, inputs)
+                out = r.ptrs[graph.out.index]
+                r.gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
+                G.ggml_build_forward_expand(r.gf, out)
+                self._compute(r.gf)  # warm-up
+                add = G.ggml_graph_add_node
+                for _ in range(n_runs - 1):
+                    add(r.gf, out)
+            except BaseException:
+                r.free()
+                raise
+            self._perf = perf = (graph, n_runs, r)
+        t0 = _time.perf_counter()
+        self._compute(perf[2].gf)
+        return _time.perf_counter() - t0
+
+    def _compute(self, gf) -> None:
+        status = lib.ggml_backend_graph_compute(self.backend, gf)
+        if status != lib.GGML_STATUS_SUCCESS:
+            raise DeviceError(f"ggml_backend_graph_compute failed: "
+                              f"{ffi.string(lib.ggml_status_to_string(status)).decode()}")
+
+    def _drop_perf(self) -> None:
+        if self._perf is not None:
+            self._perf[2].free()
+            self._perf = None
+
+
+def _check(r: Replay, t: Tensor, p) -> None:
+    """ggml's tensor must be our node, field by field."""
+    def fail(field, theirs, ours):
+        raise DeviceError(f"case graph and ggml disagree at node #{t.index} {label(t)} "
+                          f"({t.op_desc}): {field} is {theirs} in ggml, {ours} in the case graph")
+
+    if p.type != t.type.value:
+        fail("type", ffi.string(lib.ggml_type_name(p.type)).decode(), t.type.name)
+    ne = tuple(p.ne)
+    if ne != t.ne:
+        fail("ne", list(ne), list(t.ne))
+    nb = tuple(p.nb)
+    if nb != t.nb:
+        fail("nb", list(nb), list(t.nb))
+    if p.op != OP_VALUE[t.op]:
+        fail("op", ffi.string(lib.ggml_op_name(p.op)).decode(), t.op)
+    params = ffi.buffer(p.op_params)[:]
+    if params != t.op_params:
+        fail("op_params", np.frombuffer(params, np.int32).tolist(),
+             np.frombuffer(bytes(t.op_params), np.int32).tolist())
+    want = NULL if t.view_src is None else r.ptrs[t.view_src.index]
+    if p.view_src != want:
+        fail("view_src", _who(r, p.view_src), _who(r, want))
+    if p.view_offs != t.view_offs:
+        fail("view_offs", p.view_offs, t.view_offs)
+    n_src = len(t.src)
+    for i in range(GGML_MAX_SRC):
+        s = t.src[i] if i < n_src else None
+        want = NULL if s is None else r.ptrs[s.index]
+        if p.src[i] != want:
+            fail(f"src[{i}]", _who(r, p.src[i]), _who(r, want))
+
+
+def _who(r: Replay, p) -> str:
+    """A ggml tensor, named by our index when it is one of ours."""
+    if not p:
+        return "NULL"
+    for i, q in enumerate(r.ptrs):
+        if q is not None and q == p:
+            return f"node #{i}"
+    return f"a tensor not in the case graph ({ffi.string(p.name).decode(errors='replace')!r})"

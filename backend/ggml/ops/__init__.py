@@ -1,0 +1,64 @@
+"""Replays: how each op node of a case graph is rebuilt with libggml's OWN constructor.
+
+    @replay("ADD")                        # key: op name, or "UNARY:SILU" / "GLU:SWIGLU"
+    def _add(lib, ctx, node, srcs):       # srcs: ggml tensors of node.src (NULL for None)
+        return lib.ggml_add(ctx, srcs[0], srcs[1])
+
+`lib` is the cffi lib of cannops.native._ggml, with every constructor guarded: a failed
+GGML_ASSERT inside ggml raises DeviceError instead of aborting the process. `lib.ffi`
+is the module's ffi (to build arrays: lib.ffi.new("int32_t[4]", ...)). Read op
+parameters from the node (node.param_i32(i), node.param_f32(i), node.ne, ...), call
+the constructor as test-backend-ops would, return the tensor; the device then checks
+that its type, ne, nb, op, op_params, src and view offset equal the node's.
+
+A node created as a by-product of a later node's constructor (ggml_top_k builds its
+own argsort, for instance) returns DEFER; it is bound, and checked, when the later node
+is replayed, by walking that node's src / view_src links. The later node's srcs hold
+NULL for it; `built(t)` gives the ggml tensor of any node replayed so far (e.g. the
+source of the deferred node: built(node.src[0].src[0])).
+
+Every module of this package is imported on first use: add a <family>.py beside core.py.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Callable
+
+REPLAYS: dict[str, Callable] = {}
+DEFER = object()
+_current: list = []  # ggml tensors by node index, of the graph being replayed
+
+
+def built(node):
+    """The ggml tensor already built for a node of the graph being replayed (or None)."""
+    return _current[node.index]
+
+
+def replay(*keys: str):
+    def deco(fn):
+        for k in keys:
+            assert k not in REPLAYS, f"duplicate replay for {k}"
+            REPLAYS[k] = fn
+        return fn
+    return deco
+
+
+def find_replay(node) -> Callable | None:
+    """The replay of a node: by "OP:SUBOP" for UNARY / GLU first, then by op."""
+    if node.op in ("UNARY", "GLU"):
+        fn = REPLAYS.get(f"{node.op}:{node.op_desc}")
+        if fn is not None:
+            return fn
+    return REPLAYS.get(node.op)
+
+
+_loaded = False
+
+
+def load_all() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+            importlib.import_module(f"{__name__}.{m}")

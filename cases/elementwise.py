@@ -1,0 +1,162 @@
+"""Element-wise ops with their own test structs: test_sqr, test_sqrt, test_log, test_sin,
+test_cos, test_clamp, test_leaky_relu, test_floor/ceil/round/trunc, test_scale and the
+fused test_softcap (SCALE -> TANH -> SCALE, printed as SOFTCAP)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .catalog import Family, register
+from .graph import new_op, scale as scale_bias, unary, view_of
+from .inputs import uniform
+
+TYPES = ("f16", "f32")
+
+
+# --- constructors (ggml.c): shape = a's shape; clamp and leaky_relu(inplace) are views of a ---
+
+def sqr(a):
+    return new_op(a.graph, "SQR", a.type, a.ne, [a])
+
+
+def sqrt(a):
+    return new_op(a.graph, "SQRT", a.type, a.ne, [a])
+
+
+def log(a):
+    return new_op(a.graph, "LOG", a.type, a.ne, [a])
+
+
+def sin(a):
+    return new_op(a.graph, "SIN", a.type, a.ne, [a])
+
+
+def cos(a):
+    return new_op(a.graph, "COS", a.type, a.ne, [a])
+
+
+def inplace_op(a, op):
+    """ggml_view_tensor(a) turned into an op node: the result overwrites a."""
+    return view_of(a, op, a.ne, a.nb)
+
+
+def clamp(a, lo, hi):
+    """ggml_clamp always works in place; op_params = [min, max] (f32)."""
+    t = inplace_op(a, "CLAMP")
+    t.set_params_f32([lo, hi])
+    return t
+
+
+def leaky_relu(a, negative_slope, inplace=False):
+    if inplace:
+        t = inplace_op(a, "LEAKY_RELU")
+    else:
+        t = new_op(a.graph, "LEAKY_RELU", a.type, a.ne, [a])
+    t.set_params_f32([negative_slope])
+    return t
+
+
+def scale_inplace(a, s, b=0.0):
+    """ggml_scale_bias_inplace: op_params = [s, b]."""
+    t = inplace_op(a, "SCALE")
+    t.set_params_f32([s, b])
+    return t
+
+
+# --- test_sqr .. test_trunc: same shape grid, their own defaults and input ranges ---
+
+SIMPLE = {
+    # struct: (printed op, graph builder, default ne, input range or None for [-1, 1])
+    "sqr": ("SQR", sqr, [10, 5, 4, 3], None),
+    "sqrt": ("SQRT", sqrt, [10, 3, 3, 2], (50.0, 100.0)),
+    "log": ("LOG", log, [10, 5, 4, 3], (0.9, 1.1)),
+    "sin": ("SIN", sin, [10, 2, 2, 2], (-6.5, 6.5)),
+    "cos": ("COS", cos, [10, 2, 2, 2], (-6.5, 6.5)),
+    "floor": ("FLOOR", lambda a: unary(a, "FLOOR"), [10, 2, 2, 2], (-10.0, 10.0)),
+    "ceil": ("CEIL", lambda a: unary(a, "CEIL"), [10, 2, 2, 2], (-10.0, 10.0)),
+    "round": ("ROUND", lambda a: unary(a, "ROUND"), [10, 2, 2, 2], (-10.0, 10.0)),
+    "trunc": ("TRUNC", lambda a: unary(a, "TRUNC"), [10, 2, 2, 2], (-10.0, 10.0)),
+}
+EXTRA_SHAPES = ([7, 1, 5, 3], [1024, 1024, 1, 1])
+
+
+def _shapes(default):
+    return (default,) + EXTRA_SHAPES
+
+
+def _init_range(lo_hi):
+    if lo_hi is None:
+        return None
+    return lambda t, rng, p: uniform(t, rng, *lo_hi)
+
+
+for _name, (_op, _fn, _ne, _range) in SIMPLE.items():
+    register(Family(
+        name=_name,
+        build=lambda g, type, ne, _fn=_fn: _fn(g.new_tensor(type, ne, "a")),
+        vars=("type", "ne"),
+        op=_op,
+        init=_init_range(_range),
+        eval_grid=lambda _ne=_ne: (dict(type=t, ne=ne) for t in TYPES for ne in _shapes(_ne)),
+    ))
+
+register(Family(
+    name="clamp",
+    build=lambda g, type, ne, min, max: clamp(g.new_tensor(type, ne, "a"), min, max),
+    vars=("type", "ne", "min", "max"),
+    op="CLAMP",
+    eval_grid=lambda: (dict(type=t, ne=ne, min=-0.5, max=0.5)
+                       for t in TYPES for ne in _shapes([10, 5, 4, 3])),
+))
+
+
+def grid_leaky_relu():
+    # test-backend-ops also adds test_leaky_relu() (f32, defaults) once more after the
+    # loop: the same name twice, listed here once
+    for t in TYPES:
+        for ne in _shapes([10, 5, 4, 3]):
+            yield dict(type=t, ne_a=ne, negative_slope=0.1)
+
+
+register(Family(
+    name="leaky_relu",
+    build=lambda g, type, ne_a, negative_slope: leaky_relu(
+        g.new_tensor(type, ne_a, "a"), negative_slope, inplace=True),
+    vars=("type", "ne_a", "negative_slope"),
+    op="LEAKY_RELU",
+    eval_grid=grid_leaky_relu,
+))
+
+
+# --- test_scale and the fused test_softcap ---
+
+def build_scale(g, type, ne, scale, bias, inplace):
+    a = g.new_tensor(type, ne, "a")
+    return (scale_inplace if inplace else scale_bias)(a, scale, bias)
+
+
+register(Family(
+    name="scale",
+    build=build_scale,
+    vars=("type", "ne", "scale", "bias", "inplace"),
+    op="SCALE",
+    eval_grid=lambda: (
+        dict(type="f32", ne=ne, scale=2.0, bias=b, inplace=ip)
+        for ne, b, ip in (([10, 10, 10, 10], 0.0, False), ([10, 10, 10, 10], 1.0, False),
+                          ([10, 10, 10, 10], 1.0, True), ([100, 10, 10, 10], 1.0, False))),
+))
+
+
+def build_softcap(g, type, ne, softcap):
+    a = g.new_tensor(type, ne, "a")
+    inv = float(np.float32(1.0) / np.float32(softcap))  # 1.0f / softcap, in f32
+    return scale_bias(unary(scale_bias(a, inv), "TANH"), softcap)
+
+
+register(Family(
+    name="softcap",
+    build=build_softcap,
+    vars=("type", "ne", "softcap"),
+    op="SOFTCAP",
+    fused=True,
+    eval_grid=lambda: [dict(type="f32", ne=[10, 10, 10, 10], softcap=50.0)],
+))

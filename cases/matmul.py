@@ -1,0 +1,164 @@
+"""test_mul_mat (MUL_MAT): C^T = A B^T with ggml's batch broadcasting over dims 2 and 3,
+for float and quantized A, contiguous, permuted or strided (k_v) operands.
+
+The single eval case with o > 1 (a sum of several identical products) is a run_whole_graph
+case in test-backend-ops, hence test mode only: it is the separate fused family below.
+"""
+from __future__ import annotations
+
+from .catalog import Family, register
+from .graph import Tensor, add, new_op, permute, view
+from .types import F32, ggml_type
+
+# test-backend-ops' type lists (v0.20.2)
+ALL_TYPES = ("f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q1_0 q2_0 mxfp4 nvfp4 q2_K q3_K q4_K q5_K "
+             "q6_K tq2_0 iq2_xxs iq2_xs iq2_s iq3_xxs iq1_s iq1_m iq4_nl iq3_s iq4_xs").split()
+BASE_TYPES = "f32 f16 q8_0 q1_0 q2_0 q4_0 q4_1 q4_K mxfp4 nvfp4 iq2_xxs".split()
+OTHER_TYPES = ("q4_1 q5_0 q5_1 q8_0 q1_0 q2_0 q2_K q3_K q5_K q6_K tq2_0 iq2_xs iq2_s iq3_xxs "
+               "iq1_s iq1_m iq4_nl iq3_s iq4_xs bf16").split()
+
+
+def blck_size(t: str) -> int:
+    return ggml_type(t).blck_size
+
+
+def mul_mat(a: Tensor, b: Tensor) -> Tensor:
+    """ggml_mul_mat: a {k, m, ne02, ne03}, b {k, n, ne12, ne13} -> f32 {m, n, ne12, ne13};
+    a's batch dims must divide b's."""
+    assert a.ne[0] == b.ne[0] and b.ne[2] % a.ne[2] == 0 and b.ne[3] % a.ne[3] == 0
+    assert not a.nb[0] > a.nb[1], "ggml_mul_mat: a must not be transposed"
+    return new_op(a.graph, "MUL_MAT", F32, [a.ne[1], b.ne[1], b.ne[2], b.ne[3]], [a, b])
+
+
+def build_mul_mat(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o):
+    ne_a = [k, m, bs[0], bs[1]]
+    ne_b = [k, n, bs[0] * nr[0], bs[1] * nr[1]]
+    if list(per) != [0, 1, 2, 3]:
+        # created in permuted order, then permuted back to {k, m|n, ...}
+        assert k_v == 0
+        a = g.new_tensor(type_a, [ne_a[p] for p in per], "a")
+        b = g.new_tensor(type_b, [ne_b[p] for p in per], "b")
+        a, b = permute(a, *per), permute(b, *per)
+    else:
+        a = g.new_tensor(type_a, [k_v or k] + ne_a[1:], "a")
+        b = g.new_tensor(type_b, [k_v or k] + ne_b[1:], "b")
+        if k_v:
+            # rows of k_v elements of which only the first k are used
+            assert k_v > k
+            a = view(a, ne_a, a.nb[1:], 0)
+            b = view(b, ne_b, b.nb[1:], 0)
+    out = mul_mat(a, b)
+    for _ in range(1, o):
+        out = add(out, mul_mat(a, b))
+    return out
+
+
+def mm(type_a, type_b, m, n, k, bs=(10, 10), nr=(2, 2), per=(0, 1, 2, 3), k_v=0, o=1):
+    return dict(type_a=type_a, type_b=type_b, m=m, n=n, k=k, bs=list(bs), nr=list(nr),
+                per=list(per), k_v=k_v, o=o)
+
+
+PERMS = ((0, 2, 1, 3), (0, 1, 3, 2), (0, 3, 2, 1))
+
+
+def _grid_all():
+    """make_test_cases_eval's test_mul_mat cases, in order (duplicates included)."""
+    c = []
+    c += [mm(t, "f32", 16, i, 256, (1, 1), (1, 1)) for t in ALL_TYPES for i in range(1, 10)]
+    c += [mm(t, "f32", 2880, 32, 2880, (1, 1), (1, 1)) for t in ("q4_0", "q8_0", "mxfp4")]
+    # m == 1 on both sides of a batch size of 8
+    c += [mm("f32", "f32", 1, n, 2048, (1, 1), (1, 1)) for n in (1, 7, 8, 9, 16, 128, 512)]
+    for ta in BASE_TYPES:
+        for tb in ("f32", "f16"):
+            for k in (256, 4) if blck_size(ta) == 1 else (256,):
+                for n in (1, 16):
+                    for bs, nr in (((1, 1), (1, 1)), ((1, 1), (2, 1)), ((1, 1), (1, 2)), ((3, 1), (1, 1)),
+                                   ((3, 1), (2, 1)), ((3, 2), (1, 1)), ((3, 2), (2, 1)), ((3, 2), (1, 2)),
+                                   ((3, 2), (2, 2))):
+                        c.append(mm(ta, tb, 16, n, k, bs, nr))
+                    if n == 1:
+                        c.append(mm(ta, tb, 16, 4, k, (3, 2), (2, 2)))
+                c += [mm(ta, tb, 16, 1, k, (2, 3), (1, 1), p) for p in PERMS]
+                c.append(mm(ta, tb, 16, 4, k, (2, 3), (1, 1), (0, 3, 2, 1)))
+                c += [mm(ta, tb, 16, n, k, (2, 3), (1, 1), p) for n in (8, 16) for p in PERMS]
+            # large k (stream-k fixup), large batch
+            c += [mm(ta, tb, 16, n, 1024, (3, 2), (1, 1)) for n in (1, 8, 16)]
+            c.append(mm(ta, tb, 16, 8, 256, (1536, 1), (1, 1)))
+    c += [mm("bf16", "f32", 16, n, 256, (2, 3), (1, 1), p) for n in (1, 8, 16) for p in PERMS]
+    for ta in OTHER_TYPES:
+        if blck_size(ta) != 256:
+            c.append(mm(ta, "f32", 16, 1, blck_size(ta), (1, 1), (1, 1)))
+        c.append(mm(ta, "f32", 16, 1, 256, (1, 1), (1, 1)))
+    c += [mm("f16", "f32", m, n, k, (8, 1), nr) for m, n, k, nr in (
+        (64, 2, 128, (1, 1)), (83, 2, 128, (4, 1)), (64, 2, 64, (4, 1)), (83, 2, 64, (4, 1)),
+        (64, 45, 128, (4, 1)), (128, 45, 64, (4, 1)))]
+    c += [mm("f16", "f32", 1056, 1, k, (1, 1), (4, 1), (0, 2, 1, 3)) for k in (193, 67)]
+    c.append(mm("f32", "f32", 16, 32, 32, (1, 1), (1, 1), (0, 1, 2, 3), 64, 3))
+    c.append(mm("f32", "f32", 64, 77, 77, (12, 1), (1, 1)))
+    c.append(mm("q4_0", "f32", 576, 512, 576, (1, 1), (1, 1)))
+    c.append(mm("q4_0", "f32", 1, 2048, 8192, (1, 1), (1, 1)))
+    c += [mm(t, "f32", 1, 64, 256, (1, 1), (1, 1)) for t in ALL_TYPES]
+    c.append(mm("q8_0", "f32", 6, 4096, 5120, (1, 1), (1, 1)))
+    for bs2 in (1, 3):
+        for bs in (1, 2, 4, 8):
+            for nr in (1, 4):
+                for dm in (0, 1):
+                    for dk in (0, 1):
+                        for t in ("f16", "bf16", "f32"):
+                            c.append(mm(t, "f32", 1056 + dm, 1, 128 + dk, (bs, bs2), (nr, 1), (0, 2, 1, 3)))
+                            c.append(mm(t, "f32", 128 + dm, 1, 1056 + dk, (bs, bs2), (nr, 1), (0, 1, 2, 3),
+                                        2 * 1056 + dk))
+    return c
+
+
+def _unique(cases):
+    """test-backend-ops lists some cases twice (e.g. m=16,n=1,k=256 from two loops): once here."""
+    seen, out = set(), []
+    for p in cases:
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in p.items())
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def perf_grid():
+    c = [mm("f16", "f32", 16416, 1, 128, (8, 1), (4, 1), (0, 2, 1, 3)),
+         mm("f16", "f32", 128, 1, 16416, (8, 1), (4, 1), (0, 1, 2, 3), 2 * 16416)]
+    c += [mm(t, "f32", 4096, bs, 14336, (1, 1), (1, 1)) for bs in (1, 2, 3, 4, 5, 8, 512) for t in ALL_TYPES]
+    return c
+
+
+def mul_mat_flops(out, p):
+    return 2 * p["m"] * p["n"] * p["k"] * p["bs"][0] * p["nr"][0] * p["bs"][1] * p["nr"][1]
+
+
+VARS = ("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o")
+NOTES = {"GGML-CPU": "ggml-CPU converts src1 to src0's vec_dot type before the dot products "
+                 "(f16 or bf16 for those A types, q8_0/q8_1/q8_K for quantized A), so its "
+                 "result carries that rounding; the reference multiplies the exact values"}
+
+register(Family(
+    name="mul_mat",
+    build=build_mul_mat,
+    vars=VARS,
+    op="MUL_MAT",
+    eval_grid=lambda: _unique(p for p in _grid_all() if p["o"] == 1),
+    perf_grid=perf_grid,
+    max_nmse=5e-4,
+    flops=mul_mat_flops,
+    notes=NOTES,
+))
+
+# o > 1: run_whole_graph in test-backend-ops, so test mode only and checked on the final sum
+register(Family(
+    name="mul_mat_multi_out",
+    build=build_mul_mat,
+    vars=VARS,
+    op="MUL_MAT",
+    eval_grid=lambda: _unique(p for p in _grid_all() if p["o"] > 1),
+    max_nmse=5e-4,
+    fused=True,
+    flops=mul_mat_flops,
+    notes=NOTES,
+))

@@ -1,0 +1,187 @@
+"""Row and group normalisations: test_norm (NORM), test_rms_norm (RMS_NORM), test_l2_norm
+(L2_NORM), test_group_norm (GROUP_NORM), and the fused test-mode chains RMS_NORM_MUL_ADD,
+NORM_MUL_ADD, ADD_RMS_NORM and GROUP_NORM_MUL_ADD (checked on their final output only)."""
+from __future__ import annotations
+
+from .catalog import Family, register
+from .graph import Tensor, add, mul, new_op, permute, view, view_of
+from .inputs import uniform
+
+# --- constructors (ggml.c): the result is a dup of `a` (or, in place, a view of it) ---
+
+
+def _like(a: Tensor, op: str, inplace: bool = False, i32=(), f32=()) -> Tensor:
+    """ggml_dup_tensor(a) (contiguous, same type and ne) or ggml_view_tensor(a) when in place."""
+    if not inplace:
+        return new_op(a.graph, op, a.type, a.ne, [a], i32=i32, f32=f32)
+    t = view_of(a, op, a.ne, a.nb)
+    t.set_params_i32(i32)
+    t.set_params_f32(f32, len(i32))
+    return t
+
+
+def norm(a: Tensor, eps: float, inplace: bool = False) -> Tensor:
+    """ggml_norm: op_params = [eps]."""
+    return _like(a, "NORM", inplace, f32=[eps])
+
+
+def rms_norm(a: Tensor, eps: float, inplace: bool = False) -> Tensor:
+    """ggml_rms_norm: op_params = [eps]."""
+    return _like(a, "RMS_NORM", inplace, f32=[eps])
+
+
+def l2_norm(a: Tensor, eps: float, inplace: bool = False) -> Tensor:
+    """ggml_l2_norm: op_params = [eps]."""
+    return _like(a, "L2_NORM", inplace, f32=[eps])
+
+
+def group_norm(a: Tensor, n_groups: int, eps: float, inplace: bool = False) -> Tensor:
+    """ggml_group_norm: op_params = [n_groups (i32), eps (f32)]."""
+    return _like(a, "GROUP_NORM", inplace, i32=[n_groups], f32=[eps])
+
+
+# --- case graphs ---
+
+EPS = (0.0, 1e-6, 1e-4, 1e-1, 10.0)
+
+
+def _input(g, type, ne, v=False, noncontig_rows=False):
+    """`a`, optionally a permuted tensor whose rows are not contiguous, optionally a view
+    of half of it in every dim (test_norm / test_l2_norm)."""
+    if noncontig_rows:
+        a = permute(g.new_tensor(type, [ne[1], ne[0], ne[2], ne[3]], "a"), 1, 0, 2, 3)
+    else:
+        a = g.new_tensor(type, ne, "a")
+    if v:
+        a = view(a, [n // 2 for n in a.ne], a.nb[1:], 0)
+    return a
+
+
+def init_pm10(t, rng, p):
+    return uniform(t, rng, -10.0, 10.0)
+
+
+register(Family(
+    name="norm",
+    build=lambda g, type, ne, v, eps, noncontig_rows: norm(_input(g, type, ne, v, noncontig_rows), eps),
+    vars=("type", "ne", "v", "eps", "noncontig_rows"),
+    op="NORM",
+    eval_grid=lambda: [
+        dict(type="f32", ne=[n, 5, 4, 3], v=v, eps=eps, noncontig_rows=nc)
+        for eps in EPS
+        for n in (64, 1025, 33, 132, 260)
+        # permuted rows only for 64 and 1025
+        for v, nc in [(False, False), (True, False), (False, True)][:3 if n in (64, 1025) else 2]],
+))
+
+register(Family(
+    name="rms_norm",
+    build=lambda g, type, ne, v, eps, inplace: rms_norm(_input(g, type, ne, v), eps, inplace),
+    vars=("type", "ne", "v", "eps", "inplace"),
+    op="RMS_NORM",
+    init=init_pm10,
+    eval_grid=lambda: [
+        dict(type="f32", ne=[n, 5, 4, 3], v=v, eps=eps, inplace=False)
+        for eps in EPS for n in (64, 1025, 33, 132, 260) for v in (False, True)
+    ] + [dict(type="f32", ne=[64, 5, 4, 3], v=False, eps=1e-6, inplace=True)],
+))
+
+register(Family(
+    name="l2_norm",
+    build=lambda g, type, ne, eps, v, noncontig_rows: l2_norm(_input(g, type, ne, v, noncontig_rows), eps),
+    vars=("type", "ne", "eps", "v", "noncontig_rows"),
+    op="L2_NORM",
+    eval_grid=lambda: [
+        dict(type="f32", ne=[n, 5, 4, 3], eps=eps, v=v, noncontig_rows=nc)
+        for eps in EPS for n in (64, 1025)
+        for v, nc in [(False, False), (True, False), (False, True)]],
+))
+
+register(Family(
+    name="group_norm",
+    build=lambda g, type, ne, num_groups, eps: group_norm(g.new_tensor(type, ne, "a"), num_groups, eps),
+    vars=("type", "ne", "num_groups", "eps"),
+    op="GROUP_NORM",
+    eval_grid=lambda: [dict(type="f32", ne=ne, num_groups=32, eps=1e-6)
+                       for ne in ([64, 64, 320, 1], [9, 9, 1280, 1])],
+))
+
+
+# --- fused chains (test mode only) ---
+
+def build_rms_norm_mul_add(g, type, ne, eps, broadcast, multi_add):
+    big = [ne[0] * 2, ne[1] * 3, ne[2] * 3, ne[3] * 4] if broadcast else ne
+    a, b, c = g.new_tensor(type, big, "a"), g.new_tensor(type, ne, "b"), g.new_tensor(type, ne, "c")
+    a = add(add(a, b), c)  # use a, b, c early, as the struct does
+    if multi_add:
+        a = add(add(a, b), c)
+    return add(mul(rms_norm(a, eps), b), c)
+
+
+def build_norm_mul_add(g, type, ne, eps, broadcast):
+    big = [ne[0], ne[1] * 2, ne[2] * 2, ne[3] * 2] if broadcast else ne
+    a, w, b = g.new_tensor(type, big, "a"), g.new_tensor(type, ne, "w"), g.new_tensor(type, ne, "b")
+    a = add(add(a, w), b)
+    return add(mul(norm(a, eps), w), b)
+
+
+def build_add_rms_norm(g, type, ne, eps, broadcast):
+    big = [ne[0] * 2, ne[1] * 3, ne[2] * 3, ne[3] * 4] if broadcast else ne
+    a, b = g.new_tensor(type, big, "a"), g.new_tensor(type, ne, "b")
+    return rms_norm(add(a, b), eps)
+
+
+def build_group_norm_mul_add(g, type, ne, num_groups, eps):
+    a, w, b = (g.new_tensor(type, ne, n) for n in "awb")
+    return add(mul(group_norm(a, num_groups, eps), w), b)
+
+
+FUSED_EPS = (0.0, 1e-6, 1e-4, 1e-1, 1.0)
+SINGLE_ROWS = (1, 511, 1025, 8192, 33 * 512)
+
+register(Family(
+    name="rms_norm_mul_add",
+    build=build_rms_norm_mul_add,
+    vars=("type", "ne", "eps", "broadcast", "multi_add"),
+    op="RMS_NORM_MUL_ADD",
+    init=init_pm10,
+    fused=True,
+    eval_grid=lambda: [
+        dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc, multi_add=False)
+        for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)
+    ] + [dict(type="f32", ne=[n, 1, 1, 1], eps=1e-6, broadcast=False, multi_add=ma)
+         for n in SINGLE_ROWS for ma in (False, True)],
+))
+
+register(Family(
+    name="norm_mul_add",
+    build=build_norm_mul_add,
+    vars=("type", "ne", "eps", "broadcast"),
+    op="NORM_MUL_ADD",
+    fused=True,
+    eval_grid=lambda: [dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc)
+                       for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)],
+))
+
+register(Family(
+    name="add_rms_norm",
+    build=build_add_rms_norm,
+    vars=("type", "ne", "eps", "broadcast"),
+    op="ADD_RMS_NORM",
+    init=init_pm10,
+    fused=True,
+    eval_grid=lambda: [
+        dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc)
+        for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)
+    ] + [dict(type="f32", ne=[n, 1, 1, 1], eps=1e-6, broadcast=False) for n in SINGLE_ROWS],
+))
+
+register(Family(
+    name="group_norm_mul_add",
+    build=build_group_norm_mul_add,
+    vars=("type", "ne", "num_groups", "eps"),
+    op="GROUP_NORM_MUL_ADD",
+    fused=True,
+    eval_grid=lambda: [dict(type="f32", ne=ne, num_groups=4, eps=1e-5)
+                       for ne in ([64, 64, 320, 1], [9, 9, 1280, 1])],
+))

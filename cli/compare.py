@@ -1,0 +1,53 @@
+"""Comparison of a device's output with the reference, as test-backend-ops does it:
+NaN anywhere fails, infinities (FLT_MAX counts as one) must match in sign, then an error
+metric (NMSE by default) must stay under the case's threshold."""
+from __future__ import annotations
+
+import numpy as np
+
+FLT_MAX = np.finfo(np.float32).max
+
+
+def to_f32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32).reshape(-1)
+
+
+def nmse(ref: np.ndarray, out: np.ndarray) -> float:
+    """mse(ref, out) / mse(ref, 0), in double precision."""
+    ref = ref.astype(np.float64)
+    out = out.astype(np.float64)
+    num = float(np.sum((ref - out) ** 2))
+    den = float(np.sum(ref * ref))
+    if den == 0.0:
+        return 0.0 if num == 0.0 else float("inf")
+    return num / den
+
+
+def compare(label: str, ref: np.ndarray, out: np.ndarray, threshold: float,
+            err=None, err_name: str = "NMSE", dev_name: str = "DEV") -> tuple[bool, str, float | None]:
+    """(ok, reason, error value). `label` names the node, e.g. "[ADD]"."""
+    r, o = to_f32(ref), to_f32(out)
+    if r.shape != o.shape:
+        return False, f"{label} shape mismatch: NUMPY {r.size} values, {dev_name} {o.size}", None
+    nan = np.isnan(r) | np.isnan(o)
+    if nan.any():
+        i = int(np.argmax(nan))
+        return False, f"{label} NaN at index {i} (NUMPY={r[i]:f} {dev_name}={o[i]:f})", None
+    rinf = np.isinf(r) | (np.abs(r) == FLT_MAX)
+    oinf = np.isinf(o) | (np.abs(o) == FLT_MAX)
+    if rinf.any() or oinf.any():
+        bad = rinf != oinf
+        if bad.any():
+            i = int(np.argmax(bad))
+            return False, f"{label} inf mismatch: NUMPY={r[i]:f} {dev_name}={o[i]:f}", None
+        sign = rinf & (np.signbit(r) != np.signbit(o))
+        if sign.any():
+            i = int(np.argmax(sign))
+            return False, f"{label} inf sign mismatch: NUMPY={r[i]:f} {dev_name}={o[i]:f}", None
+        # compare the finite part only, as infinities already matched
+        keep = ~rinf
+        r, o = r[keep], o[keep]
+    e = float(err(r, o)) if err is not None else nmse(r, o)
+    if not e <= threshold:
+        return False, f"{label} {err_name} = {e:.9f} > {threshold:.9f}", e
+    return True, "", e

@@ -1,0 +1,138 @@
+"""What a worker does with one case on one device: test, support probe or perf.
+
+Runs inside a worker process (see workers.py), so that a crash or a hang in native code
+costs one case, not the run.
+"""
+from __future__ import annotations
+
+import time
+
+from cannops.backend import reference
+from cannops.backend.base import Device, DeviceError
+from cannops.cases.catalog import Case
+
+from .compare import compare
+from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, CaseResult
+
+
+def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
+    return CaseResult(device=device.name, op=case.op, params=case.vars, status=status, **kw)
+
+
+def _note(case: Case, device: Device) -> str:
+    for prefix, why in case.family.notes.items():
+        if device.name.startswith(prefix):
+            return why
+    return ""
+
+
+def check_indices(graph) -> list[int]:
+    """Tensors compared with the reference: every op node but views, or the fused output."""
+    if graph.check_nodes is not None:
+        return [t.index for t in graph.check_nodes]
+    return [t.index for t in graph.nodes() if not t.is_view()]
+
+
+def support(device: Device, case: Case) -> CaseResult:
+    g = case.build()
+    s = device.supports(case, g)
+    return _result(device, case, OK if s else NOT_SUPPORTED, reason=s.reason)
+
+
+def test(device: Device, case: Case, seed: int) -> CaseResult:
+    t0 = time.perf_counter()
+    g = case.build()
+    s = device.supports(case, g)
+    if not s:
+        return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+    for n in g.nodes():
+        why = reference.unsupported(n)
+        if why:
+            return _result(device, case, NOT_SUPPORTED, reason=f"NUMPY: {why}")
+    inputs = case.init_inputs(g, seed)
+    check = check_indices(g)
+    try:
+        mem = reference.compute(g, inputs)
+    except NotImplementedError as e:
+        return _result(device, case, NOT_SUPPORTED, reason=f"NUMPY: {e}")
+    try:
+        got = device.run(case, g, inputs, check)
+    except DeviceError as e:
+        return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
+
+    fam = case.family
+    threshold = fam.threshold(case.params)
+    err_fn = (lambda r, o: fam.err(r, o, case.params)) if fam.err else None
+    reasons, worst = list(got.problems), None
+    for i in check:
+        node = g.tensors[i]
+        ok, why, e = compare(f"[{node.op_desc}]", mem.read(node), got.outputs[i], threshold,
+                             err_fn, fam.err_name, device.name)
+        if e is not None:
+            worst = e if worst is None else max(worst, e)
+        if not ok:
+            reasons.append(why)
+    note = _note(case, device)
+    status = OK
+    if reasons:
+        # a recorded deviation explains a metric miss, never a NaN, inf or overrun
+        metric_only = not got.problems and all(f"{fam.err_name} =" in r for r in reasons)
+        status = DEVIATION if note and metric_only else FAIL
+    return _result(device, case, status, reason="; ".join(reasons), error=worst,
+                   threshold=threshold, metric=fam.err_name, note=note,
+                   seconds=time.perf_counter() - t0)
+
+
+# test-backend-ops' perf targets: flops or bytes per measured graph, CPU vs accelerator
+GFLOP, GB = 10**9, 1 << 30
+GRAPH_NODES = 8192
+
+
+def op_size(out) -> int:
+    """ggml_nbytes of the node and its sources (test-backend-ops' default op_size)."""
+    return out.nbytes() + sum(s.nbytes() for s in out.src if s is not None)
+
+
+def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> CaseResult:
+    g = case.build()
+    s = device.supports(case, g)
+    if not s:
+        return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+    inputs = case.init_inputs(g, seed)
+    out = g.out
+    fam = case.family
+    flops = fam.flops(out, case.params) if fam.flops else 0
+    size = fam.op_size(out, case.params) if fam.op_size else op_size(out)
+    is_cpu = getattr(device, "is_cpu", True)
+    n_nodes = len(g.nodes())
+    if flops > 0:
+        target = (8 if is_cpu else 100) * GFLOP
+        n_runs = min(GRAPH_NODES - n_nodes, target // flops) + 1
+    else:
+        target = (8 if is_cpu else 32) * GB
+        n_runs = min(GRAPH_NODES - n_nodes, target // max(size, 1)) + 1
+    # bytes moved per measured graph: the repeated op plus the other (non-view) nodes once
+    mem = n_runs * size + sum(op_size(n) for n in g.nodes() if not n.is_view() and n is not out)
+    try:
+        total_s, total_runs, total_mem = 0.0, 0, 0
+        while total_s < min_seconds:
+            total_s += device.time(case, g, inputs, int(n_runs))
+            total_runs += int(n_runs)
+            total_mem += mem
+    except DeviceError as e:
+        return _result(device, case, FAIL, reason=str(e))
+    return _result(device, case, OK, n_runs=total_runs, time_us=total_s * 1e6 / total_runs,
+                   flops=flops * total_runs / total_s if flops else 0.0,
+                   bandwidth_gb_s=0.0 if flops else total_mem / total_s / GB,
+                   memory_kb=size // 1024)
+
+
+def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0) -> CaseResult:
+    try:
+        if mode == "support":
+            return support(device, case)
+        if mode == "perf":
+            return perf(device, case, seed, min_seconds)
+        return test(device, case, seed)
+    except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
+        return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

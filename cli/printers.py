@@ -1,0 +1,160 @@
+"""Console output in test-backend-ops' layout (colours and a progress bar on a terminal,
+plain lines when piped), and the machine-readable forms (csv, json)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, CaseResult, DeviceInfo, Run
+
+STYLE = {OK: "bold green", FAIL: "bold red", DEVIATION: "bold yellow", NOT_SUPPORTED: "", "SUPPORTED": "bold green"}
+
+
+def make_console(file=None) -> Console:
+    return Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
+
+
+class ConsolePrinter:
+    """Human output of `ops test` and `ops perf`; the default printer."""
+
+    def __init__(self, mode: str, console: Console | None = None, verbose: bool = False):
+        self.mode = mode
+        self.console = console or make_console()
+        self.verbose = verbose
+        self.progress: Progress | None = None
+        self.task = None
+        self.failed: list[str] = []
+
+    def line(self, *parts) -> None:
+        text = Text()
+        for p in parts:
+            text.append(*(p if isinstance(p, tuple) else (p,)))
+        self.console.print(text)
+
+    # --- run ---
+    def start(self, n_devices: int) -> None:
+        self.line(f"Testing {n_devices} devices")
+        self.line("")
+
+    def device_start(self, i: int, n: int, info: DeviceInfo, n_cases: int) -> None:
+        self.line(f"Backend {i + 1}/{n}: {info.name}")
+        if info.description:
+            self.line(f"  Device description: {info.description}")
+        if info.memory_total is not None:
+            self.line(f"  Device memory: {info.memory_total // 2**20} MB ({info.memory_free // 2**20} MB free)")
+        self.line("")
+        self.failed = []
+        if self.console.is_terminal:
+            self.progress = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(info.name, total=n_cases)
+
+    def device_skipped(self, i: int, n: int, name: str, why: str) -> None:
+        self.line(f"Backend {i + 1}/{n}: {name}")
+        self.line(f"  Skipping: {why}")
+        self.line("")
+
+    def case(self, r: CaseResult) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task)
+        head = f"  {r.name}: "
+        if self.mode == "perf":
+            return self._perf(r, head)
+        if r.status == NOT_SUPPORTED:
+            self.line(head, f"not supported [{r.device}]" + (f" {r.reason}" if self.verbose and r.reason else ""))
+            return
+        first, _, rest = r.reason.partition("\n")
+        if r.status == FAIL:
+            self.failed.append(r.name)
+            self.line(head, first + " " if first else "", ("FAIL", STYLE[FAIL]))
+        elif r.status == DEVIATION:
+            self.line(head, first + " ", ("KNOWN DEVIATION", STYLE[DEVIATION]), f" [{r.device}: {r.note}]")
+        else:
+            self.line(head, ("OK", STYLE[OK]))
+        for ln in rest.splitlines():
+            self.line(f"      {ln}")
+
+    def _perf(self, r: CaseResult, head: str) -> None:
+        if r.status == NOT_SUPPORTED:
+            self.line(head, "not supported")
+            return
+        if r.status == FAIL:
+            self.line(head, r.reason + " ", ("FAIL", STYLE[FAIL]))
+            return
+        # align the figures like test-backend-ops: next multiple of 8, at least 5 spaces
+        n = len(head)
+        last = (n + 7) // 8 * 8
+        if last - n < 5:
+            last += 8
+        figures = f"{' ' * (last - n)}    {r.n_runs:8d} runs - {r.time_us:8.2f} us/run - "
+        if r.flops > 0:
+            per_run = r.flops * r.time_us / 1e6
+            self.line(head, figures, f"{format_flops(per_run)}/run - ", (f"{format_flops(r.flops)}S", "bold blue"))
+        else:
+            self.line(head, figures, f"{r.memory_kb:8d} kB/run - ", (f"{r.bandwidth_gb_s:7.2f} GB/s", "bold blue"))
+
+    def device_end(self, name: str, results: list[CaseResult], ok: bool) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        if self.mode == "test":
+            ran = [r for r in results if r.status in (OK, FAIL, DEVIATION)]
+            passed = sum(r.status in (OK, DEVIATION) for r in ran)
+            dev = sum(r.status == DEVIATION for r in ran)
+            extra = f" ({dev} known deviations)" if dev else ""
+            self.line(f"  {passed}/{len(ran)} tests passed{extra}")
+            if self.failed:
+                self.line("")
+                self.line("  Failing tests:")
+                for case_name in self.failed:
+                    self.line(f"    {case_name}")
+        self.line(f"  Backend {name}: ", ("OK", STYLE[OK]) if ok else ("FAIL", STYLE[FAIL]))
+        self.line("")
+
+    def interrupted(self, run: Run) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        self.line("")
+        self.line(("interrupted", "bold yellow"), f": {len(run.results)} case results kept")
+
+    def end(self, n_ok: int, n_total: int) -> None:
+        self.line(f"{n_ok}/{n_total} backends passed")
+        self.line(("OK", STYLE[OK]) if n_ok == n_total else ("FAIL", STYLE[FAIL]))
+
+
+def format_flops(f: float) -> str:
+    for scale, unit in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP")):
+        if f >= scale:
+            return f"{f / scale:6.2f} {unit}"
+    return f"{f / 1e3:6.2f} kFLOP"
+
+
+class QuietPrinter(ConsolePrinter):
+    """Prints nothing while running (machine-readable output follows at the end)."""
+
+    def __init__(self, mode: str):
+        super().__init__(mode, make_console(io.StringIO()))
+
+
+CSV_FIELDS = ["device", "op", "params", "status", "reason", "error", "threshold", "metric",
+              "n_runs", "time_us", "flops", "bandwidth_gb_s", "memory_kb", "seconds"]
+
+
+def write_csv(run: Run, out) -> None:
+    w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in sorted(run.results, key=lambda r: (r.index, r.device)):
+        w.writerow(r.to_dict())
+
+
+def write_json(run: Run, out) -> None:
+    json.dump(run.to_dict(), out, indent=1)
+    out.write("\n")

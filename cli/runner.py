@@ -1,0 +1,109 @@
+"""Runs the selected cases on each device through a worker pool and collects a `Run`.
+
+Results are printed in case order whatever the number of workers, and kept whatever
+happens: an interrupt (SIGINT / SIGTERM) stops the workers, and everything computed so
+far is in the returned run, marked `interrupted`.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+from cannops import cli as _pkg
+from cannops.cases.catalog import Case
+
+from .results import FAIL, SKIPPED, CaseResult, Run
+from .workers import WorkerPool, WorkerStartError
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_status = 128 + signum
+
+
+@dataclass
+class Options:
+    mode: str = "test"
+    jobs: int = 1
+    timeout: float = 60.0
+    seed: int = 0
+    min_seconds: float = 1.0   # perf: measure each case at least this long
+    ops_filter: str | None = None
+    params_filter: str | None = None
+    shard: str | None = None
+
+
+def device_passed(results) -> bool:
+    return not any(r.status == FAIL for r in results)
+
+
+def _raise_interrupt(signum, frame):
+    raise Interrupted(signum)
+
+
+def execute(cases: list[tuple[int, Case]], devices: list[str], opts: Options, printer) -> Run:
+    run = Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
+              params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__)
+    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    # each worker gets an equal share of the cores (ggml's CPU backend is multi-threaded)
+    threads = max(1, (os.cpu_count() or 1) // max(1, opts.jobs))
+    n_ok = 0
+    printer.start(len(devices))
+    try:
+        for i, name in enumerate(devices):
+            pool = WorkerPool(name, opts.jobs, opts.timeout, threads)
+            try:
+                try:
+                    info = pool.start()
+                except WorkerStartError as e:
+                    printer.device_skipped(i, len(devices), name, str(e))
+                    # its cases stay in the results, skipped: the device's ops are unknown
+                    run.results.extend(CaseResult(device=name, op=c.op, params=c.vars, status=SKIPPED,
+                                                  reason=str(e), index=idx) for idx, c in cases)
+                    continue
+                run.devices.append(info)
+                printer.device_start(i, len(devices), info, len(cases))
+                done = _run_device(pool, cases, opts, printer, run)
+            finally:
+                pool.close()
+            ok = device_passed(done)
+            n_ok += ok
+            printer.device_end(name, done, ok)
+        printer.end(n_ok, len(devices))
+    except Interrupted as e:
+        run.interrupted = True
+        printer.interrupted(run)
+        raise_after = e
+    else:
+        raise_after = None
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
+    return run
+
+
+def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run):
+    """Feed the pool; print results in case order; keep out-of-order ones on interrupt."""
+    pending: dict[int, object] = {}
+    done = []
+    next_seq = 0
+    try:
+        for seq, result in pool.run(((s, c) for s, (_, c) in enumerate(cases)), opts.mode,
+                                    opts.seed, opts.min_seconds):
+            result.index = cases[seq][0]
+            pending[seq] = result
+            while next_seq in pending:
+                r = pending.pop(next_seq)
+                run.results.append(r)
+                done.append(r)
+                printer.case(r)
+                next_seq += 1
+    except Interrupted:
+        for seq in sorted(pending):
+            run.results.append(pending[seq])
+            done.append(pending[seq])
+        raise
+    return done

@@ -1,0 +1,90 @@
+"""Choosing cases and devices from the command line: -o, -p, -b, --shard."""
+from __future__ import annotations
+
+import difflib
+import re
+
+from cannops.cases.catalog import Case, all_cases, all_op_names
+
+
+class BadInput(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+def split_ops_filter(text: str) -> list[str]:
+    """Comma list of op names or full case names; commas inside (...) belong to the name."""
+    items, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "," and depth == 0:
+            items.append("".join(cur).strip())
+            cur = []
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur.append(ch)
+    items.append("".join(cur).strip())
+    return [i for i in items if i]
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word.upper(), choices, n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def select_cases(mode: str, ops: str | None = None, params: str | None = None,
+                 shard: str | None = None) -> list[tuple[int, Case]]:
+    """The selected cases with their position in the unsharded selection (stable across
+    -j, shards and merges)."""
+    cases = all_cases(mode)
+    if ops:
+        known = all_op_names()
+        wanted_ops, wanted_names = set(), set()
+        for item in split_ops_filter(ops):
+            if "(" in item:
+                op = item.split("(", 1)[0]
+                if op not in known:
+                    raise BadInput(f"unknown op {op!r}{_suggest(op, known)}")
+                wanted_names.add(item)
+            elif item in known:
+                wanted_ops.add(item)
+            else:
+                raise BadInput(f"unknown op {item!r}{_suggest(item, known)}")
+        by_name = {c.name for c in cases}
+        for n in wanted_names - by_name:
+            raise BadInput(f"no {mode} case named {n!r}")
+        cases = [c for c in cases if c.op in wanted_ops or c.name in wanted_names]
+    if params:
+        try:
+            rx = re.compile(params)
+        except re.error as e:
+            raise BadInput(f"bad -p regex {params!r}: {e}") from None
+        cases = [c for c in cases if rx.search(c.vars)]
+    indexed = list(enumerate(cases))
+    if shard:
+        k, n = parse_shard(shard)
+        indexed = [(i, c) for i, c in indexed if i % n == k - 1]
+    return indexed
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not m or not (1 <= int(m.group(1)) <= int(m.group(2))):
+        raise BadInput(f"bad --shard {text!r}: expected K/N with 1 <= K <= N, e.g. 1/4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def select_devices(wanted: tuple[str, ...], available: list[tuple[str, str]],
+                   include_reference: bool = False) -> list[str]:
+    """-b names (repeatable or comma lists); default: every device but the reference."""
+    names = [n for n, _ in available]
+    if not wanted:
+        return [n for n in names if include_reference or n != "NUMPY"]
+    chosen = []
+    for item in wanted:
+        for name in (x.strip() for x in item.split(",")):
+            if not name:
+                continue
+            if name not in names:
+                raise BadInput(f"unknown device {name!r}; available: {', '.join(names) or 'none'}")
+            if name not in chosen:
+                chosen.append(name)
+    return chosen

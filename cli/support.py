@@ -1,0 +1,103 @@
+"""Per-op support status from case results, per device.
+
+supported: every case ran and passed; partial: some cases not supported, none failed;
+fail: any case failed; unsupported: no case supported; unknown: no case ran (only skipped
+cases, the device was unavailable, or the op was named by the run's -o but no case of it
+was selected).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.table import Table
+
+from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, Run
+
+SUPPORTED, PARTIAL, UNSUPPORTED, FAILING, UNKNOWN = "supported", "partial", "unsupported", "fail", "unknown"
+ORDER = (SUPPORTED, PARTIAL, FAILING, UNSUPPORTED, UNKNOWN)  # the report's row order
+
+
+def op_status(statuses: list[str]) -> str:
+    """supported: every case ran and passed; partial: some not supported, none failed;
+    fail: any failed; unsupported: none supported; unknown: no case ran."""
+    ran = [s for s in statuses if s in (OK, FAIL, DEVIATION, NOT_SUPPORTED)]
+    if not ran:
+        return UNKNOWN
+    if any(s == FAIL for s in ran):
+        return FAILING
+    n_unsup = sum(s == NOT_SUPPORTED for s in ran)
+    if n_unsup == len(ran):
+        return UNSUPPORTED
+    return PARTIAL if n_unsup else SUPPORTED
+
+
+def per_op(run: Run) -> dict[str, dict[str, list[str]]]:
+    """op -> device -> case statuses"""
+    table: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for r in run.results:
+        table[r.op][r.device].append(r.status)
+    return table
+
+
+def run_devices(run: Run) -> list[str]:
+    """The run's devices, then those that only have (skipped) results: unavailable ones."""
+    names = [d.name for d in run.devices]
+    for r in run.results:
+        if r.device not in names:
+            names.append(r.device)
+    return names
+
+
+def filter_ops(ops_filter: str | None) -> list[str]:
+    """Op names that a -o filter asks for (a full case name counts for its op)."""
+    if not ops_filter:
+        return []
+    from .selection import split_ops_filter
+    return [item.split("(", 1)[0].strip() for item in split_ops_filter(ops_filter)]
+
+
+def run_ops(run: Run) -> list[str]:
+    """Every op with a result, and every op the run's -o named: those without results are
+    unknown rather than missing from the report."""
+    return sorted({r.op for r in run.results} | set(filter_ops(run.ops_filter)))
+
+
+def device_statuses(run: Run) -> dict[str, dict[str, str]]:
+    """device -> op -> status, over every device and op of the run."""
+    table = per_op(run)
+    ops = run_ops(run)
+    return {d: {op: op_status(table.get(op, {}).get(d, [])) for op in ops} for d in run_devices(run)}
+
+
+def has_failures(run: Run) -> bool:
+    return any(s == FAILING for ops in device_statuses(run).values() for s in ops.values())
+
+
+STYLE = {SUPPORTED: "green", PARTIAL: "yellow", FAILING: "red", UNSUPPORTED: "dim", UNKNOWN: "dim"}
+
+
+def print_support_table(run: Run, console: Console) -> None:
+    devices = run_devices(run)
+    table = Table(title="Operator support", show_lines=False)
+    table.add_column("Op")
+    for d in devices:
+        table.add_column(d)
+    ops = per_op(run)
+    counts = {d: defaultdict(int) for d in devices}
+    for op in run_ops(run):
+        row = [op]
+        for d in devices:
+            st = ops.get(op, {}).get(d, [])
+            status = op_status(st)
+            counts[d][status] += 1
+            ran = [s for s in st if s in (OK, FAIL, DEVIATION, NOT_SUPPORTED)]
+            n_sup = sum(s != NOT_SUPPORTED for s in ran)
+            row.append(f"[{STYLE[status]}]{status}[/] ({n_sup}/{len(ran)})")
+        table.add_row(*row)
+    console.print(table)
+    for d in devices:
+        c = counts[d]
+        console.print(f"{d}: " + ", ".join(f"{c[s]} {s}" for s in ORDER if c[s]))
+    if run.interrupted:
+        console.print("[yellow]interrupted[/]: partial results")

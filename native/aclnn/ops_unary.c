@@ -1,0 +1,71 @@
+/* GGML_OP_UNARY: one aclnn operator per ggml_unary_op, chosen as ggml-cann chooses it
+ * (so GELU and GELU_ERF share aclnnGelu, GELU_QUICK is aclnnGeluV2 with approximate=0,
+ * STEP is x > 0 and ELU / SOFTPLUS pass ggml's fixed constants). */
+#include "ops_cann.h"
+
+/* self -> out operators: aclnnX(self, out) */
+#define SIMPLE_UNARY(fn, OP)                                                 \
+    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {      \
+        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
+        OPS_ACLNN(ctx, OP, x, y);                                            \
+        return 0;                                                            \
+    }
+
+SIMPLE_UNARY(op_abs, Abs)
+SIMPLE_UNARY(op_neg, Neg)
+SIMPLE_UNARY(op_sgn, Sign)
+SIMPLE_UNARY(op_exp, Exp)
+SIMPLE_UNARY(op_tanh, Tanh)
+SIMPLE_UNARY(op_relu, Relu)
+SIMPLE_UNARY(op_sigmoid, Sigmoid)
+SIMPLE_UNARY(op_silu, Silu)
+SIMPLE_UNARY(op_gelu, Gelu)
+SIMPLE_UNARY(op_hardsigmoid, Hardsigmoid)
+SIMPLE_UNARY(op_hardswish, Hardswish)
+
+static int op_gelu_quick(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    OPS_ACLNN(ctx, GeluV2, x, (int64_t) 0, y);
+    return 0;
+}
+
+static int op_elu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    aclScalar *one = ops_scalar_f32(ctx, 1.0f);   /* alpha = scale = inputScale = 1 */
+    OPS_ACLNN(ctx, Elu, x, one, one, one, y);
+    return 0;
+}
+
+static int op_step(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    aclScalar *zero = ops_scalar_f32(ctx, 0.0f);
+    OPS_ACLNN(ctx, GtScalar, x, zero, y);   /* the 0/1 result converts to dst's type */
+    return 0;
+}
+
+static int op_softplus(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    aclScalar *beta = ops_scalar_f32(ctx, 1.0f), *threshold = ops_scalar_f32(ctx, 20.0f);
+    OPS_ACLNN(ctx, Softplus, x, beta, threshold, y);
+    return 0;
+}
+
+OPS_FAMILY(unary) = {
+    { GGML_OP_UNARY, GGML_UNARY_OP_ABS,         op_abs },
+    { GGML_OP_UNARY, GGML_UNARY_OP_NEG,         op_neg },
+    { GGML_OP_UNARY, GGML_UNARY_OP_SGN,         op_sgn },
+    { GGML_OP_UNARY, GGML_UNARY_OP_STEP,        op_step },
+    { GGML_OP_UNARY, GGML_UNARY_OP_EXP,         op_exp },
+    { GGML_OP_UNARY, GGML_UNARY_OP_TANH,        op_tanh },
+    { GGML_OP_UNARY, GGML_UNARY_OP_ELU,         op_elu },
+    { GGML_OP_UNARY, GGML_UNARY_OP_RELU,        op_relu },
+    { GGML_OP_UNARY, GGML_UNARY_OP_SIGMOID,     op_sigmoid },
+    { GGML_OP_UNARY, GGML_UNARY_OP_SILU,        op_silu },
+    { GGML_OP_UNARY, GGML_UNARY_OP_GELU,        op_gelu },
+    { GGML_OP_UNARY, GGML_UNARY_OP_GELU_ERF,    op_gelu },
+    { GGML_OP_UNARY, GGML_UNARY_OP_GELU_QUICK,  op_gelu_quick },
+    { GGML_OP_UNARY, GGML_UNARY_OP_HARDSIGMOID, op_hardsigmoid },
+    { GGML_OP_UNARY, GGML_UNARY_OP_HARDSWISH,   op_hardswish },
+    { GGML_OP_UNARY, GGML_UNARY_OP_SOFTPLUS,    op_softplus },
+    OPS_END,
+};

@@ -1,0 +1,186 @@
+"""The CANN backend as a device: its rule set agrees with the native layer and the
+simulator, and its results (on CANN-SIM here) agree with the NumPy reference."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+cann = pytest.importorskip("cannops.backend.cann")
+from cannops.backend import reference  # noqa: E402
+from cannops.backend.cann import rules  # noqa: E402
+from cannops.cases.catalog import all_cases  # noqa: E402
+from cannops.cases.graph import OP_VALUE, UNARY_OPS, Graph, new_op  # noqa: E402
+from cannops.native._aclnn import ffi, lib  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dev():
+    rt = cann.runtime()
+    d = cann.open_device(rt.devices[0][0])
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return {c.name: c for c in all_cases()}
+
+
+def declared_aclnn_ops() -> set[str]:
+    kind = ffi.new("int *")
+    names = set()
+    for i in range(lib.ops_api_count()):
+        name = ffi.string(lib.ops_api_entry(i, kind)).decode()
+        if kind[0] == 1:
+            names.add(name)
+    return names
+
+
+def test_every_rule_has_a_native_handler_and_declared_operators():
+    declared = declared_aclnn_ops()
+    for key, rule in rules.RULES.items():
+        op, _, sub = key.partition(":")
+        subop = UNARY_OPS.index(sub) if sub else -1
+        assert lib.ops_cann_has_handler(OP_VALUE[op], subop), key
+        assert set(rule.aclnn) <= declared, key
+
+
+def test_every_declared_operator_is_simulated():
+    from cannops.backend.cann.sim import aclnn, install
+    install()
+    assert declared_aclnn_ops() == set(aclnn.OPS)
+
+
+def test_unsupported_nodes_say_why(cases):
+    dev_rules = rules.supports
+    c = cases["EXPM1(type=f32,ne_a=[128,2,2,2],v=0)"]
+    assert dev_rules(c.build()).reason == "UNARY:EXPM1: no aclnn mapping in the CANN backend"
+    g = Graph()
+    x = g.new_tensor("f16", [6, 8, 2])
+    g.out = new_op(g, "SSM_CONV", "f32", [8, 4, 2], [x, g.new_tensor("f32", [3, 8])])
+    assert dev_rules(g).reason == "SSM_CONV: src0 type f16 not in {f32}"
+
+
+def nmse(out: np.ndarray, ref: np.ndarray) -> float:
+    """NMSE over the finite reference values; infinities must match exactly."""
+    out, ref = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    inf = np.isinf(ref)
+    if not np.array_equal(out[inf], ref[inf]) or np.isnan(out).any():
+        return float("inf")
+    out, ref = out[~inf], ref[~inf]
+    return float(((out - ref) ** 2).sum() / max((ref ** 2).sum(), 1e-300))
+
+
+def _selected(cases):
+    """A cross-section of the phase's families: views, broadcasts by repetition,
+    permuted and overlapping sources, fused chains, type conversions, SSM_CONV."""
+    pick = []
+    for name, c in cases.items():
+        v = c.vars
+        if c.op in ("ABS", "SGN", "STEP", "ELU", "GELU_QUICK", "HARDSWISH", "SOFTPLUS", "EXP"):
+            pick.append(name) if "type=f32" in v else None
+        elif c.op in ("ADD", "SUB", "MUL", "DIV"):
+            if "ne=[10,5,4,3]" in v and ("nr=[2,2,2,2]" in v or "perm1=1" in v or "nf=2" in v):
+                pick.append(name)
+            elif "src_overlap=1" in v:
+                pick.append(name)
+        elif c.op in ("SCALE", "CONT", "DUP"):
+            pick.append(name)
+        elif c.op == "CPY" and "ne_src=[256" not in v and "q" not in v.split("type_dst=")[1][:2]:
+            pick.append(name)
+        elif c.op == "SSM_CONV" and "1024" in v:
+            pick.append(name)
+    return pick
+
+
+def test_results_match_the_reference(dev, cases):
+    checked = 0
+    for name in _selected(cases):
+        c = cases[name]
+        g = c.build()
+        if not dev.supports(c, g):
+            continue
+        inputs = c.init_inputs(g, 0)
+        idx = [t.index for t in (g.check_nodes or [g.out])]
+        got = dev.run(c, g, inputs, idx).outputs
+        mem = reference.compute(g, inputs)
+        for i in idx:
+            err = nmse(got[i], mem.read(g.tensors[i]))
+            assert err <= c.family.threshold(c.params), f"{name}: NMSE {err}"
+        checked += 1
+    assert checked > 150
+
+
+def test_pool_is_reused_across_cases(dev, cases):
+    c = cases["SSM_CONV(type=f32,ne_a=[6,1536,1,1],ne_b=[3,1536,1,1])"]
+    g = c.build()
+    inputs = c.init_inputs(g, 0)
+    dev.run(c, g, inputs, [g.out.index])
+    held = lib.ops_cann_pool_held(dev.ctx)
+    for _ in range(3):
+        dev.run(c, g, inputs, [g.out.index])
+    assert lib.ops_cann_pool_held(dev.ctx) == held > 0
+
+
+def test_time_and_memory(dev, cases):
+    c = cases["ADD(type=f32,ne=[10,5,4,3],nr=[2,2,2,2],nf=1,perm1=0,src_overlap=0)"]
+    g = c.build()
+    seconds = dev.time(c, g, c.init_inputs(g, 0), 5)
+    assert 0 < seconds < 10
+    total, free = dev.memory()
+    assert 0 < free <= total
+
+
+def test_a_bad_node_fails_without_aborting(dev):
+    # the SSM_CONV handler refuses f16 itself (ggml-cann would assert)
+    g = Graph()
+    x = g.new_tensor("f16", [6, 8, 2])
+    g.out = new_op(g, "SSM_CONV", "f32", [8, 4, 2], [x, g.new_tensor("f32", [3, 8])])
+    inputs = {t.index: np.zeros(tuple(reversed(t.ne)), t.type.dtype) for t in g.leaves}
+    with pytest.raises(cann.CANNError, match="SSM_CONV: unexpected types"):
+        dev.run(None, g, inputs, [g.out.index])
+
+
+STUB_OVERRIDES = r"""
+#include <stdint.h>
+int aclrtGetDeviceCount(uint32_t *count) { *count = 2; return 0; }
+const char *aclrtGetSocName(void) { return "Ascend910B4"; }
+"""
+
+
+@pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler")
+def test_real_libraries_give_cann0_cann1(tmp_path):
+    """With libascendcl / libnnopbase / libopapi present (stubs here: every ACL entry
+    point returns success, two devices), the table binds to them and the devices are
+    CANN0 and CANN1, described by the SoC name, and CANN-SIM is gone."""
+    from cannops.native import build_aclnn
+    build_aclnn.generate()
+    lib64 = tmp_path / "lib64"
+    lib64.mkdir()
+    (tmp_path / "defaults.c").write_text(
+        '#include "acl_types.h"\n#define ACL_INCLUDE(h)\n#define ACLNN_OP(...)\n'
+        "#define ACL_FN(ret, name, params) __attribute__((weak)) ret name params { return (ret) 0; }\n"
+        '#include "ops_api_list.h"\n')
+    (tmp_path / "overrides.c").write_text(STUB_OVERRIDES)
+    (tmp_path / "empty.c").write_text("int ops_stub_empty;\n")
+    inc = ["-I", str(build_aclnn.SRC), "-I", str(build_aclnn.GEN)]
+    subprocess.run(["cc", "-shared", "-fPIC", "-w", *inc, "-o", str(lib64 / "libascendcl.so"),
+                    str(tmp_path / "defaults.c"), str(tmp_path / "overrides.c")], check=True)
+    for name in ("libnnopbase.so", "libopapi.so"):
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib64 / name), str(tmp_path / "empty.c")],
+                       check=True)
+    code = ("from cannops.backend import cann\n"
+            "print(cann.list_devices(), cann.runtime().simulated)\n"
+            "cann.open_device('CANN1').close()\n")
+    env = dict(os.environ, ASCEND_TOOLKIT_HOME=str(tmp_path))
+    env.pop("OPS_CANN", None)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[('CANN0', 'Ascend910B4'), ('CANN1', 'Ascend910B4')] False"
+    # OPS_CANN=sim chooses the simulator all the same
+    p = subprocess.run([sys.executable, "-c", "from cannops.backend import cann; print(cann.list_devices()[0][0])"],
+                       capture_output=True, text=True, env=dict(env, OPS_CANN="sim"), timeout=120)
+    assert p.stdout.strip() == "CANN-SIM", p.stderr

@@ -1,0 +1,200 @@
+"""The ggml bridge: device discovery, values against the NumPy reference, the
+constructor cross-check, guard regions, and support queries without compute."""
+import numpy as np
+import pytest
+
+from cannops.backend import base
+from cannops.backend.base import DeviceError
+from cannops.backend.numpy_device import NumpyDevice
+from cannops.cases import all_cases
+from cannops.cases.graph import Graph, add, contiguous_strides, cont, cpy, permute, scale, unary
+
+ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
+
+
+def nmse(ref, out):
+    ref = np.asarray(ref, np.float64)
+    out = np.asarray(out, np.float64)
+    return float(np.sum((ref - out) ** 2) / np.sum(ref ** 2))
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    dev = ggml.open_device("GGML-CPU")
+    dev.n_threads = 1
+    yield dev
+    dev.close()
+
+
+@pytest.fixture(scope="module")
+def numpy_dev():
+    return NumpyDevice()
+
+
+def broadcast_add_graph():
+    """out = cont(permute(a + b, ...)) with b broadcast on dims 1 and 3; the permuted
+    view of the sum is a checked tensor too (its download must follow its strides)."""
+    g = Graph()
+    a = g.new_tensor("f32", [16, 4, 3, 2], "a")
+    b = g.new_tensor("f32", [16, 1, 3, 1], "b")
+    s = add(a, b)
+    s.name = "sum"
+    p = permute(s, 2, 0, 1, 3)
+    p.name = "sum_permuted"
+    g.out = cont(p)
+    g.out.name = "out"
+    rng = np.random.default_rng(7)
+    inputs = {t.index: rng.uniform(-1, 1, t.ne[::-1]).astype(np.float32) for t in g.leaves}
+    return g, inputs
+
+
+def test_cpu_device_is_listed_with_a_description():
+    found = dict(ggml.list_devices())
+    assert found.get("GGML-CPU")
+    assert "cannops.backend.ggml" in base.PROVIDER_MODULES  # discovered by backend.base
+
+
+def test_cpu_device_facts(cpu):
+    total, free = cpu.memory()
+    assert total > 0 and 0 <= free <= total
+    assert cpu.is_cpu and cpu.dev_type == "CPU"
+
+
+def test_unary_case_matches_numpy(cpu, numpy_dev):
+    # a SILU on a non-contiguous view of a larger leaf, from the catalog
+    case = next(c for c in all_cases() if c.name == "SILU(type=f32,ne_a=[5,7,11,13],v=1)")
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    check = [g.out.index]
+    assert cpu.supports(case, g)
+    got = cpu.run(case, g, inputs, check)
+    want = numpy_dev.run(case, g, inputs, check)
+    assert got.problems == []
+    out, ref = got.outputs[g.out.index], want.outputs[g.out.index]
+    assert out.shape == (13, 11, 7, 5) and out.dtype == np.float32
+    assert nmse(ref, out) <= 1e-7
+
+
+def test_broadcast_add_and_permuted_view_match_numpy(cpu, numpy_dev):
+    g, inputs = broadcast_add_graph()
+    check = [t.index for t in g.tensors if t.name in ("sum", "sum_permuted", "out")]
+    got = cpu.run(None, g, inputs, check)
+    want = numpy_dev.run(None, g, inputs, check)
+    assert got.problems == []
+    for i in check:
+        assert got.outputs[i].shape == g.tensors[i].ne[::-1]
+        assert nmse(want.outputs[i], got.outputs[i]) <= 1e-7
+    # independent of both devices: the sum itself, by NumPy broadcasting
+    a, b = inputs[0], inputs[1]
+    np.testing.assert_allclose(got.outputs[check[0]], a + b, rtol=1e-6)
+
+
+def test_scale_bias(cpu):
+    g = Graph()
+    a = g.new_tensor("f32", [32, 3], "a")
+    g.out = scale(a, 0.5, 0.25)
+    x = np.linspace(-2, 2, 96, dtype=np.float32).reshape(1, 1, 3, 32)
+    got = cpu.run(None, g, {0: x}, [g.out.index]).outputs[g.out.index]
+    assert got.dtype == np.float32 and got.shape == (1, 1, 3, 32)
+    np.testing.assert_allclose(got, x * 0.5 + 0.25, rtol=1e-6)
+
+
+def test_shape_mismatch_with_ggml_is_a_device_error(cpu):
+    g, _ = broadcast_add_graph()
+    s = next(t for t in g.tensors if t.name == "sum")
+    s.ne = (16, 4, 3, 1)  # a wrong shape in our model of ggml_add
+    with pytest.raises(DeviceError, match=r"node #2 sum \(ADD\): ne is \[16, 4, 3, 2\] in ggml"):
+        cpu.supports(None, g)
+
+
+def test_op_params_mismatch_is_a_device_error(cpu):
+    g = Graph()
+    a = g.new_tensor("f32", [8, 2], "a")
+    g.out = unary(a, "RELU")
+    g.out.set_params_i32([3], start=1)  # a stray word ggml does not write
+    with pytest.raises(DeviceError, match="op_params"):
+        cpu.run(None, g, {0: np.zeros((2, 8), np.float32)}, [g.out.index])
+
+
+def test_failed_ggml_assert_is_a_device_error_not_an_abort(cpu, numpy_dev):
+    g, inputs = broadcast_add_graph()
+    b = g.tensors[1]
+    b.ne = (16, 3, 3, 1)  # b no longer broadcasts onto a: ggml_add asserts
+    b.nb = contiguous_strides(b.type, b.ne)
+    with pytest.raises(DeviceError, match=r"ggml_add: .*GGML_ASSERT\(ggml_can_repeat"):
+        cpu.supports(None, g)
+    # the process, the device and its backend carry on
+    g, inputs = broadcast_add_graph()
+    assert cpu.run(None, g, inputs, [g.out.index]).problems == []
+
+
+def test_sentinel_catches_a_write_past_a_tensor(cpu):
+    g, inputs = broadcast_add_graph()  # "sum" is 1536 bytes: its sentinel follows at once
+    lib, ffi = ggml.lib, ggml.ffi
+    s = next(t for t in g.tensors if t.name == "sum")
+
+    def overflow(replay):
+        p = replay.ptrs[s.index]
+        assert lib.ggml_backend_buffer_is_host(p.buffer)
+        end = ffi.cast("char *", p.data) + lib.ggml_nbytes(p)
+        ffi.memmove(end, b"\x7f" * 64, 64)  # a kernel writing 64 bytes too many
+
+    cpu.after_compute = overflow
+    try:
+        res = cpu.run(None, g, inputs, [g.out.index])
+    finally:
+        cpu.after_compute = None
+    assert res.problems == ["sentinel mismatch: sum"]
+    assert cpu.run(None, g, inputs, [g.out.index]).problems == []
+
+
+def test_supports_answers_without_computing(cpu, monkeypatch):
+    def no(*args):
+        raise AssertionError("supports() must not allocate or compute")
+    monkeypatch.setattr(cpu, "_allocate", no)
+    monkeypatch.setattr(cpu, "_compute", no)
+    g, _ = broadcast_add_graph()
+    assert cpu.supports(None, g)
+    # the CPU backend has no iq2_xxs -> iq2_xxs copy (test-backend-ops lists it unsupported)
+    g = Graph()
+    a = g.new_tensor("iq2_xxs", [256, 2, 3, 4], "a")
+    b = g.new_tensor("iq2_xxs", [256, 2, 3, 4], "b")
+    g.out = cpy(a, b)
+    sup = cpu.supports(None, g)
+    assert not sup and "CPY" in sup.reason
+
+
+def test_time_runs_the_output_node_n_times(cpu):
+    g, inputs = broadcast_add_graph()
+    t1 = cpu.time(None, g, inputs, 1)
+    t100 = min(cpu.time(None, g, inputs, 400) for _ in range(3))
+    assert 0 < t1 and t100 > 0
+    gf = cpu._perf[2].gf
+    assert ggml.lib.ggml_graph_n_nodes(gf) >= 400
+    cpu.close()  # frees the kept perf graph; the device reopens its backend on demand
+    assert cpu._perf is None
+    assert cpu.run(None, g, inputs, [g.out.index]).problems == []
+
+
+def test_deferred_node_is_bound_through_the_later_constructor(cpu, numpy_dev, monkeypatch):
+    # as if ggml_cont built its own transpose: TRANSPOSE defers, CONT builds both
+    from cannops.backend.ggml.ops import DEFER, REPLAYS, built
+    from cannops.cases.graph import transpose
+
+    def cont_of_transpose(lib, ctx, node, srcs):
+        assert not srcs[0]  # the deferred transpose is not built yet
+        return lib.ggml_cont(ctx, lib.ggml_transpose(ctx, built(node.src[0].src[0])))
+
+    monkeypatch.setitem(REPLAYS, "TRANSPOSE", lambda lib, ctx, node, srcs: DEFER)
+    monkeypatch.setitem(REPLAYS, "CONT", cont_of_transpose)
+    g = Graph()
+    a = g.new_tensor("f32", [5, 3], "a")
+    g.out = cont(transpose(a))
+    x = np.arange(15, dtype=np.float32).reshape(1, 1, 3, 5)
+    got = cpu.run(None, g, {0: x}, [1, 2])
+    np.testing.assert_array_equal(got.outputs[2][0, 0], x[0, 0].T)
+    np.testing.assert_array_equal(got.outputs[1][0, 0], x[0, 0].T)  # the transposed view, via its nb
+    # a deferred node that no later constructor builds is an error
+    monkeypatch.setitem(REPLAYS, "CONT", lambda lib, ctx, node, srcs: lib.ggml_cont(ctx, built(a)))
+    with pytest.raises(DeviceError):
+        cpu.supports(None, g)

@@ -1,0 +1,120 @@
+"""The runner end to end through `ops`: worker isolation (abort, segfault, hang, overrun),
+parallel and sharded runs, interrupts, and bad input."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+OPS = [sys.executable, "-m", "cannops.cli.main"]
+FAULTS = "abort=ABS,segv=NEG,hang=EXP,overrun=RELU"
+
+
+def ops(*args, env=None, **kw):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300, **kw)
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def statuses(doc):
+    return {(r["device"], r["name"]): r["status"] for r in doc["results"]}
+
+
+def test_faults_become_fail_lines_and_the_run_goes_on(tmp_path):
+    res = tmp_path / "r.json"
+    p = ops("test", "-b", "FAULTY", "-o", "ABS,NEG,EXP,RELU,SGN", "-p", "type=f32", "--timeout", "3",
+            "-j", "2", "--results", str(res), env={"OPS_FAULTY": FAULTS})
+    assert p.returncode == 1, p.stderr
+    doc = load(res)
+    by_op = {}
+    for r in doc["results"]:
+        by_op.setdefault(r["op"], []).append(r)
+    assert all(r["status"] == "FAIL" and "SIGABRT" in r["reason"] for r in by_op["ABS"])
+    assert all(r["status"] == "FAIL" and "SIGSEGV" in r["reason"] for r in by_op["NEG"])
+    assert all(r["status"] == "FAIL" and "timeout" in r["reason"] for r in by_op["EXP"])
+    assert all(r["status"] == "FAIL" and "sentinel mismatch" in r["reason"] for r in by_op["RELU"])
+    # every other case still ran, after all those worker deaths
+    assert by_op["SGN"] and all(r["status"] == "OK" for r in by_op["SGN"])
+    assert doc["summary"]["FAULTY"]["FAIL"] == 4 * 4
+    # the console names the signal and quotes the worker's last output
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("  ABS("))
+    assert "worker died: SIGABRT" in line and line.endswith("FAIL")
+    assert "Fatal Python error" in p.stdout
+
+
+def test_parallel_run_equals_serial_run(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    args = ["test", "-b", "FAULTY", "-o", "ABS,SGN,NEG,RELU,TANH", "--timeout", "20"]
+    env = {"OPS_FAULTY": "abort=ABS,overrun=RELU"}
+    ops(*args, "-j", "1", "--results", str(a), env=env)
+    p = ops(*args, "-j", "2", "--results", str(b), env=env)
+    assert statuses(load(a)) == statuses(load(b))
+    assert load(a)["summary"] == load(b)["summary"]
+    # console lines come out in case order whatever the number of workers
+    names = [ln.split(":")[0].strip() for ln in p.stdout.splitlines() if ln.startswith("  ") and not ln.startswith("   ") and "=" in ln]
+    assert names == [r["name"] for r in load(a)["results"]]
+
+
+def test_two_shards_merge_into_the_unsharded_summary(tmp_path):
+    args = ["test", "-b", "NUMPY", "-o", "ABS,SGN,NEG,SILU,GELU"]
+    whole, s1, s2, merged = (tmp_path / f for f in ("w.json", "1.json", "2.json", "m.json"))
+    ops(*args, "--results", str(whole))
+    ops(*args, "--shard", "1/2", "--results", str(s1))
+    ops(*args, "--shard", "2/2", "--results", str(s2))
+    assert 0 < len(load(s1)["results"]) < len(load(whole)["results"])
+    p = ops("merge", str(s1), str(s2), "--out", str(merged))
+    assert p.returncode == 0, p.stderr
+    assert load(merged)["summary"] == load(whole)["summary"]
+    assert statuses(load(merged)) == statuses(load(whole))
+
+
+def test_sigint_keeps_a_complete_partial_results_file(tmp_path):
+    res = tmp_path / "r.json"
+    env = dict(os.environ, OPS_FAULTY="hang=EXP", PYTHONUNBUFFERED="1")
+    # in catalog order the two ABS cases come first, then EXP hangs
+    proc = subprocess.Popen([*OPS, "test", "-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0",
+                             "--timeout", "600", "--results", str(res)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    seen = []
+    while sum(ln.startswith("  ABS(") for ln in seen) < 2:
+        line = proc.stdout.readline()
+        assert line, "ops ended before printing the ABS cases"
+        seen.append(line)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    doc = load(res)
+    assert doc["interrupted"] is True
+    assert len(doc["results"]) == 2 and all(r["op"] == "ABS" and r["status"] == "OK" for r in doc["results"])
+    assert "interrupted" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["test", "-o", "SSM_CONVV"], "unknown op 'SSM_CONVV' (did you mean SSM_CONV"),
+    (["test", "-p", "("], "bad -p regex"),
+    (["test", "-b", "NOPE"], "unknown device 'NOPE'; available:"),
+    (["test", "-j", "0"], "-j must be at least 1"),
+    (["test", "--shard", "3/2"], "bad --shard '3/2'"),
+    (["test", "--results", "/nonexistent-dir/r.json"], "cannot write /nonexistent-dir/r.json"),
+    (["merge", "/nonexistent.json"], "cannot read /nonexistent.json"),
+])
+def test_bad_input_is_one_line_and_status_2(args, message):
+    p = ops(*args)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_malformed_results_file_is_rejected(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = ops("merge", str(bad))
+    assert p.returncode == 2 and "not valid JSON" in p.stderr

@@ -110,6 +110,15 @@ RULES: dict[str, Rule] = {
 }
 
 
+def _load_family_rules() -> None:
+    """Families added later keep their entries in rules_<family>.py beside this file
+    (each does RULES.update({...})), next to native/aclnn/ops_<family>.c."""
+    import importlib
+    import pathlib
+    for path in sorted(pathlib.Path(__file__).parent.glob("rules_*.py")):
+        importlib.import_module(f"{__package__}.{path.stem}")
+
+
 def rule_key(node: Tensor) -> str:
     return f"{node.op}:{node.op_desc}" if node.op in ("UNARY", "GLU") else node.op
 
@@ -130,3 +139,6 @@ def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) 
         if has_handler is not None and not has_handler(node):
             return Support(False, f"{key}: no native handler")
     return Support(True)
+
+
+_load_family_rules()

@@ -1,0 +1,57 @@
+"""`ops` end to end on the real devices: the acceptance lines of the README."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cannops.backend.base import list_devices
+
+OPS = [sys.executable, "-m", "cannops.cli.main"]
+DEVICES = [n for n, _ in list_devices()]
+
+
+def ops(*args):
+    return subprocess.run([*OPS, *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("device", [d for d in ("GGML-CPU", "CANN-SIM") if d in DEVICES])
+def test_ssm_conv_prints_the_45_reference_cases_all_ok(device, reference_dir):
+    p = ops("test", "-o", "SSM_CONV", "-b", device, "-j", "2")
+    assert p.returncode == 0, p.stdout[-2000:]
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  SSM_CONV(")]
+    expected = {f"SSM_CONV({ln.split(chr(9))[1]})" for ln in
+                (reference_dir / "test-backend-ops-v0.20.2-cases.tsv").read_text().splitlines()
+                if ln.startswith("SSM_CONV\t")}
+    assert len(lines) == 45
+    assert {ln.strip().rsplit(": ", 1)[0] for ln in lines} == expected
+    assert all(ln.endswith(": OK") for ln in lines)
+    # test-backend-ops' layout around the case lines
+    assert p.stdout.startswith("Testing 1 devices\n\nBackend 1/1: " + device)
+    assert "  45/45 tests passed" in p.stdout and p.stdout.rstrip().endswith("OK")
+
+
+def test_piped_output_is_plain_text():
+    p = ops("test", "-o", "ABS", "-b", "NUMPY")
+    assert "\x1b[" not in p.stdout
+
+
+def test_full_case_names_and_params_regex_select_cases():
+    name = "ABS(type=f32,ne_a=[5,7,11,13],v=1)"
+    p = ops("list", "cases", "-o", name + ",SGN", "-p", r"f32.*v=1")
+    assert p.stdout.split() == [name, "SGN(type=f32,ne_a=[128,2,2,2],v=1)", "SGN(type=f32,ne_a=[5,7,11,13],v=1)"]
+
+
+def test_json_output_carries_run_and_case_fields():
+    p = ops("test", "-o", "SQRT", "-b", "NUMPY", "--seed", "7", "--output", "json")
+    doc = json.loads(p.stdout)
+    assert doc["mode"] == "test" and doc["seed"] == 7 and doc["ops_filter"] == "SQRT"
+    assert doc["devices"][0]["name"] == "NUMPY"
+    r = doc["results"][0]
+    assert r["op"] == "SQRT" and r["status"] == "OK" and r["error"] == 0.0
+
+
+def test_perf_prints_runs_and_throughput():
+    p = ops("perf", "-o", "ADD", "-b", "NUMPY", "--min-time", "0.01", "-p", "nr=\\[1,1,1,1\\]")
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  ADD(")]
+    assert lines and all(" runs - " in ln and " us/run - " in ln and "GB/s" in ln for ln in lines)

@@ -27,6 +27,25 @@ def init_leaf(t: Tensor, rng: np.random.Generator, data=None) -> np.ndarray:
     if t.type.is_quantized:
         if data.dtype == np.uint8 and data.shape[-1] == t.type.row_size(t.ne[0]):
             return np.ascontiguousarray(data)
-        from gguf.quants import quantize
-        return quantize(data.astype(np.float32).reshape(shape_of(t)), t.type.qtype)
+        return quantize(np.ascontiguousarray(data, dtype=np.float32).reshape(shape_of(t)), t.type)
     return np.ascontiguousarray(data.reshape(shape_of(t)).astype(t.type.dtype))
+
+
+def quantize(data: np.ndarray, type) -> np.ndarray:
+    """Rows of blocks, shape (..., row bytes): gguf's quantizer, or for the types gguf
+    cannot encode, libggml's own ggml_quantize_chunk (what test-backend-ops uses for its
+    inputs, with a unit importance matrix where the type requires one)."""
+    from gguf.quants import quantize as gguf_quantize
+    try:
+        return gguf_quantize(data, type.qtype)
+    except NotImplementedError:
+        pass
+    from cannops.native._ggml import ffi, lib  # built by `make native`
+    n_per_row = data.shape[-1]
+    nrows = data.size // n_per_row
+    out = np.empty(data.shape[:-1] + (type.row_size(n_per_row),), dtype=np.uint8)
+    imatrix = np.ones(n_per_row, np.float32) if lib.ggml_quantize_requires_imatrix(type.value) else None
+    lib.ggml_quantize_chunk(type.value, ffi.from_buffer("float[]", data), ffi.from_buffer("char[]", out),
+                            0, nrows, n_per_row,
+                            ffi.NULL if imatrix is None else ffi.from_buffer("float[]", imatrix))
+    return out

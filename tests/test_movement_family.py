@@ -285,6 +285,10 @@ def test_cpy_case_thresholds_and_inputs():
 
 
 def test_numpy_device_says_why_a_quantized_type_is_out_of_reach():
-    case = _case("GET_ROWS(type=q2_K,n=256,m=5,r=4,be1=1,be2=1,v=0)")
+    # gguf 0.19 can neither encode nor decode q1_0 (q2_K inputs are made by libggml and
+    # decoded by gguf, so those cases run)
+    case = _case("GET_ROWS(type=q1_0,n=256,m=5,r=4,be1=1,be2=1,v=0)")
     s = NumpyDevice().supports(case, case.build())
-    assert not s and "q2_K" in s.reason and "gguf" in s.reason
+    assert not s and "q1_0" in s.reason and "gguf" in s.reason
+    ok = _case("GET_ROWS(type=q2_K,n=256,m=5,r=4,be1=1,be2=1,v=0)")
+    assert NumpyDevice().supports(ok, ok.build())

@@ -14,13 +14,19 @@ from cannops.native._aclnn import ffi, lib
 from . import CANNError, err_buffer, err_text, rules
 
 
+GUARD = 4096  # bytes of guard region before and after every tensor (test-backend-ops'
+              # 1024-float sentinels); a multiple of 128 keeps the tensor's data aligned
+
+
 class _Placed:
-    """One case graph on the device: its ggml_tensor structs and its memory blocks."""
+    """One case graph on the device: its ggml_tensor structs and its memory blocks, each
+    tensor between two guard regions filled with a known pattern."""
 
     def __init__(self, dev: "CANNDevice", graph: Graph):
         self.dev, self.graph = dev, graph
         self.structs: dict[int, object] = {}
         self.blocks: list[object] = []
+        self.guards: list[tuple[str, object]] = []   # (where, device address)
 
     def build(self) -> None:
         for t in self.graph.tensors:     # creation order: sources and bases come first
@@ -35,8 +41,12 @@ class _Placed:
             if src is not None:
                 s.src[i] = self.structs[src.index]
         if t.view_src is None:
-            s.data = self.dev._alloc(max(t.nbytes(), 1))
-            self.blocks.append(s.data)
+            size = max(t.nbytes(), 1)
+            block = self.dev._alloc(size + 2 * GUARD)
+            self.blocks.append(block)
+            s.data = ffi.cast("char *", block) + GUARD
+            label = t.name or f"{t.op_desc}#{t.index}"
+            self.guards += [(f"before {label}", block), (f"after {label}", s.data + size)]
         else:
             s.view_src = self.structs[t.view_src.index]
             s.view_offs = t.view_offs
@@ -44,7 +54,14 @@ class _Placed:
         s.name = t.name.encode()[:63]
         return s
 
+    def _pattern(self, i: int) -> np.ndarray:
+        return np.random.default_rng(i).integers(0, 256, GUARD, dtype=np.uint8)
+
     def upload(self, inputs: dict[int, np.ndarray]) -> None:
+        for i, (_, addr) in enumerate(self.guards):
+            pattern = self._pattern(i)
+            self.dev._check(lib.ops_cann_upload(self.dev.ctx, addr, ffi.from_buffer(pattern), GUARD,
+                                                *self.dev._err()), "upload guard")
         for t in self.graph.leaves:
             if t.index in inputs:
                 data = np.ascontiguousarray(inputs[t.index])
@@ -58,6 +75,16 @@ class _Placed:
         for node in self.graph.nodes():
             self.dev._check(lib.ops_cann_compute(self.dev.ctx, self.structs[node.index],
                                                  *self.dev._err()), f"{rules.rule_key(node)} #{node.index}")
+
+    def overruns(self) -> list[str]:
+        """Guard regions a kernel wrote into (after synchronisation)."""
+        bad, buf = [], np.empty(GUARD, np.uint8)
+        for i, (where, addr) in enumerate(self.guards):
+            self.dev._check(lib.ops_cann_download(self.dev.ctx, ffi.from_buffer(buf), addr, GUARD,
+                                                  *self.dev._err()), "download guard")
+            if not np.array_equal(buf, self._pattern(i)):
+                bad.append(f"sentinel mismatch: {where}")
+        return bad
 
     def read(self, t: Tensor, cache: dict[int, np.ndarray]) -> np.ndarray:
         base = t.base
@@ -138,7 +165,8 @@ class CANNDevice(Device):
                 placed.compute()
                 self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
                 cache: dict[int, np.ndarray] = {}
-                return RunResult({i: placed.read(graph.tensors[i], cache) for i in check})
+                return RunResult({i: placed.read(graph.tensors[i], cache) for i in check},
+                                 placed.overruns())
             finally:
                 placed.release()
 

@@ -245,7 +245,7 @@ def support(output, results_in, compute, markdown, log_dir, summary_file, baseli
         print_support_table(run, make_console())
     emit(run, output)
     write_reports(run, log_dir, summary_file, base, markdown)
-    if run.interrupted:
+    if results_in is None and run.interrupted:
         sys.exit(run.exit_status or 130)
     # probing finds no failures; computing does, and a failing case fails the command
     sys.exit(run.exit_status if compute else 0)

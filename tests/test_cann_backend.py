@@ -12,7 +12,7 @@ cann = pytest.importorskip("cannops.backend.cann")
 from cannops.backend import reference  # noqa: E402
 from cannops.backend.cann import rules  # noqa: E402
 from cannops.cases.catalog import all_cases  # noqa: E402
-from cannops.cases.graph import OP_VALUE, UNARY_OPS, Graph, new_op  # noqa: E402
+from cannops.cases.graph import GLU_OPS, OP_VALUE, UNARY_OPS, Graph, new_op  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def test_every_rule_has_a_native_handler_and_declared_operators():
     declared = declared_aclnn_ops()
     for key, rule in rules.RULES.items():
         op, _, sub = key.partition(":")
-        subop = UNARY_OPS.index(sub) if sub else -1
+        subop = (GLU_OPS if op == "GLU" else UNARY_OPS).index(sub) if sub else -1
         assert lib.ops_cann_has_handler(OP_VALUE[op], subop), key
         assert set(rule.aclnn) <= declared, key
 

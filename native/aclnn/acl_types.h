@@ -93,6 +93,7 @@ ACL_ENUM(aclrtMemAttr, OPS_ACL_MEM_ATTRS)
 ACL_OPAQUE(aclTensor)
 ACL_OPAQUE(aclScalar)
 ACL_OPAQUE(aclIntArray)
+ACL_OPAQUE(aclTensorList)
 ACL_TYPEDEF(int32_t, aclnnStatus)
 
 /* aclnn return codes (the "aclnn返回码" table; opdev/op_errno.h). That header is not

@@ -43,7 +43,8 @@ struct ops_block {      /* one pool block: a whole aclrtMalloc allocation */
     int    used;
 };
 
-enum ops_obj_kind { OPS_OBJ_TENSOR, OPS_OBJ_SCALAR, OPS_OBJ_INT_ARRAY, OPS_OBJ_SCRATCH };
+enum ops_obj_kind { OPS_OBJ_TENSOR, OPS_OBJ_SCALAR, OPS_OBJ_INT_ARRAY, OPS_OBJ_SCRATCH,
+                    OPS_OBJ_TENSOR_LIST };
 
 struct ops_cann_ctx {
     int32_t           device;
@@ -79,8 +80,13 @@ void *ops_scratch(struct ops_cann_ctx *ctx, size_t size);      /* released after
 void  ops_keep_tensor(struct ops_cann_ctx *ctx, aclTensor *t);  /* destroyed after the node */
 void  ops_keep_scalar(struct ops_cann_ctx *ctx, aclScalar *s);
 void  ops_keep_int_array(struct ops_cann_ctx *ctx, aclIntArray *a);
+void  ops_keep_tensor_list(struct ops_cann_ctx *ctx, aclTensorList *l);
 void  ops_node_begin(struct ops_cann_ctx *ctx, char *err, size_t n);
 void  ops_node_end(struct ops_cann_ctx *ctx);
+/* For handlers that launch one operator per slice in a loop: what was registered since
+ * `mark` (a value of ops_objs_mark) is released now; launched work keeps what it needs. */
+int   ops_objs_mark(struct ops_cann_ctx *ctx);
+void  ops_objs_release(struct ops_cann_ctx *ctx, int mark);
 
 /* ---- tensors (tensor.c) ---- */
 aclDataType ops_acl_dtype(enum ggml_type type);
@@ -93,7 +99,14 @@ aclTensor *ops_tensor_ex(struct ops_cann_ctx *ctx, void *data, enum ggml_type ty
                          const int64_t *ne, const size_t *nb, int dims, aclFormat format,
                          size_t offset);
 aclScalar   *ops_scalar_f32(struct ops_cann_ctx *ctx, float value);
+/* A contiguous tensor of `dims` dims (ggml order) over new scratch memory (released after
+ * the node); *data receives its address. NULL on failure (ctx->rc set). */
+aclTensor   *ops_scratch_tensor(struct ops_cann_ctx *ctx, enum ggml_type type, const int64_t *ne,
+                                int dims, void **data);
 aclIntArray *ops_int_array(struct ops_cann_ctx *ctx, const int64_t *values, uint64_t count);
+/* An aclTensorList of tensors made by ops_tensor*: aclDestroyTensorList destroys the
+ * tensors it holds, so the list takes them over from the node's objects. */
+aclTensorList *ops_tensor_list(struct ops_cann_ctx *ctx, aclTensor *const *items, uint64_t count);
 /* src1 broadcast onto src0 (ggml_can_repeat) for dst = op(src0, src1): where src1 is
  * repeated, the dim is split in (ne/nr, nr) so that aclnn's numpy broadcasting applies. */
 void ops_bcast_tensors(struct ops_cann_ctx *ctx, const struct ggml_tensor *src0,

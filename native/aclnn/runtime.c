@@ -346,6 +346,7 @@ static void keep(struct ops_cann_ctx *ctx, enum ops_obj_kind kind, void *p) {
 void ops_keep_tensor(struct ops_cann_ctx *ctx, aclTensor *t) { keep(ctx, OPS_OBJ_TENSOR, t); }
 void ops_keep_scalar(struct ops_cann_ctx *ctx, aclScalar *s) { keep(ctx, OPS_OBJ_SCALAR, s); }
 void ops_keep_int_array(struct ops_cann_ctx *ctx, aclIntArray *a) { keep(ctx, OPS_OBJ_INT_ARRAY, a); }
+void ops_keep_tensor_list(struct ops_cann_ctx *ctx, aclTensorList *l) { keep(ctx, OPS_OBJ_TENSOR_LIST, l); }
 
 void *ops_scratch(struct ops_cann_ctx *ctx, size_t size) {
     void *p = ops_pool_alloc(ctx, size);
@@ -356,8 +357,12 @@ void *ops_scratch(struct ops_cann_ctx *ctx, size_t size) {
 /* Work already launched keeps its own copy of the descriptors, and the pool is
  * stream-ordered (a block is only reused by later work on the same stream), so both
  * can go as soon as the node's launches are queued. */
-void ops_node_end(struct ops_cann_ctx *ctx) {
-    for (int i = ctx->n_objs - 1; i >= 0; i--) {
+void ops_node_end(struct ops_cann_ctx *ctx) { ops_objs_release(ctx, 0); }
+
+int ops_objs_mark(struct ops_cann_ctx *ctx) { return ctx->n_objs; }
+
+void ops_objs_release(struct ops_cann_ctx *ctx, int mark) {
+    for (int i = ctx->n_objs - 1; i >= mark; i--) {
         void *p = ctx->objs[i].p;
         int rc = 0;
         switch (ctx->objs[i].kind) {
@@ -365,10 +370,11 @@ void ops_node_end(struct ops_cann_ctx *ctx) {
             case OPS_OBJ_SCALAR:    rc = ACL.aclDestroyScalar(p); break;
             case OPS_OBJ_INT_ARRAY: rc = ACL.aclDestroyIntArray(p); break;
             case OPS_OBJ_SCRATCH:   ops_pool_release(ctx, p); break;
+            case OPS_OBJ_TENSOR_LIST: rc = ACL.aclDestroyTensorList(p); break;
         }
         if (rc) ops_acl_fail(ctx, rc, "destroying an ACL object");
     }
-    ctx->n_objs = 0;
+    ctx->n_objs = mark;
 }
 
 /* ------------------------------------------------------------- copies ---- */

@@ -90,6 +90,23 @@ aclTensor *ops_tensor(struct ops_cann_ctx *ctx, const struct ggml_tensor *t) {
     return ops_tensor_ex(ctx, t->data, t->type, t->ne, t->nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
 }
 
+aclTensor *ops_scratch_tensor(struct ops_cann_ctx *ctx, enum ggml_type type, const int64_t *ne,
+                              int dims, void **data) {
+    size_t es = ops_elem_size(type), nb[2 * GGML_MAX_DIMS];
+    int64_t n = 1;
+    *data = NULL;
+    if (ctx->rc || !es || dims < 1 || dims > 2 * GGML_MAX_DIMS) {
+        if (!ctx->rc) ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "bad scratch tensor (type %d, %d dims)", (int) type, dims);
+        return NULL;
+    }
+    for (int i = 0; i < dims; i++) {
+        nb[i] = i ? nb[i - 1] * (size_t) ne[i - 1] : es;
+        n *= ne[i];
+    }
+    *data = ops_scratch(ctx, (size_t) (n ? n : 1) * es);
+    return *data ? ops_tensor_ex(ctx, *data, type, ne, nb, dims, ACL_FORMAT_ND, 0) : NULL;
+}
+
 aclScalar *ops_scalar_f32(struct ops_cann_ctx *ctx, float value) {
     if (ctx->rc) return NULL;
     aclScalar *s = ACL.aclCreateScalar(&value, ACL_FLOAT);
@@ -110,6 +127,26 @@ aclIntArray *ops_int_array(struct ops_cann_ctx *ctx, const int64_t *values, uint
     }
     ops_keep_int_array(ctx, a);
     return a;
+}
+
+aclTensorList *ops_tensor_list(struct ops_cann_ctx *ctx, aclTensor *const *items, uint64_t count) {
+    if (ctx->rc) return NULL;
+    aclTensorList *list = ACL.aclCreateTensorList((const aclTensor *const *) items, count);
+    if (!list) {
+        ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "aclCreateTensorList returned NULL: %s", ops_recent_msg());
+        return NULL;
+    }
+    /* the list owns its tensors now: drop them from the node's objects */
+    int kept = 0;
+    for (int i = 0; i < ctx->n_objs; i++) {
+        int owned = 0;
+        for (uint64_t j = 0; j < count; j++)
+            owned |= ctx->objs[i].kind == OPS_OBJ_TENSOR && ctx->objs[i].p == (void *) items[j];
+        if (!owned) ctx->objs[kept++] = ctx->objs[i];
+    }
+    ctx->n_objs = kept;
+    ops_keep_tensor_list(ctx, list);
+    return list;
 }
 
 /* ggml repeats src1 along dim i when src0->ne[i] = nr * src1->ne[i]; numpy-style

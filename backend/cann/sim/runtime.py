@@ -225,6 +225,7 @@ class State:
         self.tensors = Handles("aclTensor", 0x7E_0000_0000)
         self.scalars = Handles("aclScalar", 0x7F_0000_0000)
         self.int_arrays = Handles("aclIntArray", 0x80_0000_0000)
+        self.tensor_lists = Handles("aclTensorList", 0x82_0000_0000)   # -> tensor handles
         self.executors = Handles("aclOpExecutor", 0x81_0000_0000)
         self.last_error = ""
         self.leaks: list[str] = []          # what aclFinalize found still allocated
@@ -274,7 +275,7 @@ def aclFinalize():
     if live:
         found.append(f"{len(live)} device allocation(s), {sum(a.size for a in live)} bytes, never freed")
     # (an executor that was never launched belongs to the runtime: not the caller's leak)
-    for kind in ("streams", "events", "tensors", "scalars", "int_arrays"):
+    for kind in ("streams", "events", "tensors", "scalars", "int_arrays", "tensor_lists"):
         n = len(getattr(STATE, kind).objects)
         if n:
             found.append(f"{n} {getattr(STATE, kind).kind}(s) never destroyed")
@@ -563,6 +564,29 @@ def aclCreateIntArray(value, size):
 @entry
 def aclDestroyIntArray(array):
     STATE.int_arrays.pop(array, "aclDestroyIntArray")
+    return 0
+
+
+@entry
+def aclCreateTensorList(value, size):
+    size = int(size)
+    if size and value == ffi.NULL:
+        raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, "aclCreateTensorList: value is nullptr")
+    items = tuple(int(ffi.cast("uintptr_t", value[i])) for i in range(size))
+    for i, h in enumerate(items):
+        if h not in STATE.tensors.objects:
+            raise SimError(lib.ACLNN_ERR_PARAM_INVALID,
+                           f"aclCreateTensorList: value[{i}] {h:#x} is not a live aclTensor")
+    return ffi.cast("aclTensorList *", STATE.tensor_lists.new(items))
+
+
+@entry
+def aclDestroyTensorList(array):
+    items = STATE.tensor_lists.pop(array, "aclDestroyTensorList")
+    for h in items:   # the list owns its tensors: they are destroyed with it
+        if STATE.tensors.objects.pop(h, None) is None:
+            raise SimError(lib.ACLNN_ERR_PARAM_INVALID,
+                           f"aclDestroyTensorList: its aclTensor {h:#x} was already destroyed")
     return 0
 
 

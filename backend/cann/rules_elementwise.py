@@ -1,0 +1,38 @@
+"""CANN rules of SQR, SQRT, LOG, SIN, COS, CLAMP, LEAKY_RELU, ACC, SET and ADD_ID
+(native/aclnn/ops_elementwise.c). ADD_ID has no ggml-cann mapping: it is aclnnGatherV2 of
+b's rows by ids, then aclnnAdd."""
+from __future__ import annotations
+
+from .rules import ELEMENTS, FLOAT, RULES, Rule, unary
+
+
+def _same_type(node) -> bool:
+    return node.src[0].type == node.type
+
+
+def _src1_converts(node) -> bool:
+    s, d = node.src[1].type.name, node.type.name
+    return s == d or (s in FLOAT and d in FLOAT)
+
+
+def _dst_of_a_type(node) -> bool:
+    return node.type == node.src[0].type
+
+
+RULES.update({
+    "SQR": unary("Mul"),
+    "SQRT": unary("Sqrt"),
+    "LOG": unary("Log"),
+    "SIN": unary("Sin"),
+    "COS": unary("Cos"),
+    "CLAMP": unary("Clamp"),
+    "LEAKY_RELU": unary("LeakyRelu"),
+    # dst = src0 (a device copy), then src1 added into / copied into a view of dst
+    "ACC": Rule(("Add", "InplaceAdd", "InplaceCopy"), {"src0": FLOAT, "src1": FLOAT, "dst": FLOAT},
+                ((_same_type, "src0 and dst types differ"),)),
+    "SET": Rule(("InplaceCopy",), {"src0": ELEMENTS, "src1": ELEMENTS, "dst": ELEMENTS},
+                ((_same_type, "src0 and dst types differ"),
+                 (_src1_converts, "src1 converts into dst only between float types"))),
+    "ADD_ID": Rule(("GatherV2", "Add"), {"src0": FLOAT, "src1": FLOAT, "src2": frozenset({"i32"}), "dst": FLOAT},
+                   ((_dst_of_a_type, "src0 and dst types differ"),)),
+})

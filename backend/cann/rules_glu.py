@@ -1,0 +1,26 @@
+"""CANN rules of GGML_OP_GLU (native/aclnn/ops_glu.c): every gated activation runs on
+f32 / f16 / bf16, with gate, input and output of one type (aclnnInplaceMul writes the
+product into dst, which must hold the promoted type). SWIGLU_OAI has no ggml-cann mapping;
+it is composed of aclnn operators here."""
+from __future__ import annotations
+
+from .rules import FLOAT, RULES, Rule
+
+
+def _one_type(node) -> bool:
+    return all(s.type == node.type for s in node.src if s is not None)
+
+
+def _glu(*ops: str) -> Rule:
+    return Rule(ops, {"src0": FLOAT, "dst": FLOAT},
+                ((_one_type, "GLU inputs and output must have one type"),))
+
+
+RULES.update({
+    "GLU:REGLU": _glu("Relu", "InplaceMul"),
+    "GLU:GEGLU": _glu("GeGluV3", "Gelu", "InplaceMul"),
+    "GLU:GEGLU_ERF": _glu("GeGluV3", "GeluV2", "InplaceMul"),
+    "GLU:GEGLU_QUICK": _glu("GeluV2", "InplaceMul"),
+    "GLU:SWIGLU": _glu("SwiGlu", "Silu", "InplaceMul"),
+    "GLU:SWIGLU_OAI": _glu("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
+})

@@ -1,0 +1,32 @@
+"""CANN rules of SUM, SUM_ROWS, MEAN, ARGMAX, COUNT_EQUAL, CUMSUM and ARGSORT
+(native/aclnn/ops_reduce.c). The source types are those both ggml and the aclnn
+operator have (ReduceSum, Mean, ArgMax, EqTensor, Cumsum and Argsort take every
+float and signed integer type of ggml)."""
+from __future__ import annotations
+
+from .rules import ELEMENTS, RULES, Rule
+
+I32, I64 = frozenset({"i32"}), frozenset({"i64"})
+NUMBERS = ELEMENTS
+SORTABLE = ELEMENTS - {"f64"}      # aclnnArgsort has no DOUBLE
+
+
+def _same_type(node) -> bool:
+    return node.src[0].type == node.type
+
+
+def _same_sources(node) -> bool:
+    return node.src[0].type == node.src[1].type
+
+
+RULES.update({
+    "SUM": Rule(("ReduceSum",), {"src0": NUMBERS, "dst": NUMBERS}, ((_same_type, "src0 and dst types differ"),)),
+    "SUM_ROWS": Rule(("ReduceSum",), {"src0": NUMBERS, "dst": NUMBERS},
+                     ((_same_type, "src0 and dst types differ"),)),
+    "MEAN": Rule(("Mean",), {"src0": NUMBERS, "dst": frozenset({"f32"})}),
+    "ARGMAX": Rule(("ArgMax",), {"src0": NUMBERS, "dst": I32}),
+    "COUNT_EQUAL": Rule(("EqTensor", "ReduceSum"), {"src0": NUMBERS, "src1": NUMBERS, "dst": I64},
+                        ((_same_sources, "src0 and src1 types differ"),)),
+    "CUMSUM": Rule(("Cumsum",), {"src0": NUMBERS, "dst": NUMBERS}, ((_same_type, "src0 and dst types differ"),)),
+    "ARGSORT": Rule(("Argsort", "Cast"), {"src0": SORTABLE, "dst": I32}),
+})

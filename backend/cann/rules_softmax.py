@@ -1,0 +1,29 @@
+"""Rules of SOFT_MAX (native/aclnn/ops_softmax.c): scale, f32 / f16 mask broadcast over
+dims 2 and 3, ALiBi slopes, attention sinks."""
+from __future__ import annotations
+
+from .rules import FLOAT, RULES, Rule, _same_type
+
+
+def _src(node, i):
+    return node.src[i] if i < len(node.src) else None
+
+
+def _mask_ok(node) -> bool:
+    m = _src(node, 1)
+    return m is None or m.type.name in ("f32", "f16")
+
+
+def _sinks_ok(node) -> bool:
+    s = _src(node, 2)
+    return s is None or s.type.name == "f32"
+
+
+RULES.update({
+    "SOFT_MAX": Rule(("Muls", "InplaceAdd", "Arange", "PowScalarTensor", "Mul", "InplaceCopy",
+                      "Softmax"),
+                     {"src0": FLOAT, "dst": FLOAT},
+                     ((_same_type, "src0 and dst types differ"),
+                      (_mask_ok, "the mask must be f32 or f16"),
+                      (_sinks_ok, "the sinks must be f32"))),
+})

@@ -1,0 +1,120 @@
+"""Element-wise aclnn operators of ops-math / ops-nn: sqrt, log, sin, cos (self -> a
+floating out), clamp (scalar bounds), leaky_relu, and the in-place add aclnnInplaceAdd.
+Per operator: the dtypes the docs list for Atlas A2/A3 (the simulated Ascend910B1), the
+relation between self's and out's dtypes, the shape rule, and the formula."""
+from __future__ import annotations
+
+import numpy as np
+
+from cannops.native._aclnn import ffi
+
+from . import dtypes
+from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, need_dtype,
+                    need_same_dtype, need_same_shape, operator, promote, scalar, tensor)
+from .ops_binary import TYPES as ARITH_TYPES
+
+# sqrt / log / sin / cos: integer and bool inputs compute in a floating out
+MATH_IN = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool", "c64", "c128"}
+MATH_OUT = {"f32", "f16", "f64", "bf16", "c64", "c128"}
+
+
+def _math(self_p, out_p, fn):
+    x, y = tensor(self_p, "self"), tensor(out_p, "out")
+    need_dtype(x, "self", MATH_IN)
+    need_dtype(y, "out", MATH_OUT)
+    need_cast(x.dtype, y.dtype, "self -> out")
+    need_same_shape(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"))
+    return Plan(lambda a: fn(as_compute(a, y.dtype)), [x], [y])
+
+
+@operator("Sqrt")
+def sqrt(self, out):
+    return _math(self, out, np.sqrt)   # negative inputs give NaN, as documented
+
+
+@operator("Log")
+def log(self, out):
+    return _math(self, out, np.log)
+
+
+@operator("Sin")
+def sin(self, out):
+    return _math(self, out, np.sin)
+
+
+@operator("Cos")
+def cos(self, out):
+    return _math(self, out, np.cos)
+
+
+CLAMP_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8"}
+
+
+@operator("Clamp")
+def clamp(self, clip_min, clip_max, out):
+    """out = max(min(self, max), min); either bound may be nullptr, not both."""
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", CLAMP_TYPES)
+    need_dtype(y, "out", CLAMP_TYPES)
+    if clip_min == ffi.NULL and clip_max == ffi.NULL:
+        raise invalid("clipValueMin and clipValueMax are both nullptr")
+    bounds, work = [], x.dtype
+    for p, what in ((clip_min, "clipValueMin"), (clip_max, "clipValueMax")):
+        if p == ffi.NULL:
+            bounds.append(None)
+            continue
+        s = scalar(p, what)
+        w = dtypes.promote_scalar(work, s.dtype)
+        if w is None:
+            raise invalid(f"self dtype {dtypes.name(x.dtype)} and {what} dtype "
+                          f"{dtypes.name(s.dtype)} cannot be promoted")
+        work = w
+        bounds.append(s.value)
+    need_cast(work, y.dtype, "promoted type -> out")
+    need_same_shape(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"))
+    lo, hi = (None if b is None else dtypes.convert(np.asarray(b), work).astype(dtypes.compute_dtype(work))
+              for b in bounds)
+
+    def compute(a):
+        v = as_compute(a, work)
+        if hi is not None:
+            v = np.minimum(v, hi)
+        if lo is not None:
+            v = np.maximum(v, lo)
+        return v
+    return Plan(compute, [x], [y])
+
+
+@operator("LeakyRelu")
+def leaky_relu(self, negative_slope, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    types = {"f32", "f16", "f64", "bf16"}
+    need_dtype(x, "self", types)
+    need_dtype(y, "out", types)
+    need_same_dtype(x, y, "self", "out")
+    need_same_shape(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"))
+    s = scalar(negative_slope, "negativeSlope")
+    need_cast(s.dtype, x.dtype, "negativeSlope -> self")
+    k = float(s.value)
+    return Plan(lambda a: (lambda v: np.where(v > 0, v, v * k))(as_compute(a, x.dtype)), [x], [y])
+
+
+@operator("InplaceAdd")
+def inplace_add(self_ref, other, alpha):
+    """selfRef += alpha * other; other broadcasts to selfRef's shape."""
+    x, o = tensor(self_ref, "selfRef"), tensor(other, "other")
+    need_dtype(x, "selfRef", ARITH_TYPES)
+    need_dtype(o, "other", ARITH_TYPES)
+    need_dims((x, "selfRef"), (o, "other"))
+    work = promote(x.dtype, o.dtype, "selfRef", "other")
+    need_cast(work, x.dtype, "promoted type -> selfRef")
+    if broadcast(x.dims, o.dims, "selfRef", "other") != x.dims:
+        raise invalid(f"other shape {list(o.dims)} does not broadcast to selfRef {list(x.dims)}")
+    a = scalar(alpha, "alpha")
+    need_cast(a.dtype, work, "alpha -> promoted type")
+    k = a.value
+    return Plan(lambda s, b: as_compute(s, work) + (as_compute(b, work) * k if k != 1 else as_compute(b, work)),
+                [x, o], [x])

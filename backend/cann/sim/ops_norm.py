@@ -1,0 +1,207 @@
+"""Normalisation aclnn operators (ops-nn layer_norm / rms_norm / lp_norm / group_norm, and
+ops-math clamp_min), per their public docs for Atlas A2 / A3:
+
+  LayerNorm  input [A.., R..] (non-contiguous allowed), normalizedShape = the trailing R
+             dims (1..ndim long, matching right-aligned), weight / bias nullptr or of shape
+             R, out like input, mean / rstd nullptr or [A.., 1..]; out = (x - E x) /
+             sqrt(Var x + eps) * w + b with the population variance.
+  RmsNorm    x 1-8 dims, *contiguous* ("不支持输入非连续"), gamma = x.shape[n:], yOut like
+             x, rstdOut FLOAT of x.shape[:n]; dtype rows of the docs' table.
+  Norm       self FLOAT / FLOAT16 / BFLOAT16, p in {0, 1, 2, 3, ±inf}, dims unique in
+             [-N, N-1], out of the reduced shape (keepdim).
+  ClampMin   out = max(self, min), out dtype = self's, same shape.
+  GroupNorm  self 2-8 dims [N, C, *], gamma / beta nullptr or 1-D of C, every tensor of
+             self's dtype, group > 0 dividing C, eps > 0, mean / rstd (N, group); the
+             variance divides by n (the current page; an older English one said n - 1).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .aclnn import (Plan, as_compute, int_array, invalid, need_contiguous, need_dims,
+                    need_dtype, need_same_dtype, need_same_shape, operator, scalar, tensor)
+from .runtime import SimError
+
+F = {"f32", "f16", "bf16"}
+TILING_ERROR = 561002   # ACLNN_ERR_INNER_TILING_ERROR: RmsNorm's "parameters not as described"
+
+
+def _tensor_shape(t, what, shape):
+    if t.dims != tuple(shape):
+        raise invalid(f"{what} shape {list(t.dims)} should be {list(shape)}")
+
+
+@operator("LayerNorm")
+def layer_norm(input, normalized_shape, weight, bias, eps, out, mean_out, rstd_out):
+    x, y = tensor(input, "input"), tensor(out, "out")
+    shape = int_array(normalized_shape, "normalizedShape")
+    w, b = tensor(weight, "weightOptional", optional=True), tensor(bias, "biasOptional", optional=True)
+    mean, rstd = tensor(mean_out, "meanOutOptional", optional=True), tensor(rstd_out, "rstdOutOptional", optional=True)
+    need_dims((x, "input"), (y, "out"), lo=1)
+    for t, what in ((x, "input"), (y, "out"), (w, "weightOptional"), (b, "biasOptional"),
+                    (mean, "meanOutOptional"), (rstd, "rstdOutOptional")):
+        if t is not None:
+            need_dtype(t, what, F)
+    need_same_shape(x, y, "input", "out")
+    need_same_dtype(x, y, "input", "out")
+    j = len(shape)
+    if not 1 <= j <= x.ndim:
+        raise invalid(f"normalizedShape has {j} dims; it needs 1..{x.ndim} (input's dims)")
+    if x.dims[x.ndim - j:] != tuple(shape):
+        raise invalid(f"normalizedShape {list(shape)} does not match the trailing dims of input {list(x.dims)}")
+    for t, what in ((w, "weightOptional"), (b, "biasOptional")):
+        if t is not None:
+            _tensor_shape(t, what, shape)
+            if t.dtype != x.dtype and t.np_dtype != np.float32:
+                raise invalid(f"{what} dtype should be input's or FLOAT")
+    if w is not None and b is not None:
+        need_same_dtype(w, b, "weightOptional", "biasOptional")
+    stat_shape = x.dims[:x.ndim - j] + (1,) * j
+    for t, what in ((mean, "meanOutOptional"), (rstd, "rstdOutOptional")):
+        if t is not None:
+            _tensor_shape(t, what, stat_shape)
+    axes = tuple(range(x.ndim - j, x.ndim))
+    inputs = [x] + [t for t in (w, b) if t is not None]
+    outputs = [y] + [t for t in (mean, rstd) if t is not None]
+
+    def compute(xa, *wb):
+        v = as_compute(xa, x.dtype).astype(np.float64)
+        mu = v.mean(axis=axes, keepdims=True)
+        r = 1.0 / np.sqrt(((v - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
+        res = (v - mu) * r
+        wb = list(wb)
+        if w is not None:
+            res = res * wb.pop(0).astype(np.float64)
+        if b is not None:
+            res = res + wb.pop(0).astype(np.float64)
+        return (res,) + tuple(s for s, t in ((mu, mean), (r, rstd)) if t is not None)
+    return Plan(compute, inputs, outputs)
+
+
+# RmsNorm (x, gamma) dtype pairs of the docs' table for A2 / A3 (y has x's dtype)
+_RMS_PAIRS = {("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("f32", "f32")}
+
+
+@operator("RmsNorm")
+def rms_norm(x_p, gamma_p, epsilon, y_p, rstd_p):
+    x, g, y, rstd = tensor(x_p, "x"), tensor(gamma_p, "gamma"), tensor(y_p, "yOut"), tensor(rstd_p, "rstdOut")
+    for t, what in ((x, "x"), (g, "gamma"), (y, "yOut")):
+        need_dtype(t, what, F)
+    need_dtype(rstd, "rstdOut", {"f32"})
+    need_same_dtype(x, y, "x", "yOut")
+    from . import dtypes
+    if (dtypes.short(x.dtype), dtypes.short(g.dtype)) not in _RMS_PAIRS:
+        raise invalid(f"x dtype {dtypes.name(x.dtype)} with gamma dtype {dtypes.name(g.dtype)} "
+                      "is not a supported combination")
+    need_dims((x, "x"), (g, "gamma"), (y, "yOut"), (rstd, "rstdOut"), lo=1)
+    need_contiguous(x, "x")
+    n = x.ndim - g.ndim
+    if n < 0 or x.dims[n:] != g.dims:
+        raise SimError(TILING_ERROR, f"gamma shape {list(g.dims)} should be x's trailing dims {list(x.dims)}")
+    if y.dims != x.dims:
+        raise SimError(TILING_ERROR, f"yOut shape {list(y.dims)} should be x's {list(x.dims)}")
+    if rstd.dims != x.dims[:n] and not (n == 0 and rstd.dims == (1,)):
+        raise SimError(TILING_ERROR, f"rstdOut shape {list(rstd.dims)} should be x's leading dims {list(x.dims[:n])}")
+    axes = tuple(range(n, x.ndim))
+
+    def compute(xa, ga):
+        v = as_compute(xa, x.dtype).astype(np.float64)
+        r = 1.0 / np.sqrt((v * v).mean(axis=axes, keepdims=True) + epsilon)
+        return v * r * ga.astype(np.float64), r.reshape(rstd.dims)
+    return Plan(compute, [x, g], [y, rstd])
+
+
+@operator("Norm")
+def norm(self, p_scalar, dim, keepdim, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    p = scalar(p_scalar, "pScalar")
+    dims = int_array(dim, "dim")
+    need_dtype(x, "self", F)
+    need_dtype(y, "out", F)
+    need_dims((x, "self"), (y, "out"), lo=0)
+    p = float(p.value)
+    if p not in (0.0, 1.0, 2.0, 3.0) and not math.isinf(p):
+        raise invalid(f"pScalar {p} is not one of 0, 1, 2, 3, inf, -inf")
+    n = max(x.ndim, 1)
+    if any(not -n <= d < n for d in dims):
+        raise invalid(f"dim {list(dims)} out of range [{-n}, {n - 1}]")
+    axes = tuple(sorted(d % n for d in dims)) if dims else tuple(range(x.ndim))
+    if len(set(axes)) != len(axes):
+        raise invalid(f"dim {list(dims)} has repeated values")
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.dims)) if keepdim else \
+        tuple(s for i, s in enumerate(x.dims) if i not in axes)
+    if y.dims != shape:
+        raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
+
+    def compute(a):
+        v = np.abs(as_compute(a, x.dtype).astype(np.float64))
+        if p == 0.0:
+            r = (v != 0).sum(axis=axes, keepdims=keepdim).astype(np.float64)
+        elif math.isinf(p):
+            r = v.max(axis=axes, keepdims=keepdim) if p > 0 else v.min(axis=axes, keepdims=keepdim)
+        else:
+            r = (v ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
+        return r
+    return Plan(compute, [x], [y])
+
+
+@operator("ClampMin")
+def clamp_min(self, clip_value_min, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    lo = scalar(clip_value_min, "clipValueMin")
+    types = {"f16", "f32", "f64", "s8", "u8", "s16", "s32", "s64", "bf16"}
+    need_dtype(x, "self", types)
+    need_dtype(y, "out", types)
+    need_same_dtype(x, y, "self", "out")
+    need_same_shape(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"), lo=1)
+    bound = lo.value
+    return Plan(lambda a: np.maximum(as_compute(a, x.dtype), bound), [x], [y])
+
+
+@operator("GroupNorm")
+def group_norm(self, gamma, beta, n, c, hxw, group, eps, out, mean_out, rstd_out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    g, b = tensor(gamma, "gamma", optional=True), tensor(beta, "beta", optional=True)
+    mean, rstd = tensor(mean_out, "meanOut"), tensor(rstd_out, "rstdOut")
+    need_dtype(x, "self", F)
+    for t, what in ((g, "gamma"), (b, "beta"), (y, "out"), (mean, "meanOut"), (rstd, "rstdOut")):
+        if t is not None:
+            need_dtype(t, what, F)
+            need_same_dtype(x, t, "self", what)
+    need_dims((x, "self"), lo=2, hi=8)
+    if group <= 0:
+        raise invalid(f"group {group} should be > 0")
+    if c % group:
+        raise invalid(f"C {c} is not divisible by group {group}")
+    if not eps > 0:
+        raise invalid(f"eps {eps} should be > 0")
+    need_same_shape(x, y, "self", "out")
+    if x.format != y.format:
+        raise invalid("self and out formats differ")
+    if x.dims[0] != n or x.dims[1] != c:
+        raise invalid(f"self shape {list(x.dims)} does not start with N {n}, C {c}")
+    if math.prod(x.dims[2:]) != hxw:
+        raise invalid(f"self's dims after N, C multiply to {math.prod(x.dims[2:])}, not HxW {hxw}")
+    for t, what in ((mean, "meanOut"), (rstd, "rstdOut")):
+        _tensor_shape(t, what, (n, group))
+    for t, what in ((g, "gamma"), (b, "beta")):
+        if t is not None and t.dims != (c,):
+            raise invalid(f"{what} shape {list(t.dims)} should be [{c}]")
+    inputs = [x] + [t for t in (g, b) if t is not None]
+
+    def compute(xa, *gb):
+        v = as_compute(xa, x.dtype).astype(np.float64).reshape(n, group, -1)
+        mu = v.mean(axis=2, keepdims=True)
+        var = ((v - mu) ** 2).mean(axis=2, keepdims=True)
+        r = 1.0 / np.sqrt(var + eps)
+        res = ((v - mu) * r).reshape((n, c, -1))
+        gb = list(gb)
+        if g is not None:
+            res = res * gb.pop(0).astype(np.float64).reshape(1, c, 1)
+        if b is not None:
+            res = res + gb.pop(0).astype(np.float64).reshape(1, c, 1)
+        return res.reshape(x.dims), mu.reshape(n, group), r.reshape(n, group)
+    return Plan(compute, inputs, [y, mean, rstd])

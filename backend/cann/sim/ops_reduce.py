@@ -1,0 +1,154 @@
+"""Reductions, scans and sorts of ops-math: aclnnReduceSum, aclnnMean, aclnnArgMax,
+aclnnEqTensor, aclnnCumsum, aclnnArgsort.
+
+Docs' rules checked (Atlas A2/A3): the listed dtypes; reduce dims inside
+[-self.dim(), self.dim() - 1] and not repeated; out of the reduced shape (a size-1 dim
+kept with keepDim, dropped without); ReduceSum / Cumsum: out's dtype is the `dtype`
+argument; Mean: self converts to `dtype`, which converts to out; ArgMax: out INT32 or
+INT64; EqTensor: self and other promote and broadcast, out of the broadcast shape and
+any type BOOL converts to; Argsort: out INT64 of self's shape; at most 8 dims.
+Sums accumulate in float64 (int64 for integers), so the simulator is never less exact
+than the hardware's tree reductions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .aclnn import (Plan, as_compute, broadcast, int_array, invalid, need_cast, need_dims, need_dtype,
+                    need_same_shape, operator, promote, tensor)
+
+SUM_TYPES = {"f16", "f32", "s8", "s16", "s32", "s64", "u8", "bool", "f64", "c64", "c128", "bf16"}
+MEAN_TYPES = {"f32", "f16", "bf16", "f64", "s32", "s64", "s16", "s8", "u8", "c64", "c128"}
+ARGMAX_TYPES = {"f32", "f16", "bf16", "f64", "s8", "s16", "s32", "s64", "u8"}
+EQ_TYPES = {"f16", "f32", "s64", "s32", "s8", "u8", "bool", "bf16", "f64", "s16", "c64", "c128"}
+CUMSUM_TYPES = {"f32", "f16", "s32", "f64", "u8", "s8", "s16", "s64", "c64", "c128", "bf16"}
+SORT_TYPES = {"bf16", "f16", "f32", "s8", "s16", "s32", "s64", "u8"}
+
+
+def _axis(dim: int, ndim: int, what: str = "dim") -> int:
+    if not -ndim <= dim < ndim:
+        raise invalid(f"{what} {dim} is out of range [{-ndim}, {ndim - 1}]")
+    return dim % ndim
+
+
+def _axes(values, ndim: int, what: str) -> tuple[int, ...]:
+    axes = tuple(_axis(v, max(ndim, 1), what) for v in values)
+    if len(set(axes)) != len(axes):
+        raise invalid(f"{what} {list(values)} names a dim twice")
+    return axes
+
+
+def _reduced(dims, axes, keep: bool) -> tuple[int, ...]:
+    return tuple(1 if i in axes else n for i, n in enumerate(dims) if keep or i not in axes)
+
+
+def _need_out_shape(y, shape, what="out"):
+    if y.dims != tuple(shape):
+        raise invalid(f"{what} shape {list(y.dims)} should be {list(shape)}")
+
+
+def _accumulator(acl: int) -> np.dtype:
+    s = dtypes.short(acl)
+    if s in dtypes.FLOATS:
+        return np.dtype(np.float64)
+    if s in dtypes.COMPLEX:
+        return np.dtype(np.complex128)
+    return np.dtype(np.int64)
+
+
+@operator("ReduceSum")
+def reduce_sum(self, dims, keep_dims, dtype, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", SUM_TYPES)
+    need_dtype(y, "out", SUM_TYPES)
+    need_dims((x, "self"), (y, "out"))
+    if not dtypes.known(dtype) or dtypes.short(dtype) not in SUM_TYPES:
+        raise invalid(f"dtype {dtypes.name(dtype)} is not a supported output type")
+    if y.dtype != dtype:
+        raise invalid(f"out dtype {dtypes.name(y.dtype)} should be dtype {dtypes.name(dtype)}")
+    need_cast(x.dtype, dtype, "self -> dtype")
+    axes = _axes(int_array(dims, "dims"), x.ndim, "dims")
+    _need_out_shape(y, _reduced(x.dims, axes, keep_dims))
+    acc = _accumulator(dtype)
+    return Plan(lambda a: np.sum(np.asarray(a).astype(acc), axis=axes, keepdims=keep_dims), [x], [y])
+
+
+@operator("Mean")
+def mean(self, dim, keep_dim, dtype, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", MEAN_TYPES)
+    need_dtype(y, "out", MEAN_TYPES)
+    need_dims((x, "self"), (y, "out"))
+    if not dtypes.known(dtype) or dtypes.short(dtype) not in MEAN_TYPES:
+        raise invalid(f"dtype {dtypes.name(dtype)} is not a supported type")
+    need_cast(x.dtype, dtype, "self -> dtype")
+    need_cast(dtype, y.dtype, "dtype -> out")
+    axes = _axes(int_array(dim, "dim"), x.ndim, "dim")
+    _need_out_shape(y, _reduced(x.dims, axes, keep_dim))
+    acc = _accumulator(dtype)
+
+    def compute(a):
+        m = np.mean(as_compute(a, dtype).astype(acc), axis=axes, keepdims=keep_dim)
+        return dtypes.convert(m, dtype)
+    return Plan(compute, [x], [y])
+
+
+@operator("ArgMax")
+def arg_max(self, dim, keepdim, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", ARGMAX_TYPES)
+    need_dtype(y, "out", {"s32", "s64"})
+    need_dims((x, "self"), (y, "out"))
+    d = _axis(dim, max(x.ndim, 1))
+    _need_out_shape(y, _reduced(x.dims, (d,), keepdim))
+
+    def compute(a):
+        i = np.argmax(as_compute(a, x.dtype), axis=d)   # the first maximum
+        return np.expand_dims(i, d) if keepdim else i
+    return Plan(compute, [x], [y])
+
+
+@operator("EqTensor")
+def eq_tensor(self, other, out):
+    x, o, y = tensor(self, "self"), tensor(other, "other"), tensor(out, "out")
+    need_dtype(x, "self", EQ_TYPES)
+    need_dtype(o, "other", EQ_TYPES)
+    need_dtype(y, "out", EQ_TYPES)
+    need_dims((x, "self"), (o, "other"), (y, "out"))
+    work = promote(x.dtype, o.dtype, "self", "other")
+    need_cast(dtypes.BY_NAME["bool"], y.dtype, "BOOL -> out")
+    _need_out_shape(y, broadcast(x.dims, o.dims, "self", "other"))
+    return Plan(lambda a, b: as_compute(a, work) == as_compute(b, work), [x, o], [y])
+
+
+@operator("Cumsum")
+def cumsum(self, dim, dtype, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", CUMSUM_TYPES | {"bool"})
+    need_dtype(y, "out", CUMSUM_TYPES)
+    need_dims((x, "self"), (y, "out"))
+    if not dtypes.known(dtype) or y.dtype != dtype:
+        raise invalid(f"dtype {dtypes.name(dtype)} should be out's dtype {dtypes.name(y.dtype)}")
+    need_cast(x.dtype, y.dtype, "self -> out")
+    need_same_shape(x, y, "self", "out")
+    d = _axis(dim, max(x.ndim, 1))
+    acc = _accumulator(dtype)
+    return Plan(lambda a: np.cumsum(np.asarray(a).astype(acc), axis=d), [x], [y])
+
+
+@operator("Argsort")
+def argsort(self, dim, descending, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", SORT_TYPES)
+    need_dtype(y, "out", {"s64"})
+    need_dims((x, "self"), (y, "out"))
+    need_same_shape(x, y, "self", "out")
+    d = _axis(dim, max(x.ndim, 1))
+
+    def compute(a):
+        v = as_compute(a, x.dtype)
+        if descending:   # order-reversing maps that keep ties in their original order
+            v = -v if v.dtype.kind == "f" else ~v.astype(np.int64)
+        return np.argsort(v, axis=d, kind="stable")
+    return Plan(compute, [x], [y])

@@ -1,0 +1,61 @@
+"""aclnnSoftmax (ops-nn softmax_v2) and aclnnPowScalarTensor (ops-math pow), per their
+public docs for Atlas A2 / A3:
+
+  Softmax          self / out FLOAT, FLOAT16, DOUBLE or BFLOAT16, same shape, at most 8
+                   dims, dim in [-n, n-1] (n = max(ndim, 1)); non-contiguous self is made
+                   contiguous internally; the result is cast to out's type.
+  PowScalarTensor  out = self ** exponent, self an aclScalar, exponent a tensor (≤ 8 dims):
+                   their types follow the tensor-scalar deduction, the deduced type must
+                   convert to out's, out has exponent's shape; BFLOAT16 is refused on A2/A3.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,
+                    need_same_shape, operator, scalar, tensor)
+
+
+@operator("Softmax")
+def softmax(self, dim, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    types = {"f32", "f16", "f64", "bf16"}
+    need_dtype(x, "self", types)
+    need_dtype(y, "out", types)
+    n = max(x.ndim, 1)
+    if not -n <= dim < n:
+        raise invalid(f"provided dim {dim} not in the range of input size {n}")
+    need_dims((x, "self"), hi=8)
+    need_same_shape(x, y, "self", "out")
+    axis = dim % n if x.ndim else None
+
+    def compute(a):
+        v = as_compute(a, x.dtype).astype(np.float64)
+        if axis is None:
+            return np.ones_like(v)
+        e = np.exp(v - v.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+    return Plan(compute, [x], [y])
+
+
+POW_TYPES = {"f32", "f16", "f64", "s16", "s32", "s64", "s8", "u8", "c64", "c128"}
+
+
+@operator("PowScalarTensor")
+def pow_scalar_tensor(self, exponent, out):
+    s = scalar(self, "self")
+    e, y = tensor(exponent, "exponent"), tensor(out, "out")
+    need_dtype(e, "exponent", POW_TYPES)
+    if dtypes.short(s.dtype) not in POW_TYPES:
+        raise invalid(f"self dtype {dtypes.name(s.dtype)} is not supported")
+    need_dtype(y, "out", POW_TYPES)
+    need_dims((e, "exponent"), (y, "out"), hi=8)
+    work = dtypes.promote_scalar(e.dtype, s.dtype)
+    if work is None:
+        raise invalid(f"self dtype {dtypes.name(s.dtype)} and exponent dtype "
+                      f"{dtypes.name(e.dtype)} cannot be deduced")
+    need_cast(work, y.dtype, "deduced type -> out")
+    need_same_shape(e, y, "exponent", "out")
+    base = dtypes.convert(np.asarray(s.value), work).astype(dtypes.compute_dtype(work))
+    return Plan(lambda a: np.power(base, as_compute(a, work)), [e], [y])

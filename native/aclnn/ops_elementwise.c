@@ -1,0 +1,118 @@
+/* SQR, SQRT, LOG, SIN, COS, CLAMP, LEAKY_RELU, and the region writes ACC and SET, as
+ * ggml-cann realises them: one aclnn operator each (SQR is x * x), ACC / SET copy src0
+ * into dst first (unless in place) and then add / copy src1 into a strided view of dst.
+ * ADD_ID, which ggml-cann does not map: aclnnGatherV2 of b's rows by ids, then aclnnAdd. */
+#include "ops_cann.h"
+
+#define SIMPLE(fn, OP)                                                          \
+    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {         \
+        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
+        OPS_ACLNN(ctx, OP, x, y);                                               \
+        return 0;                                                               \
+    }
+
+SIMPLE(op_sqrt, Sqrt)
+SIMPLE(op_log, Log)
+SIMPLE(op_sin, Sin)
+SIMPLE(op_cos, Cos)
+
+static int op_sqr(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    OPS_ACLNN(ctx, Mul, x, x, y);
+    return 0;
+}
+
+static int op_clamp(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    aclScalar *lo = ops_scalar_f32(ctx, ops_param_f32(dst, 0)), *hi = ops_scalar_f32(ctx, ops_param_f32(dst, 1));
+    OPS_ACLNN(ctx, Clamp, x, lo, hi, y);
+    return 0;
+}
+
+static int op_leaky_relu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    aclScalar *slope = ops_scalar_f32(ctx, ops_param_f32(dst, 0));
+    OPS_ACLNN(ctx, LeakyRelu, x, slope, y);
+    return 0;
+}
+
+/* dst = src0, before the region is written: a device-to-device copy on the stream when
+ * both are contiguous (as ggml-cann does), an aclnnInplaceCopy otherwise. */
+static int copy_src0(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    struct ggml_tensor *src0 = dst->src[0];
+    if (src0->data == dst->data) return 0;
+    if (ops_is_contiguous(src0) && ops_is_contiguous(dst)) {
+        size_t n = (size_t) ops_nelements(dst) * ops_elem_size(dst->type);
+        int rc = ACL.aclrtMemcpyAsync(dst->data, n, src0->data, n, ACL_MEMCPY_DEVICE_TO_DEVICE, ctx->stream);
+        return rc ? ops_acl_fail(ctx, rc, "aclrtMemcpyAsync") : 0;
+    }
+    OPS_ACLNN(ctx, InplaceCopy, ops_tensor(ctx, dst), ops_tensor(ctx, src0));
+    return 0;
+}
+
+/* The region of t that src1 is written to: src1's shape, the byte strides nb1..nb3 and
+ * the byte offset of op_params. */
+static aclTensor *region(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, struct ggml_tensor *t) {
+    const size_t nb[GGML_MAX_DIMS] = { ops_elem_size(t->type), (size_t) dst->op_params[0],
+                                       (size_t) dst->op_params[1], (size_t) dst->op_params[2] };
+    return ops_tensor_ex(ctx, t->data, t->type, dst->src[1]->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND,
+                         (size_t) dst->op_params[3]);
+}
+
+static int op_acc(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    const int inplace = dst->op_params[4] != 0;
+    aclTensor *b = ops_tensor(ctx, dst->src[1]);
+    aclScalar *one = ops_scalar_f32(ctx, 1.0f);
+    if (inplace) {   /* dst is src0 */
+        OPS_ACLNN(ctx, InplaceAdd, region(ctx, dst, dst), b, one);
+        return 0;
+    }
+    int rc = copy_src0(ctx, dst);
+    if (rc) return rc;
+    OPS_ACLNN(ctx, Add, region(ctx, dst, dst->src[0]), b, one, region(ctx, dst, dst));
+    return 0;
+}
+
+static int op_set(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    if (!dst->op_params[4]) {
+        int rc = copy_src0(ctx, dst);
+        if (rc) return rc;
+    }
+    OPS_ACLNN(ctx, InplaceCopy, region(ctx, dst, dst), ops_tensor(ctx, dst->src[1]));
+    return 0;
+}
+
+/* dst[i0, i1, i2] = a[i0, i1, i2] + b[i0, ids[i1, i2]]: the picked rows of b gathered
+ * into scratch ([n_token, n_used, n_embd], contiguous), then added to a. */
+static int op_add_id(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    struct ggml_tensor *a = dst->src[0], *b = dst->src[1], *ids = dst->src[2];
+    if (ids->ne[2] != 1 || ids->ne[3] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1)
+        return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ADD_ID: unexpected shapes");
+    size_t es = ops_elem_size(b->type), nb[GGML_MAX_DIMS];
+    nb[0] = es;
+    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) dst->ne[i - 1];
+    void *rows = ops_scratch(ctx, (size_t) ops_nelements(dst) * es);
+    if (!rows) return ctx->rc;
+    aclTensor *table = ops_tensor_ex(ctx, b->data, b->type, b->ne, b->nb, 2, ACL_FORMAT_ND, 0);
+    aclTensor *index = ops_tensor_ex(ctx, ids->data, ids->type, ids->ne, ids->nb, 2, ACL_FORMAT_ND, 0);
+    aclTensor *picked = ops_tensor_ex(ctx, rows, b->type, dst->ne, nb, 3, ACL_FORMAT_ND, 0);
+    OPS_ACLNN(ctx, GatherV2, table, (int64_t) 0, index, picked);
+    aclTensor *x = ops_tensor_ex(ctx, a->data, a->type, a->ne, a->nb, 3, ACL_FORMAT_ND, 0);
+    aclTensor *y = ops_tensor_ex(ctx, dst->data, dst->type, dst->ne, dst->nb, 3, ACL_FORMAT_ND, 0);
+    OPS_ACLNN(ctx, Add, x, picked, ops_scalar_f32(ctx, 1.0f), y);
+    return 0;
+}
+
+OPS_FAMILY(elementwise) = {
+    { GGML_OP_SQR,        OPS_ANY, op_sqr },
+    { GGML_OP_SQRT,       OPS_ANY, op_sqrt },
+    { GGML_OP_LOG,        OPS_ANY, op_log },
+    { GGML_OP_SIN,        OPS_ANY, op_sin },
+    { GGML_OP_COS,        OPS_ANY, op_cos },
+    { GGML_OP_CLAMP,      OPS_ANY, op_clamp },
+    { GGML_OP_LEAKY_RELU, OPS_ANY, op_leaky_relu },
+    { GGML_OP_ACC,        OPS_ANY, op_acc },
+    { GGML_OP_SET,        OPS_ANY, op_set },
+    { GGML_OP_ADD_ID,     OPS_ANY, op_add_id },
+    OPS_END,
+};

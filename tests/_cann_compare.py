@@ -1,0 +1,88 @@
+"""Shared by tests/test_cann_{glu,elementwise,reduce}.py: run catalog cases (or
+hand-made graphs) on CANN-SIM and compare them with the NumPy reference."""
+from __future__ import annotations
+
+import numpy as np
+
+from cannops.backend import reference
+from cannops.backend.cann.sim import dtypes
+from cannops.backend.cann.sim.runtime import SimError
+from cannops.native._aclnn import ffi
+
+
+def nmse(out: np.ndarray, ref: np.ndarray) -> float:
+    out, ref = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    if np.isnan(out).any() or not np.array_equal(np.isinf(out), np.isinf(ref)):
+        return float("inf")
+    fin = ~np.isinf(ref)
+    if not np.array_equal(out[~fin], ref[~fin]):
+        return float("inf")
+    out, ref = out[fin], ref[fin]
+    return float(((out - ref) ** 2).sum() / max((ref ** 2).sum(), 1e-300))
+
+
+def run_graph(dev, g, inputs) -> tuple[np.ndarray, np.ndarray]:
+    """(CANN-SIM result, reference result) of g's output."""
+    got = dev.run(None, g, inputs, [g.out.index]).outputs[g.out.index]
+    return got, reference.compute(g, inputs).read(g.out)
+
+
+def check_cases(dev, cases, names) -> int:
+    """Every named case is supported and within its family's threshold; returns the count."""
+    for name in names:
+        c = cases[name]
+        g = c.build()
+        assert dev.supports(c, g), name
+        inputs = c.init_inputs(g, 0)
+        idx = [t.index for t in (g.check_nodes or [g.out])]
+        got = dev.run(c, g, inputs, idx).outputs
+        mem = reference.compute(g, inputs)
+        for i in idx:
+            err = nmse(got[i], mem.read(g.tensors[i]))
+            assert err <= c.family.threshold(c.params), f"{name}: NMSE {err}"
+    return len(names)
+
+
+class SimTensors:
+    """aclTensor descriptors over fresh simulated device memory, for calling an
+    operator's GetWorkspaceSize check directly; everything is released on close()."""
+
+    def __init__(self):
+        from cannops.backend.cann.sim import install, runtime
+        install()
+        self.rt, self.addrs, self.handles, self.scalars = runtime, [], [], []
+
+    def tensor(self, dims, acl_dtype, strides=None):
+        np_dtype = dtypes.numpy_dtype(acl_dtype)
+        if strides is None:
+            strides = [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims))]
+        span = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
+        addr = self.rt.STATE.memory.malloc(span * np_dtype.itemsize)
+        self.addrs.append(addr)
+        t = self.rt.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), acl_dtype,
+                                    ffi.new("int64_t[]", list(strides)), 0, 2,
+                                    ffi.new("int64_t[]", [span]), 1, ffi.cast("void *", addr))
+        self.handles.append(t)
+        return t
+
+    def scalar_f32(self, value: float):
+        s = self.rt.aclCreateScalar(ffi.new("float *", value), 0)   # ACL_FLOAT
+        self.scalars.append(s)
+        return s
+
+    def close(self):
+        for s in self.scalars:
+            self.rt.aclDestroyScalar(s)
+        for t in self.handles:
+            self.rt.aclDestroyTensor(t)
+        for a in self.addrs:
+            self.rt.STATE.memory.free(a)
+
+
+def rejected(prepare, *args) -> SimError:
+    """The SimError a GetWorkspaceSize check raises (the test fails if it accepts)."""
+    try:
+        prepare(*args)
+    except SimError as e:
+        return e
+    raise AssertionError(f"{prepare.__name__} accepted an invalid call")

@@ -1,0 +1,65 @@
+"""GLU on CANN-SIM: fused (aclnnSwiGlu / aclnnGeGluV3) and gated (activation +
+aclnnInplaceMul) paths, swapped and split forms, SWIGLU_OAI, against the NumPy reference;
+the simulator refuses what aclnnSwiGlu's documentation forbids."""
+import numpy as np
+import pytest
+
+cann = pytest.importorskip("cannops.backend.cann")
+from _cann_compare import SimTensors, check_cases, nmse, rejected, run_graph  # noqa: E402
+from cannops.cases.catalog import all_cases  # noqa: E402
+from cannops.cases.glu import glu  # noqa: E402
+from cannops.cases.graph import Graph  # noqa: E402
+from cannops.native._aclnn import lib  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dev():
+    d = cann.open_device(cann.runtime().devices[0][0])
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return {c.name: c for c in all_cases() if c.op in ("REGLU", "GEGLU", "GEGLU_ERF", "GEGLU_QUICK",
+                                                        "SWIGLU", "SWIGLU_OAI")}
+
+
+def test_glu_cases_match_the_reference(dev, cases):
+    names = []
+    for op in ("REGLU", "GEGLU", "GEGLU_ERF", "GEGLU_QUICK", "SWIGLU"):
+        names += [f"{op}(type=f32,ne_a=[128,2,2,2],v=0,swapped=0)",   # fused where there is a kernel
+                  f"{op}(type=f16,ne_a=[128,2,2,2],v=1,swapped=1)",   # strided halves, exchanged
+                  f"{op}(type=f32,ne_a=[5,7,11,13],v=0,swapped=0)",   # odd rows: gated path
+                  f"{op}(type=f16,ne_a=[5,7,11,13],v=1,split)"]
+    names += [n for n in cases if n.startswith("SWIGLU_OAI") and "limit=2.0" in n]
+    assert check_cases(dev, cases, names) == 24
+
+
+@pytest.mark.parametrize("op", ["GEGLU", "GEGLU_ERF", "SWIGLU"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_gelu_form_is_exact_on_small_inputs(dev, op, fused):
+    # on [-3, 3] the tanh and erf forms of GELU differ by an NMSE of ~4e-8: only the
+    # right `approximate` (GeGluV3 / GeluV2) reaches f32 rounding level
+    g = Graph()
+    a = g.new_tensor("f32", [64 if fused else 63, 6, 2], "a")
+    g.out = glu(a, op)
+    x = np.random.default_rng(1).uniform(-3, 3, (2, 6, a.ne[0])).astype(np.float32)
+    got, ref = run_graph(dev, g, {a.index: x})
+    assert nmse(got, ref) < 1e-11
+
+
+def test_swiglu_rejects_non_contiguous_x():
+    from cannops.backend.cann.sim.aclnn import OPS
+    t = SimTensors()
+    try:
+        x = t.tensor([4, 8], lib.ACL_FLOAT, strides=[16, 1])      # rows 16 apart: a strided view
+        out = t.tensor([4, 4], lib.ACL_FLOAT)
+        e = rejected(OPS["SwiGlu"], x, 1, out)
+        assert e.code == lib.ACLNN_ERR_PARAM_INVALID and "contiguous" in str(e)
+        odd = t.tensor([4, 7], lib.ACL_FLOAT)
+        assert "not even" in str(rejected(OPS["SwiGlu"], odd, -1, out))
+        x = t.tensor([4, 8], lib.ACL_FLOAT)
+        OPS["SwiGlu"](x, -1, out)                                  # the valid call is accepted
+    finally:
+        t.close()

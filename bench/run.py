@@ -8,26 +8,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import time
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 
 
 def measure(mode: str, device: str, jobs: int, ops: str | None) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "r.json")
-        cmd = [*OPS, mode, "-b", device, "-j", str(jobs), "--results", path]
-        if ops:
-            cmd += ["-o", ops]
-        t0 = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        seconds = time.perf_counter() - t0
-        with open(path) as f:
-            doc = json.load(f)
+    cmd = [*OPS, mode, "-b", device, "-j", str(jobs), "--output", "json"]
+    if ops:
+        cmd += ["-o", ops]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seconds = time.perf_counter() - t0
+    doc = json.loads(p.stdout)
     counts = doc["summary"].get(device, {})
     return {"mode": mode, "device": device, "jobs": jobs, "cases": counts.get("total", 0),
             "seconds": seconds, "counts": counts}

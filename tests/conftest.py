@@ -11,3 +11,12 @@ def reference_dir():
     if not REFERENCE_DIR.is_dir():
         pytest.skip("../shared/reference is not beside this checkout")
     return REFERENCE_DIR
+
+
+@pytest.fixture(scope="module")
+def dev():
+    """The first CANN device (CANN-SIM where no NPU is present), shared by a test module."""
+    cann = pytest.importorskip("cannops.backend.cann")
+    d = cann.open_device(cann.runtime().devices[0][0])
+    yield d
+    d.close()

@@ -16,13 +16,6 @@ OPS = ("SQR", "SQRT", "LOG", "SIN", "COS", "CLAMP", "LEAKY_RELU", "ACC", "SET", 
 
 
 @pytest.fixture(scope="module")
-def dev():
-    d = cann.open_device(cann.runtime().devices[0][0])
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def cases():
     return {c.name: c for c in all_cases() if c.op in OPS}
 

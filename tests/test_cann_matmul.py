@@ -13,13 +13,6 @@ from cannops.native._aclnn import lib  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def dev():
-    d = cann.open_device(cann.runtime().devices[0][0])
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def cases():
     return {c.name: c for c in all_cases() if c.op == "MUL_MAT"}
 

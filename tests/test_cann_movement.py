@@ -24,13 +24,6 @@ OPS = ("REPEAT", "REPEAT_BACK", "CONCAT", "GET_ROWS", "PAD", "PAD_REFLECT_1D", "
 
 
 @pytest.fixture(scope="module")
-def dev():
-    d = cann.open_device(cann.runtime().devices[0][0])
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def cases():
     return {c.name: c for c in all_cases() if c.op in OPS}
 

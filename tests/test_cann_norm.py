@@ -16,13 +16,6 @@ OPS = ("NORM", "RMS_NORM", "L2_NORM", "GROUP_NORM", "RMS_NORM_MUL_ADD", "NORM_MU
 
 
 @pytest.fixture(scope="module")
-def dev():
-    d = cann.open_device(cann.runtime().devices[0][0])
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def cases():
     return {c.name: c for c in all_cases() if c.op in OPS}
 

@@ -16,13 +16,6 @@ OPS = ("SUM", "SUM_ROWS", "MEAN", "ARGMAX", "COUNT_EQUAL", "CUMSUM", "ARGSORT")
 
 
 @pytest.fixture(scope="module")
-def dev():
-    d = cann.open_device(cann.runtime().devices[0][0])
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def cases():
     return {c.name: c for c in all_cases() if c.op in OPS}
 

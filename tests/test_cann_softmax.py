@@ -14,13 +14,6 @@ from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def dev():
-    d = cann.open_device(cann.runtime().devices[0][0])
-    yield d
-    d.close()
-
-
-@pytest.fixture(scope="module")
 def cases():
     return {c.name: c for c in all_cases() if c.op in ("SOFT_MAX", "TIMESTEP_EMBEDDING")}
 

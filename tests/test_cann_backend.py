@@ -14,6 +14,7 @@ from cannops.backend.cann import rules  # noqa: E402
 from cannops.cases.catalog import all_cases  # noqa: E402
 from cannops.cases.graph import GLU_OPS, OP_VALUE, UNARY_OPS, Graph, new_op  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
+from _cann_compare import nmse  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +63,6 @@ def test_unsupported_nodes_say_why(cases):
     x = g.new_tensor("f16", [6, 8, 2])
     g.out = new_op(g, "SSM_CONV", "f32", [8, 4, 2], [x, g.new_tensor("f32", [3, 8])])
     assert dev_rules(g).reason == "SSM_CONV: src0 type f16 not in {f32}"
-
-
-def nmse(out: np.ndarray, ref: np.ndarray) -> float:
-    """NMSE over the finite reference values; infinities must match exactly."""
-    out, ref = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
-    inf = np.isinf(ref)
-    if not np.array_equal(out[inf], ref[inf]) or np.isnan(out).any():
-        return float("inf")
-    out, ref = out[~inf], ref[~inf]
-    return float(((out - ref) ** 2).sum() / max((ref ** 2).sum(), 1e-300))
 
 
 def _selected(cases):

@@ -7,15 +7,10 @@ from cannops.backend import base
 from cannops.backend.base import DeviceError
 from cannops.backend.numpy_device import NumpyDevice
 from cannops.cases import all_cases
+from cannops.cli.compare import nmse
 from cannops.cases.graph import Graph, add, contiguous_strides, cont, cpy, permute, scale, unary
 
 ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
-
-
-def nmse(ref, out):
-    ref = np.asarray(ref, np.float64)
-    out = np.asarray(out, np.float64)
-    return float(np.sum((ref - out) ** 2) / np.sum(ref ** 2))
 
 
 @pytest.fixture(scope="module")

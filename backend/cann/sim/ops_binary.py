@@ -12,7 +12,8 @@ from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, 
 TYPES = {"f32", "f16", "f64", "s32", "s64", "s16", "s8", "u8", "bool", "c128", "c64", "bf16"}
 
 
-def _binary(self_p, other_p, out_p, fn, alpha_p=None):
+def binary_plan(self_p, other_p, out_p, fn, alpha_p=None):
+    """Checks and plan of a tensor-tensor operator; in-place forms pass selfRef as out."""
     x, y, z = tensor(self_p, "self"), tensor(other_p, "other"), tensor(out_p, "out")
     for t, what in ((x, "self"), (y, "other"), (z, "out")):
         need_dtype(t, what, TYPES)
@@ -32,22 +33,22 @@ def _binary(self_p, other_p, out_p, fn, alpha_p=None):
 
 @operator("Add")
 def add(self, other, alpha, out):
-    return _binary(self, other, out, lambda a, b, k: a + k * b if k != 1 else a + b, alpha)
+    return binary_plan(self, other, out, lambda a, b, k: a + k * b if k != 1 else a + b, alpha)
 
 
 @operator("Sub")
 def sub(self, other, alpha, out):
-    return _binary(self, other, out, lambda a, b, k: a - k * b if k != 1 else a - b, alpha)
+    return binary_plan(self, other, out, lambda a, b, k: a - k * b if k != 1 else a - b, alpha)
 
 
 @operator("Mul")
 def mul(self, other, out):
-    return _binary(self, other, out, lambda a, b, _: a * b)
+    return binary_plan(self, other, out, lambda a, b, _: a * b)
 
 
 @operator("Div")
 def div(self, other, out):
-    return _binary(self, other, out, lambda a, b, _: np.true_divide(a, b))
+    return binary_plan(self, other, out, lambda a, b, _: np.true_divide(a, b))
 
 
 def _tensor_scalar(self_p, other_p, out_p, fn, alpha_p=None, inplace=False):

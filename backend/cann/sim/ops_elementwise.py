@@ -9,9 +9,9 @@ import numpy as np
 from cannops.native._aclnn import ffi
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, need_dtype,
-                    need_same_dtype, need_same_shape, operator, promote, scalar, tensor)
-from .ops_binary import TYPES as ARITH_TYPES
+from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,
+                    need_same_dtype, need_same_shape, operator, scalar, tensor)
+from .ops_binary import binary_plan
 
 # sqrt / log / sin / cos: integer and bool inputs compute in a floating out
 MATH_IN = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool", "c64", "c128"}
@@ -105,16 +105,4 @@ def leaky_relu(self, negative_slope, out):
 @operator("InplaceAdd")
 def inplace_add(self_ref, other, alpha):
     """selfRef += alpha * other; other broadcasts to selfRef's shape."""
-    x, o = tensor(self_ref, "selfRef"), tensor(other, "other")
-    need_dtype(x, "selfRef", ARITH_TYPES)
-    need_dtype(o, "other", ARITH_TYPES)
-    need_dims((x, "selfRef"), (o, "other"))
-    work = promote(x.dtype, o.dtype, "selfRef", "other")
-    need_cast(work, x.dtype, "promoted type -> selfRef")
-    if broadcast(x.dims, o.dims, "selfRef", "other") != x.dims:
-        raise invalid(f"other shape {list(o.dims)} does not broadcast to selfRef {list(x.dims)}")
-    a = scalar(alpha, "alpha")
-    need_cast(a.dtype, work, "alpha -> promoted type")
-    k = a.value
-    return Plan(lambda s, b: as_compute(s, work) + (as_compute(b, work) * k if k != 1 else as_compute(b, work)),
-                [x, o], [x])
+    return binary_plan(self_ref, other, self_ref, lambda a, b, k: a + k * b if k != 1 else a + b, alpha)

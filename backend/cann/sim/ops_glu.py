@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
-from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_contiguous, need_dims,
-                    need_dtype, need_same_dtype, operator, promote, tensor)
-from .ops_binary import TYPES as ARITH_TYPES
+from .aclnn import (Plan, as_compute, invalid, need_contiguous, need_dims,
+                    need_dtype, need_same_dtype, operator, tensor)
+from .ops_binary import binary_plan
 
 F = {"f32", "f16", "bf16"}
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -94,13 +94,6 @@ def geglu_v3(self, dim, approximate, activate_left, out, out_gelu):
 
 @operator("InplaceMul")
 def inplace_mul(self_ref, other):
-    x, o = tensor(self_ref, "selfRef"), tensor(other, "other")
-    need_dtype(x, "selfRef", ARITH_TYPES)
-    need_dtype(o, "other", ARITH_TYPES)
-    need_dims((x, "selfRef"), (o, "other"))
-    work = promote(x.dtype, o.dtype, "selfRef", "other")
-    need_cast(work, x.dtype, "promoted type -> selfRef")
-    if broadcast(x.dims, o.dims, "selfRef", "other") != x.dims:
-        raise invalid(f"other shape {list(o.dims)} does not broadcast to selfRef {list(x.dims)}")
-    return Plan(lambda s, b: as_compute(s, work) * as_compute(b, work), [x, o], [x])
+    """selfRef *= other; other broadcasts to selfRef's shape."""
+    return binary_plan(self_ref, other, self_ref, lambda a, b, k: a * b)
 

@@ -2,7 +2,8 @@
 
 Enabled only when OPS_FAULTY is set, as `OPS_FAULTY="abort=ABS,segv=NEG,hang=EXP,overrun=SQR"`:
 each key names a fault, each value a comma-free op name (several with '+': `abort=ABS+SGN`).
-Every other case is computed by the NumPy reference, so it passes.
+Every other case is computed by the NumPy reference, so it passes. OPS_FAULTY_DEVICES=N
+lists N of them (FAULTY0, FAULTY1, ...), as a host with several devices of one kind.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class FaultyDevice(Device):
     name = "FAULTY"
     description = "test-only device: aborts, segfaults, hangs or overruns on chosen ops"
 
-    def __init__(self):
+    def __init__(self, name: str = "FAULTY"):
+        self.name = name
         self.faults = _faults()
 
     def supports(self, case, graph):
@@ -64,8 +66,12 @@ class FaultyDevice(Device):
 
 
 def list_devices():
-    return [(FaultyDevice.name, FaultyDevice.description)] if os.environ.get("OPS_FAULTY") else []
+    if not os.environ.get("OPS_FAULTY"):
+        return []
+    n = os.environ.get("OPS_FAULTY_DEVICES")
+    names = [f"FAULTY{i}" for i in range(int(n))] if n else ["FAULTY"]
+    return [(name, FaultyDevice.description) for name in names]
 
 
 def open_device(name):
-    return FaultyDevice()
+    return FaultyDevice(name)

@@ -70,13 +70,18 @@ def _check_common(jobs, timeout):
 
 
 def _check_writable(path):
+    """Fail early (exit 2) on an output path that cannot be written; leave no file behind."""
     if path is None:
         return
+    import os
+    existed = os.path.exists(path)
     try:
         with open(path, "a"):
             pass
     except OSError as e:
         raise BadInput(f"cannot write {path}: {e.strerror}") from None
+    if not existed:
+        os.remove(path)
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,

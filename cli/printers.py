@@ -16,8 +16,15 @@ from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, CaseResult, DeviceInfo,
 STYLE = {OK: "bold green", FAIL: "bold red", DEVIATION: "bold yellow", NOT_SUPPORTED: "", "SUPPORTED": "bold green"}
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit on the spot; the runner stops cleanly and keeps the results instead
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(file=None) -> Console:
-    return Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
+    return _Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
 
 
 class ConsolePrinter:

@@ -33,6 +33,7 @@ class CaseResult:
     bandwidth_gb_s: float = 0.0
     memory_kb: int = 0
     index: int = -1             # position in the selected case list (stable across -j and shards)
+    ran_on: str = ""            # with -b KIND: the device of that kind the case ran on
 
     @property
     def name(self) -> str:
@@ -108,6 +109,9 @@ class Run:
         # write-then-rename: an interrupted write never leaves a half file behind
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ops-results-")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is not what a results file should have
         with os.fdopen(fd, "w") as f:
             json.dump(self.to_dict(), f, indent=1)
         os.replace(tmp, path)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from dataclasses import dataclass
 
 from cannops import cli as _pkg
 from cannops.cases.catalog import Case
 
 from .results import FAIL, SKIPPED, CaseResult, Run
+from .selection import Target
 from .workers import WorkerPool, WorkerStartError
 
 
@@ -43,17 +45,20 @@ def _raise_interrupt(signum, frame):
     raise Interrupted(signum)
 
 
-def execute(cases: list[tuple[int, Case]], devices: list[str], opts: Options, printer) -> Run:
+def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer) -> Run:
+    """Run the cases on each target (a Target, or a plain device name) in turn."""
+    devices = [Target(d, (d,)) if isinstance(d, str) else d for d in devices]
     run = Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
               params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__)
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     # each worker gets an equal share of the cores (ggml's CPU backend is multi-threaded)
     threads = max(1, (os.cpu_count() or 1) // max(1, opts.jobs))
     n_ok = 0
-    printer.start(len(devices))
     try:
-        for i, name in enumerate(devices):
-            pool = WorkerPool(name, opts.jobs, opts.timeout, threads)
+        printer.start(len(devices))
+        for i, target in enumerate(devices):
+            name = target.label
+            pool = WorkerPool(target.members, opts.jobs, opts.timeout, threads, label=name)
             try:
                 try:
                     info = pool.start()
@@ -76,6 +81,12 @@ def execute(cases: list[tuple[int, Case]], devices: list[str], opts: Options, pr
         run.interrupted = True
         printer.interrupted(run)
         raise_after = e
+    except BrokenPipeError:
+        # the reader of our output went away (`ops test | head`): stop as if interrupted,
+        # silently, and still hand back every result for the results file
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        run.interrupted = True
+        raise_after = Interrupted(signal.SIGPIPE)
     else:
         raise_after = None
     finally:
@@ -101,7 +112,7 @@ def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run):
                 done.append(r)
                 printer.case(r)
                 next_seq += 1
-    except Interrupted:
+    except (Interrupted, BrokenPipeError):
         for seq in sorted(pending):
             run.results.append(pending[seq])
             done.append(pending[seq])

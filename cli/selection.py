@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 
 from cannops.cases.catalog import Case, all_cases, all_op_names
 
@@ -72,19 +73,33 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+@dataclass(frozen=True)
+class Target:
+    """What one backend of a run is: a device, or a kind of device (`-b CANN`) whose
+    members (CANN0, CANN1, ...) share the run's workers round-robin."""
+    label: str
+    members: tuple[str, ...]
+
+
+def kind_members(kind: str, names: list[str]) -> tuple[str, ...]:
+    """The devices of a kind: its name followed by a device number (CANN -> CANN0, CANN1)."""
+    return tuple(n for n in names if re.fullmatch(re.escape(kind) + r"\d+", n))
+
+
 def select_devices(wanted: tuple[str, ...], available: list[tuple[str, str]],
-                   include_reference: bool = False) -> list[str]:
-    """-b names (repeatable or comma lists); default: every device but the reference."""
+                   include_reference: bool = False) -> list[Target]:
+    """-b names (repeatable or comma lists) of devices or of kinds; default: every device
+    but the reference, each on its own."""
     names = [n for n, _ in available]
     if not wanted:
-        return [n for n in names if include_reference or n != "NUMPY"]
-    chosen = []
+        return [Target(n, (n,)) for n in names if include_reference or n != "NUMPY"]
+    chosen: list[Target] = []
     for item in wanted:
         for name in (x.strip() for x in item.split(",")):
-            if not name:
+            if not name or any(t.label == name for t in chosen):
                 continue
-            if name not in names:
+            members = (name,) if name in names else kind_members(name, names)
+            if not members:
                 raise BadInput(f"unknown device {name!r}; available: {', '.join(names) or 'none'}")
-            if name not in chosen:
-                chosen.append(name)
+            chosen.append(Target(name, members))
     return chosen

@@ -66,6 +66,7 @@ class _Worker:
     process: mp.process.BaseProcess
     conn: object
     log_path: str
+    device: str = ""                # the device this worker opened
     task: tuple | None = None       # (seq, case)
     started: float = 0.0
 
@@ -93,11 +94,14 @@ def _tail(path: str, n: int = STDERR_TAIL_LINES) -> str:
 
 
 class WorkerPool:
-    """N workers for one device. `run()` yields (seq, CaseResult) as cases finish."""
+    """N workers for one device, or spread round-robin over the devices of one kind (worker
+    k opens members[k % len(members)]); their results are reported under `label`, with
+    the device each case ran on in `ran_on`. `run()` yields (seq, CaseResult) as cases finish."""
 
-    def __init__(self, device_name: str, jobs: int = 1, timeout: float = 60.0,
-                 threads: int | None = None):
-        self.device_name = device_name
+    def __init__(self, members: str | tuple[str, ...], jobs: int = 1, timeout: float = 60.0,
+                 threads: int | None = None, label: str | None = None):
+        self.members = (members,) if isinstance(members, str) else tuple(members)
+        self.device_name = label or self.members[0]
         self.jobs = max(1, jobs)
         self.timeout = timeout
         self.threads = threads
@@ -108,15 +112,16 @@ class WorkerPool:
         self._spawned = 0
 
     # --- lifecycle ---
-    def _spawn(self) -> _Worker:
+    def _spawn(self, slot: int) -> _Worker:
         parent, child = self.ctx.Pipe()
         log_path = os.path.join(self.logdir.name, f"worker{self._spawned}.log")
         self._spawned += 1
-        p = self.ctx.Process(target=_worker_main, args=(child, self.device_name, log_path, self.threads),
+        device = self.members[slot % len(self.members)]
+        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
                              daemon=True)
         p.start()
         child.close()
-        w = _Worker(p, parent, log_path)
+        w = _Worker(p, parent, log_path, device=device)
         # wait for the device to open in the worker
         if not parent.poll(120):
             self._kill(w)
@@ -131,12 +136,16 @@ class WorkerPool:
         if kind == "error":
             self._kill(w)
             raise WorkerStartError(f"{self.device_name}: {payload}")
-        self.info = payload
+        if self.info is None:
+            self.info = payload
+            if len(self.members) > 1:
+                self.info.name = self.device_name
+                self.info.description += f" (workers spread over {', '.join(self.members)})"
         return w
 
     def start(self) -> DeviceInfo:
         while len(self.workers) < self.jobs:
-            self.workers.append(self._spawn())
+            self.workers.append(self._spawn(len(self.workers)))
         return self.info
 
     @staticmethod
@@ -172,14 +181,20 @@ class WorkerPool:
     # --- running ---
     def _replace(self, w: _Worker) -> None:
         self._kill(w)
-        self.workers[self.workers.index(w)] = self._spawn()
+        slot = self.workers.index(w)
+        self.workers[slot] = self._spawn(slot)
+
+    def _label(self, w: _Worker, result: CaseResult) -> CaseResult:
+        if len(self.members) > 1:
+            result.device, result.ran_on = self.device_name, w.device
+        return result
 
     def _crash_result(self, w: _Worker, why: str) -> tuple[int, CaseResult]:
         seq, case = w.task
         tail = _tail(w.log_path)
         reason = why + (f"; last output:\n{tail}" if tail else "")
-        return seq, CaseResult(self.device_name, case.op, case.vars, FAIL, reason=reason,
-                               seconds=time.monotonic() - w.started)
+        return seq, self._label(w, CaseResult(self.device_name, case.op, case.vars, FAIL, reason=reason,
+                                              seconds=time.monotonic() - w.started))
 
     def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
             min_seconds: float = 1.0) -> Iterator[tuple[int, CaseResult]]:
@@ -206,7 +221,7 @@ class WorkerPool:
                         yield out
                         continue
                     w.task = None
-                    yield seq, result
+                    yield seq, self._label(w, result)
                 elif w.process.sentinel in ready:
                     w.process.join(5)
                     out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")

@@ -102,7 +102,7 @@ def test_an_unavailable_device_leaves_skipped_cases_and_unknown_ops(monkeypatch)
     from cannops.cli.selection import select_cases
 
     class DeadPool:
-        def __init__(self, name, *a):
+        def __init__(self, name, *a, **kw):
             pass
 
         def start(self):

@@ -118,3 +118,35 @@ def test_malformed_results_file_is_rejected(tmp_path):
     bad.write_text("{not json")
     p = ops("merge", str(bad))
     assert p.returncode == 2 and "not valid JSON" in p.stderr
+
+
+def test_workers_spread_over_the_devices_of_a_kind(tmp_path):
+    """-b FAULTY on a host with FAULTY0 and FAULTY1: one backend, its workers on both
+    devices, the same statuses as one device alone (a crash replaces the worker in place)."""
+    spread, single = tmp_path / "s.json", tmp_path / "1.json"
+    env = {"OPS_FAULTY": "abort=ABS", "OPS_FAULTY_DEVICES": "2"}
+    args = ["test", "-o", "ABS,SGN,NEG,RELU", "--timeout", "20"]
+    p = ops(*args, "-b", "FAULTY", "-j", "2", "--results", str(spread), env=env)
+    ops(*args, "-b", "FAULTY0", "--results", str(single), env=env)
+    assert p.returncode == 1 and "Backend 1/1: FAULTY\n" in p.stdout
+    s = load(spread)
+    assert [d["name"] for d in s["devices"]] == ["FAULTY"]
+    assert {r["ran_on"] for r in s["results"]} == {"FAULTY0", "FAULTY1"}
+    assert {r["name"]: r["status"] for r in s["results"]} == \
+        {r["name"]: r["status"] for r in load(single)["results"]}
+
+
+def test_a_closed_output_pipe_still_leaves_the_results_file(tmp_path):
+    """`ops test | head`: once the output buffer meets the closed pipe the run stops (exit
+    128+SIGPIPE) and the results file holds what was computed, marked interrupted."""
+    res = tmp_path / "r.json"
+    proc = subprocess.Popen([*OPS, "test", "-b", "NUMPY", "-o", "CPY,CONCAT", "--results", str(res)],
+                            stdout=subprocess.PIPE, text=True)
+    while not proc.stdout.readline().startswith("  CPY("):  # one case has been printed
+        pass
+    proc.stdout.close()
+    assert proc.wait(timeout=300) == 128 + signal.SIGPIPE
+    doc = load(res)
+    total = len(subprocess.run([*OPS, "list", "cases", "-o", "CPY,CONCAT"], capture_output=True,
+                               text=True).stdout.split())
+    assert doc["interrupted"] is True and 0 < len(doc["results"]) < total

@@ -39,6 +39,7 @@ class Device:
     name: str = "?"            # CANN0, CANN-SIM, GGML-CPU, NUMPY
     description: str = ""
     is_reference: bool = False  # the NumPy reference is not tested by default
+    is_cpu: bool = True         # perf: CPU devices get test-backend-ops' smaller work targets
 
     def memory(self) -> tuple[int, int] | None:
         """(total, free) bytes, when the device knows them."""

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from .graph import Graph, Tensor
+from .inputs import init_leaf
 from .types import GGMLType
 
 Params = Mapping[str, Any]
@@ -122,7 +123,6 @@ class Case:
 
     def init_inputs(self, g: Graph, seed: int) -> dict[int, np.ndarray]:
         """Leaf data, keyed by tensor index, as arrays of shape ne[::-1] in the leaf's type."""
-        from .inputs import init_leaf  # late: avoids a cycle at import
         rng = np.random.default_rng(self.seed(seed))
         out = {}
         for t in g.leaves:

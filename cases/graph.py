@@ -17,7 +17,7 @@ import math
 import struct
 from typing import Iterable, Sequence
 
-from .types import F32, GGMLType, ggml_type
+from .types import GGMLType, ggml_type
 
 GGML_MAX_DIMS = 4
 GGML_MAX_SRC = 10
@@ -181,9 +181,6 @@ class Graph:
         t = Tensor(self, ggml_type(type), ne)
         t.name = name
         return t
-
-    def new_f32(self, value: float) -> Tensor:
-        return self.new_tensor(F32, [1])
 
 
 def new_op(g: Graph, op: str, type, ne: Sequence[int], srcs: Sequence[Tensor],

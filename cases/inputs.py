@@ -49,3 +49,23 @@ def quantize(data: np.ndarray, type) -> np.ndarray:
                             0, nrows, n_per_row,
                             ffi.NULL if imatrix is None else ffi.from_buffer("float[]", imatrix))
     return out
+
+
+# --- a tensor's data inside a byte buffer (any device's download, the reference's memory) ---
+
+def stored_view(t: Tensor, buf: np.ndarray, offset: int = 0) -> np.ndarray:
+    """The tensor as stored in `buf` from `offset`, through its nb strides: elements of its
+    dtype (shape ne[::-1]), or rows of raw blocks (uint8, shape (ne3, ne2, ne1, row bytes))."""
+    if t.type.is_quantized:
+        shape = (t.ne[3], t.ne[2], t.ne[1], t.type.row_size(t.ne[0]))
+        return np.ndarray(shape, np.uint8, buf, offset, (t.nb[3], t.nb[2], t.nb[1], 1))
+    return np.ndarray(shape_of(t), t.type.dtype, buf, offset, tuple(reversed(t.nb)))
+
+
+def values(t: Tensor, buf: np.ndarray, offset: int = 0) -> np.ndarray:
+    """Logical values (shape ne[::-1]); quantized tensors decoded to f32 by gguf."""
+    arr = stored_view(t, buf, offset)
+    if t.type.is_quantized:
+        from gguf.quants import dequantize
+        return dequantize(np.ascontiguousarray(arr), t.type.qtype)
+    return arr

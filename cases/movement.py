@@ -12,10 +12,10 @@ import math
 import numpy as np
 
 from .catalog import Family, fmt_vars, register
-from .graph import (F32, GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute,
+from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute,
                     transpose, view)
 from .inputs import shape_of, uniform
-from .types import I32, ggml_type
+from .types import F32, I32, ggml_type
 
 # test-backend-ops' all_types: every type a copy / row gather is tried with
 ALL_TYPES = ("f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q1_0 q2_0 mxfp4 nvfp4 q2_K q3_K q4_K "

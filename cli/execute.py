@@ -103,7 +103,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
     fam = case.family
     flops = fam.flops(out, case.params) if fam.flops else 0
     size = fam.op_size(out, case.params) if fam.op_size else op_size(out)
-    is_cpu = getattr(device, "is_cpu", True)
+    is_cpu = device.is_cpu
     n_nodes = len(g.nodes())
     if flops > 0:
         target = (8 if is_cpu else 100) * GFLOP

@@ -9,6 +9,7 @@ import numpy as np
 
 from cannops.backend.base import Device, DeviceError, RunResult, Support
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
+from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
 
 from . import CANNError, err_buffer, err_text, rules
@@ -94,14 +95,7 @@ class _Placed:
                                                   self.structs[base.index].data, buf.nbytes,
                                                   *self.dev._err()), "download")
             cache[base.index] = buf
-        buf = cache[base.index]
-        if t.type.is_quantized:
-            from gguf.quants import dequantize
-            shape = (t.ne[3], t.ne[2], t.ne[1], t.type.row_size(t.ne[0]))
-            raw = np.ndarray(shape, np.uint8, buf, t.view_offs, (t.nb[3], t.nb[2], t.nb[1], 1))
-            return dequantize(np.ascontiguousarray(raw), t.type.qtype)
-        return np.ndarray(tuple(reversed(t.ne)), t.type.dtype, buf, t.view_offs,
-                          tuple(reversed(t.nb))).copy()
+        return values(t, cache[base.index], t.view_offs).copy()
 
     def release(self) -> None:
         # queued work may still use these blocks: the stream must be drained first
@@ -115,6 +109,7 @@ class _Placed:
 class CANNDevice(Device):
     def __init__(self, name: str, description: str, index: int, simulated: bool):
         self.name, self.description, self.index, self.simulated = name, description, index, simulated
+        self.is_cpu = simulated   # an NPU takes the accelerator perf targets; the simulator runs on the CPU
         self._lock = threading.Lock()
         self._errbuf = err_buffer()
         self.ctx = lib.ops_cann_ctx_new(index, self._errbuf, len(self._errbuf))

@@ -17,6 +17,7 @@ import numpy as np
 
 from cannops.backend.base import Device, DeviceError, RunResult, Support
 from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
+from cannops.cases.inputs import values
 
 from . import PREFIX, ffi, lib
 from . import ops
@@ -249,14 +250,7 @@ class GGMLDevice(Device):
         raw = np.empty(size, np.uint8)
         if size:
             lib.ggml_backend_tensor_get(p, ffi.cast("void *", raw.ctypes.data), 0, size)
-        ty = t.type
-        if ty.is_quantized:
-            shape = (t.ne[3], t.ne[2], t.ne[1], ty.row_size(t.ne[0]))
-            rows = np.ndarray(shape, np.uint8, raw, 0, (t.nb[3], t.nb[2], t.nb[1], 1))
-            from gguf.quants import dequantize
-            return dequantize(np.ascontiguousarray(rows), ty.qtype)
-        arr = np.ndarray(t.ne[::-1], ty.dtype, raw, 0, t.nb[::-1])
-        return np.ascontiguousarray(arr)
+        return np.ascontiguousarray(values(t, raw))
 
     # --- the Device interface ---
     def supports(self, case, graph: Graph) -> Support:

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from cannops.cases.graph import Graph, Tensor
+from cannops.cases.inputs import stored_view, values
 
 REFERENCES: dict[str, Callable] = {}
 RAW: dict[str, Callable] = {}  # op -> raw(node, *srcs as stored): block-level form (see below)
@@ -96,20 +97,11 @@ class Memory:
 
     def raw(self, t: Tensor) -> np.ndarray:
         """The tensor's storage as an ndarray of its element type (uint8 blocks when quantized)."""
-        buf = self.buffers[t.base.index]
-        if t.type.is_quantized:
-            shape = (t.ne[3], t.ne[2], t.ne[1], t.type.row_size(t.ne[0]))
-            strides = (t.nb[3], t.nb[2], t.nb[1], 1)
-            return np.ndarray(shape, np.uint8, buf, t.view_offs, strides)
-        return np.ndarray(tuple(reversed(t.ne)), t.type.dtype, buf, t.view_offs, tuple(reversed(t.nb)))
+        return stored_view(t, self.buffers[t.base.index], t.view_offs)
 
     def read(self, t: Tensor) -> np.ndarray:
         """Logical values (shape ne[::-1]); quantized tensors are dequantized to f32."""
-        arr = self.raw(t)
-        if t.type.is_quantized:
-            from gguf.quants import dequantize
-            return dequantize(np.ascontiguousarray(arr), t.type.qtype)
-        return arr
+        return values(t, self.buffers[t.base.index], t.view_offs)
 
     def write(self, t: Tensor, values: np.ndarray) -> None:
         dst = self.raw(t)

@@ -38,6 +38,12 @@ def fmt_vars(params: Params, names: Iterable[str]) -> str:
     return ",".join(f"{n}={fmt_value(params[n])}" for n in names)
 
 
+@dataclass(frozen=True)
+class Deviation:
+    reason: str
+    when: Callable[[Params], bool] = lambda params: True   # the cases it concerns
+
+
 @dataclass(eq=False)
 class Family:
     """One test-backend-ops test struct (e.g. test_unary), declared as data.
@@ -69,10 +75,10 @@ class Family:
     flops: Callable[[Tensor, Params], int] | None = None
     op_size: Callable[[Tensor, Params], int] | None = None
     # Known deviations of a device from the reference, keyed by device-name prefix (e.g.
-    # "GGML-CPU"), with the reason. A case that misses its metric on such a device is
-    # reported as "known deviation" with the reason (never hidden as OK); NaN, inf or
-    # overruns stay FAILs.
-    notes: Mapping[str, str] = field(default_factory=dict)
+    # "GGML-CPU"): a Deviation names the cases it concerns and why. Such a case that misses
+    # its metric on that device is reported as "known deviation" with the reason (never
+    # hidden as OK); NaN, inf or overruns stay FAILs, and so does any other case.
+    notes: Mapping[str, "Deviation"] = field(default_factory=dict)
 
     def op_name(self, params: Params) -> str:
         return self.op(params) if callable(self.op) else self.op

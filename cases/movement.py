@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .catalog import Family, fmt_vars, register
+from .catalog import Deviation, Family, fmt_vars, register
 from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute,
                     transpose, view)
 from .inputs import shape_of, uniform
@@ -377,12 +377,13 @@ register(Family(
     name="cpy", build=build_cpy, vars=_cpy_vars, op="CPY", init=init_cpy,
     eval_grid=_cpy_grid, perf_grid=_cpy_perf_grid, max_nmse=cpy_max_nmse,
     op_size=lambda out, p: out.nbytes() + out.src[0].nbytes(),
-    notes={"GGML-CPU": (
+    notes={"GGML-CPU": Deviation(
+        when=lambda p: p["type_src"] in ("f16", "bf16") and p["type_dst"] == "q8_0", reason=(
         "f16/bf16 -> q8_0: ggml-CPU's SIMD quantize_row_q8_0 scales by 127/amax and rounds "
         "ties to even, where ggml's reference quantizer (quantize_row_q8_0_ref, which gguf "
         "reproduces bit for bit) scales by 1/(amax/127) and rounds ties away from zero; "
         "coarse bf16 inputs land on exact .5 ties often (24 of 16384 values one step apart "
-        "at seed 0), more than test_cpy's one-value-off threshold allows")},
+        "at seed 0), more than test_cpy's one-value-off threshold allows"))},
 ))
 
 

@@ -20,9 +20,9 @@ def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
 
 
 def _note(case: Case, device: Device) -> str:
-    for prefix, why in case.family.notes.items():
-        if device.name.startswith(prefix):
-            return why
+    for prefix, dev in case.family.notes.items():
+        if device.name.startswith(prefix) and dev.when(case.params):
+            return dev.reason
     return ""
 
 

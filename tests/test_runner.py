@@ -150,3 +150,19 @@ def test_a_closed_output_pipe_still_leaves_the_results_file(tmp_path):
     total = len(subprocess.run([*OPS, "list", "cases", "-o", "CPY,CONCAT"], capture_output=True,
                                text=True).stdout.split())
     assert doc["interrupted"] is True and 0 < len(doc["results"]) < total
+
+
+def test_a_known_deviation_covers_only_its_cases():
+    from cannops.backend.base import Device
+    from cannops.cases.catalog import FAMILIES, Case
+    from cannops.cli.execute import _note
+
+    class Dev(Device):
+        name = "GGML-CPU"
+    fam = FAMILIES["sum"]
+    permuted = Case(fam, dict(type="f32", ne=[33, 256, 1, 1], permute=[1, 0, 2, 3]))
+    plain = Case(fam, dict(type="f32", ne=[33, 256, 1, 1]))
+    assert "reads each row" in _note(permuted, Dev())
+    assert _note(plain, Dev()) == ""        # a plain SUM that missed would be a FAIL
+    Dev.name = "GGML-CUDA0"
+    assert _note(permuted, Dev()) == ""     # another device: no excuse either

@@ -7,6 +7,7 @@ lives in the runner.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -35,6 +36,42 @@ class RunResult:
     problems: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ParamGrad:
+    """One parameter's gradient of the summed output: by backpropagation on the device
+    (`analytic`) and by finite differences of the device's forward pass (`numeric`)."""
+    name: str
+    analytic: np.ndarray
+    numeric: np.ndarray
+
+
+class GradUnsupported(Exception):
+    """The device cannot take this case's gradients (the message says why)."""
+
+
+def numeric_gradient(x0: np.ndarray, set_element: Callable[[int, float], None],
+                     loss: Callable[[], float], eps: float, precise: bool) -> np.ndarray:
+    """test-backend-ops' finite differences of a scalar loss by each element of a parameter:
+    (f(x+e) - f(x-e)) / 2e, or with `precise` the 4-point (8f(x+e/2) + f(x-e) - 8f(x-e/2)
+    - f(x+e)) / 6e. set_element(i, v) writes element i on the device; loss() recomputes the
+    forward graph. Steps are taken in f32, as the C++ does."""
+    x0 = np.asarray(x0, np.float32).reshape(-1)
+    out = np.empty(x0.size, np.float32)
+    e32 = np.float32(eps)
+    for i, x in enumerate(x0):
+        def at(step):
+            set_element(i, float(np.float32(x + np.float32(step) * e32)))
+            return loss()
+        fu, fd = at(1.0), at(-1.0)
+        if precise:
+            fuh, fdh = at(0.5), at(-0.5)
+            out[i] = (8.0 * fuh + fd - (8.0 * fdh + fu)) / (6.0 * eps)
+        else:
+            out[i] = np.float32(np.float32(fu) - np.float32(fd)) / np.float32(2.0 * e32)
+        set_element(i, float(x))
+    return out
+
+
 class Device:
     name: str = "?"            # CANN0, CANN-SIM, GGML-CPU, NUMPY
     description: str = ""
@@ -57,6 +94,12 @@ class Device:
     def time(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
         """Seconds for `n_runs` back-to-back runs of the graph's output node (after a warm-up)."""
         raise NotImplementedError
+
+    def grad(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray]) -> list[ParamGrad]:
+        """Gradients of sum(output) by each parameter leaf of the graph (graph.params()),
+        backpropagated with the backward graph of libggml's ggml_build_backward_expand and
+        estimated by finite differences on this device. Raises GradUnsupported."""
+        raise GradUnsupported(f"{self.name} has no gradient mode")
 
     def close(self) -> None:
         pass

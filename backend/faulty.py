@@ -2,7 +2,9 @@
 
 Enabled only when OPS_FAULTY is set, as `OPS_FAULTY="abort=ABS,segv=NEG,hang=EXP,overrun=SQR"`:
 each key names a fault, each value a comma-free op name (several with '+': `abort=ABS+SGN`).
-Every other case is computed by the NumPy reference, so it passes. OPS_FAULTY_DEVICES=N
+`badgrad=OP` is a broken backward: `ops grad` gets that op's backprop gradients scaled by
+1.5. Every other case is computed by the NumPy reference, so it passes (in `ops grad`,
+the reference runs libggml's backward graph of the case). OPS_FAULTY_DEVICES=N
 lists N of them (FAULTY0, FAULTY1, ...), as a host with several devices of one kind.
 """
 from __future__ import annotations
@@ -39,6 +41,14 @@ class FaultyDevice(Device):
 
     def supports(self, case, graph):
         return Support(True)
+
+    def grad(self, case, graph, inputs):
+        from cannops.backend.ggml.backward import grad_through_runs
+        grads = grad_through_runs(self, case, graph, inputs)
+        if self.faults.get(case.op) == "badgrad":
+            for g in grads:
+                g.analytic = g.analytic * np.float32(1.5)
+        return grads
 
     def run(self, case, graph, inputs, check):
         fault = self.faults.get(case.op)

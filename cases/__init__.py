@@ -1,2 +1,2 @@
 """The case catalog: ggml's tensor model (graph.py) and one module per op family."""
-from .catalog import FAMILIES, Case, Family, all_cases, all_op_names, register  # noqa: F401
+from .catalog import FAMILIES, Case, Family, all_cases, all_op_names, family, register  # noqa: F401

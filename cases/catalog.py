@@ -59,6 +59,10 @@ class Family:
            and absent from support mode (as in test-backend-ops)
     flops(out, params) -> int; 0 means memory-bound (GB/s is reported)
     op_size(out, params) -> bytes moved, for GB/s; None: ggml_nbytes of out and its srcs
+    grad_*: `ops grad` (test-backend-ops' gradient mode; the leaves build() marks with
+    set_param are differentiated): finite-difference step, 4-point estimate, the most
+    gradients checked, the values at which a non-smooth gradient is trusted, and the
+    threshold of the mean absolute asymmetry (each a value or params -> value)
     """
 
     name: str
@@ -79,6 +83,11 @@ class Family:
     # its metric on that device is reported as "known deviation" with the reason (never
     # hidden as OK); NaN, inf or overruns stay FAILs, and so does any other case.
     notes: Mapping[str, "Deviation"] = field(default_factory=dict)
+    grad_eps: float | Callable[[Params], float] = 1e-1
+    grad_precise: bool | Callable[[Params], bool] = False
+    grad_nmax: int = 10000
+    grad_expect: tuple[float, ...] | Callable[[Params], tuple[float, ...]] = ()
+    max_maa: float | Callable[[Params], float] = 1e-4
 
     def op_name(self, params: Params) -> str:
         return self.op(params) if callable(self.op) else self.op
@@ -88,6 +97,11 @@ class Family:
 
     def threshold(self, params: Params) -> float:
         return self.max_nmse(params) if callable(self.max_nmse) else self.max_nmse
+
+    def grad_setting(self, name: str, params: Params):
+        """One grad_* / max_maa setting for these params (a value or params -> value)."""
+        v = getattr(self, name)
+        return v(params) if callable(v) else v
 
 
 FAMILIES: dict[str, Family] = {}
@@ -166,8 +180,14 @@ def _load_all() -> None:
             importlib.import_module(f"{__package__}.{mod}")
 
 
+def family(name: str) -> Family:
+    """A registered family by name (every family module imported first)."""
+    _load_all()
+    return FAMILIES[name]
+
+
 def all_cases(mode: str = "test") -> list[Case]:
-    """Every case in catalog order. mode: "test" (eval grid, fused cases included),
+    """Every case in catalog order. mode: "test" or "grad" (eval grid, fused cases included),
     "support" (eval grid without fused cases) or "perf" (perf grid)."""
     _load_all()
     cases = []

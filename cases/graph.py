@@ -158,14 +158,19 @@ class Graph:
         # run_whole_graph); None means every op node.
         self.check_nodes: list[Tensor] | None = None
 
+    def params(self) -> list[Tensor]:
+        """Leaves marked with set_param: the tensors `ops grad` differentiates."""
+        return [t for t in self.tensors if t.flags & FLAG_PARAM]
+
     @property
     def leaves(self) -> list[Tensor]:
         return [t for t in self.tensors if t.op == "NONE"]
 
     def nodes(self) -> list[Tensor]:
-        """Op nodes (views included) reachable from `out`, in creation (= topological) order."""
+        """Op nodes (views included) reachable from `out` (and the check nodes), in creation
+        (= topological) order."""
         seen: set[int] = set()
-        stack = [self.out]
+        stack = [self.out, *(self.check_nodes or ())]
         while stack:
             t = stack.pop()
             if t.index in seen:
@@ -201,6 +206,13 @@ def view_of(a: Tensor, op: str, ne: Sequence[int], nb: Sequence[int], offset: in
     t.nb = tuple(nb)
     t.op = op
     t.src = [a]
+    return t
+
+
+def set_param(t: Tensor) -> Tensor:
+    """ggml_set_param: a leaf that `ops grad` differentiates the output by."""
+    assert t.op == "NONE", "ggml_set_param: only leaves are parameters"
+    t.flags |= FLAG_PARAM
     return t
 
 

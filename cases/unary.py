@@ -6,24 +6,34 @@ import numpy as np
 
 from .catalog import Family, register
 from .elementwise import sqr
-from .graph import UNARY_OPS, add, mul, new_op, unary, view
+from .graph import UNARY_OPS, add, mul, new_op, set_param, unary, view
 from .inputs import uniform
 
 SHAPES = ([128, 2, 2, 2], [5, 7, 11, 13])
 
 
-def view_or_leaf(g, type, ne_a, v, name="a", grow=(3, 2, 5, 4)):
-    """The input `a`, or with v=1 a non-contiguous view into a larger tensor."""
+def view_or_leaf(g, type, ne_a, v, name="a", grow=(3, 2, 5, 4), param=False):
+    """The input `a` (a gradient parameter with `param`), or with v=1 a non-contiguous view
+    into a larger tensor."""
     if v & 1:
         big = g.new_tensor(type, [n * k for n, k in zip(ne_a, grow)], name)
+        if param:
+            set_param(big)
         a = view(big, ne_a, big.nb[1:], 0)
         a.name = f"view_of_{name}"
         return a
-    return g.new_tensor(type, ne_a, name)
+    a = g.new_tensor(type, ne_a, name)
+    return set_param(a) if param else a
+
+
+# the unary ops with a backward in ggml (test_unary's grad_supported)
+WITH_GRAD = frozenset({"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXPM1", "SOFTPLUS"})
+# non-smooth gradients: finite differences are trusted only where they hit these values
+GRAD_EXPECT = {"ABS": (-1.0, 1.0), "SGN": (0.0,), "STEP": (0.0,), "RELU": (0.0, 1.0)}
 
 
 def build_unary(g, op, type, ne_a, v):
-    return unary(view_or_leaf(g, type, ne_a, v), op)
+    return unary(view_or_leaf(g, type, ne_a, v, param=op in WITH_GRAD), op)
 
 
 def init_unary(t, rng, p):
@@ -38,6 +48,8 @@ register(Family(
     vars=("type", "ne_a", "v"),
     op=lambda p: p["op"],
     init=init_unary,
+    grad_eps=15.0,
+    grad_expect=lambda p: GRAD_EXPECT.get(p["op"], ()),
     eval_grid=lambda: (
         dict(op=op, type=type, ne_a=ne, v=v)
         for type in ("f16", "f32") for v in (0, 1) for op in UNARY_OPS if op != "XIELU"

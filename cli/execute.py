@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from cannops.backend import reference
-from cannops.backend.base import Device, DeviceError
+from cannops.backend.base import Device, DeviceError, GradUnsupported
 from cannops.cases.catalog import Case
 
 from .compare import compare
-from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, CaseResult
+from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
 
 
 def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
@@ -83,6 +85,88 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
                    seconds=time.perf_counter() - t0)
 
 
+def not_gradable(graph) -> str | None:
+    """test-backend-ops' reasons for taking no gradients of a case (None: it can)."""
+    if graph.out.type.name != "f32":
+        return f"{graph.out.name or graph.out.op_desc}->type != FP32"
+    params = graph.params()
+    if not params:
+        return graph.out.op_desc          # the family marks no parameter: no backward
+    for t in params:
+        if t.type.name != "f32":
+            return f"{t.name}->type != FP32"
+    return None
+
+
+def mean_abs_asymmetry(numeric: np.ndarray, analytic: np.ndarray, expect=(),
+                       defined_only: bool = False) -> float:
+    """test-backend-ops' gradient error: the mean of |(a - b) / (a + b)| over the elements
+    (numeric a, backprop b); with `expect`, only where a is within 1e-3 of one of those
+    values (non-smooth ops such as ReLU). An element where both are 0 makes the mean NaN
+    there, and a NaN error passes its check (`err > max` is false): kept, so that statuses
+    match; `defined_only` leaves such elements out instead (for the report)."""
+    a, b = np.asarray(numeric, np.float64), np.asarray(analytic, np.float64)
+    if len(expect):
+        keep = np.any(np.abs(a[:, None] - np.asarray(expect)[None, :]) < 1e-3, axis=1)
+        a, b = a[keep], b[keep]
+    if defined_only:
+        keep = (a + b) != 0
+        a, b = a[keep], b[keep]
+    if a.size == 0:
+        return float("nan")
+    with np.errstate(all="ignore"):
+        return float(np.mean(np.abs((a - b) / (a + b))))
+
+
+def grad(device: Device, case: Case, seed: int) -> CaseResult:
+    """test-backend-ops' gradient mode: backprop against finite differences, per parameter."""
+    t0 = time.perf_counter()
+    g = case.build()
+    why = not_gradable(g)
+    if why:
+        return _result(device, case, NOT_SUPPORTED, reason=why)
+    s = device.supports(case, g)
+    if not s:
+        return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+    fam, p = case.family, case.params
+    n_grads = sum(t.nelements() for t in g.params())
+    if n_grads > fam.grad_nmax:
+        return _result(device, case, SKIPPED, reason=f"skipping large tensors for speed "
+                                                      f"({n_grads} gradients > {fam.grad_nmax})")
+    inputs = case.init_inputs(g, seed)
+    try:
+        grads = device.grad(case, g, inputs)
+    except GradUnsupported as e:
+        return _result(device, case, NOT_SUPPORTED, reason=str(e))
+    except DeviceError as e:
+        return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
+    threshold = fam.grad_setting("max_maa", p)
+    expect = fam.grad_setting("grad_expect", p)
+    reasons, notes, worst = [], [], 0.0
+    for pg in grads:
+        bad = np.flatnonzero(~np.isfinite(pg.analytic))
+        if bad.size:
+            reasons.append(f"[{pg.name}] gradient[{bad[0]}] = {pg.analytic[bad[0]]} is not finite")
+            continue
+        err = mean_abs_asymmetry(pg.numeric, pg.analytic, expect)
+        if np.isnan(err):
+            # test-backend-ops passes a NaN error: say so, with the error where it is defined
+            err = mean_abs_asymmetry(pg.numeric, pg.analytic, expect, defined_only=True)
+            rest = "no other elements" if np.isnan(err) else f"over the other elements it is {err:.6g}"
+            notes.append(f"[{pg.name}] MAA is NaN (0/0 where both gradients are 0), a pass in "
+                         f"test-backend-ops; {rest}")
+            continue
+        worst = max(worst, err)
+        if err > threshold:
+            diff = np.abs(pg.numeric.astype(np.float64) - pg.analytic)
+            i = int(np.argmax(diff))
+            reasons.append(f"[{pg.name}] MAA = {err:.9f} > {threshold:.9f} (max abs error {diff[i]:.6g} "
+                           f"at element {i}: backprop {pg.analytic[i]:.6g}, finite differences {pg.numeric[i]:.6g})")
+    return _result(device, case, FAIL if reasons else OK, reason="; ".join(reasons), error=worst,
+                   threshold=threshold, metric="MAA", note="; ".join(notes),
+                   seconds=time.perf_counter() - t0)
+
+
 # test-backend-ops' perf targets: flops or bytes per measured graph, CPU vs accelerator
 GFLOP, GB = 10**9, 1 << 30
 GRAPH_NODES = 8192
@@ -133,6 +217,8 @@ def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float
             return support(device, case)
         if mode == "perf":
             return perf(device, case, seed, min_seconds)
+        if mode == "grad":
+            return grad(device, case, seed)
         return test(device, case, seed)
     except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
         return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

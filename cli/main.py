@@ -59,7 +59,7 @@ def report_options(f):
     return f
 
 
-DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0}
+DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0, "grad": 300.0}
 
 
 def _check_common(jobs, timeout):
@@ -179,6 +179,19 @@ def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""
     base = check_report_options(log_dir, summary_file, baseline)
     run = run_mode("test", **kw)
+    emit(run, kw["output"])
+    write_reports(run, log_dir, summary_file, base)
+    sys.exit(run.exit_status)
+
+
+@cli.command()
+@common_options
+@report_options
+def grad(log_dir, summary_file, baseline, **kw):
+    """Check each case's gradients: backprop (libggml's backward graph) against finite
+    differences on the device, as test-backend-ops' grad mode: OK / not supported / FAIL."""
+    base = check_report_options(log_dir, summary_file, baseline)
+    run = run_mode("grad", **kw)
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
     sys.exit(run.exit_status)

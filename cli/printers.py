@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, CaseResult, DeviceInfo, Run
+from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 
 STYLE = {OK: "bold green", FAIL: "bold red", DEVIATION: "bold yellow", NOT_SUPPORTED: "", "SUPPORTED": "bold green"}
 
@@ -75,7 +75,13 @@ class ConsolePrinter:
         if self.mode == "perf":
             return self._perf(r, head)
         if r.status == NOT_SUPPORTED:
-            self.line(head, f"not supported [{r.device}]" + (f" {r.reason}" if self.verbose and r.reason else ""))
+            # grad mode names what is missing, as test-backend-ops does (the op, a type)
+            where = (r.reason if self.mode == "grad" and r.reason and not r.reason.startswith(r.device)
+                     else r.device)
+            self.line(head, f"not supported [{where}]" + (f" {r.reason}" if self.verbose and r.reason else ""))
+            return
+        if r.status == SKIPPED:
+            self.line(head, r.reason)
             return
         first, _, rest = r.reason.partition("\n")
         if r.status == FAIL:
@@ -111,7 +117,7 @@ class ConsolePrinter:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
-        if self.mode == "test":
+        if self.mode in ("test", "grad"):
             ran = [r for r in results if r.status in (OK, FAIL, DEVIATION)]
             passed = sum(r.status in (OK, DEVIATION) for r in ran)
             dev = sum(r.status == DEVIATION for r in ran)

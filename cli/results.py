@@ -60,7 +60,7 @@ class DeviceInfo:
 
 @dataclass
 class Run:
-    mode: str                           # test / perf / support
+    mode: str                           # test / perf / support / grad
     seed: int = 0
     ops_filter: str | None = None
     params_filter: str | None = None

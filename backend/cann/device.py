@@ -7,7 +7,8 @@ import threading
 
 import numpy as np
 
-from cannops.backend.base import Device, DeviceError, RunResult, Support
+from cannops.backend.base import (Device, DeviceError, GradUnsupported, ParamGrad, RunResult, Support,
+                                  numeric_gradient)
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
@@ -72,8 +73,8 @@ class _Placed:
                                                     ffi.from_buffer(data), data.nbytes,
                                                     *self.dev._err()), "upload")
 
-    def compute(self) -> None:
-        for node in self.graph.nodes():
+    def compute(self, nodes: list[Tensor] | None = None) -> None:
+        for node in self.graph.nodes() if nodes is None else nodes:
             self.dev._check(lib.ops_cann_compute(self.dev.ctx, self.structs[node.index],
                                                  *self.dev._err()), f"{rules.rule_key(node)} #{node.index}")
 
@@ -86,6 +87,11 @@ class _Placed:
             if not np.array_equal(buf, self._pattern(i)):
                 bad.append(f"sentinel mismatch: {where}")
         return bad
+
+    def write(self, t: Tensor, offset: int, data: np.ndarray) -> None:
+        """Bytes into a placed tensor at `offset` (one element of a gradient parameter)."""
+        self.dev._check(lib.ops_cann_upload(self.dev.ctx, self.structs[t.index].data + offset,
+                                            ffi.from_buffer(data), data.nbytes, *self.dev._err()), "upload")
 
     def read(self, t: Tensor, cache: dict[int, np.ndarray]) -> np.ndarray:
         base = t.base
@@ -177,6 +183,48 @@ class CANNDevice(Device):
                 self._check(lib.ops_cann_time(self.ctx, placed.structs[graph.out.index], n_runs,
                                               ms, *self._err()), "timing")
                 return ms[0] / 1e3
+            finally:
+                placed.release()
+
+    def grad(self, case, graph: Graph, inputs: dict[int, np.ndarray]) -> list[ParamGrad]:
+        """The backward nodes libggml builds for the case (backend/ggml/backward.py), each
+        realised by the native layer as in `run`; finite differences of the forward nodes."""
+        from cannops.backend.ggml.backward import backward_case_graph
+        bw = backward_case_graph(graph, inputs)
+        s = rules.supports(bw.graph, self.has_handler)
+        if not s:
+            raise GradUnsupported(f"{self.name}: {s.reason}")
+        with self._lock:
+            placed = self._place(bw.graph)
+            try:
+                placed.build()
+                placed.upload(bw.inputs)
+                placed.compute()
+                self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                cache: dict[int, np.ndarray] = {}
+                loss, cell = np.empty(1, np.float32), np.empty(1, np.float32)
+
+                def forward() -> float:
+                    placed.compute(bw.forward)
+                    self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                    self._check(lib.ops_cann_download(self.ctx, ffi.from_buffer(loss),
+                                                      placed.structs[bw.graph.out.index].data, 4,
+                                                      *self._err()), "download loss")
+                    return float(loss[0])
+                out = []
+                for index, leaf in bw.params.items():
+                    t, g = graph.tensors[index], bw.grads[index]
+                    analytic = (np.zeros(t.nelements(), np.float32) if g is None
+                                else placed.read(g, cache).reshape(-1))
+
+                    def set_element(i, v, leaf=leaf):
+                        cell[0] = v
+                        placed.write(leaf, 4 * i, cell)
+                    numeric = numeric_gradient(inputs[index], set_element, forward,
+                                               case.family.grad_setting("grad_eps", case.params),
+                                               case.family.grad_setting("grad_precise", case.params))
+                    out.append(ParamGrad(t.name or f"#{index}", analytic, numeric))
+                return out
             finally:
                 placed.release()
 

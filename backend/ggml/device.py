@@ -15,7 +15,8 @@ from typing import Callable
 
 import numpy as np
 
-from cannops.backend.base import Device, DeviceError, RunResult, Support
+from cannops.backend.base import (Device, DeviceError, GradUnsupported, ParamGrad, RunResult, Support,
+                                  numeric_gradient)
 from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 
@@ -153,14 +154,19 @@ class GGMLDevice(Device):
             self._backend = None
 
     # --- replay ---
-    def replay(self, graph: Graph, sentinels: bool = False, graph_size: int = 0) -> Replay:
-        """Rebuild every tensor of the graph in a fresh no_alloc ggml context."""
+    def replay(self, graph: Graph, sentinels: bool = False, graph_size: int = 0,
+               grads: bool = False) -> Replay:
+        """Rebuild every tensor of the graph in a fresh no_alloc ggml context (with `grads`,
+        room for a backward graph too: backward.py)."""
         n = len(graph.tensors)
         graph_size = max(graph_size, 2 * n + 16)
         n_objs = (2 * n + 2 if sentinels else n) + 32  # + by-products of composite constructors
+        mem = _TENSOR_OVERHEAD * n_objs + lib.ggml_graph_overhead_custom(graph_size, False)
+        if grads:   # test-backend-ops' eval_grad: 128 tensors and two graphs with gradients
+            from .backward import GRAPH_SIZE
+            mem += _TENSOR_OVERHEAD * (128 + 4 * n) + 2 * lib.ggml_graph_overhead_custom(GRAPH_SIZE, True)
         params = ffi.new("struct ggml_init_params *", {
-            "mem_size": _TENSOR_OVERHEAD * n_objs + lib.ggml_graph_overhead_custom(graph_size, False),
-            "mem_buffer": NULL, "no_alloc": True})
+            "mem_size": mem, "mem_buffer": NULL, "no_alloc": True})
         ctx = lib.ggml_init(params[0])
         if not ctx:
             raise DeviceError("ggml_init failed")
@@ -315,6 +321,51 @@ class GGMLDevice(Device):
         t0 = _time.perf_counter()
         self._compute(perf[2].gf)
         return _time.perf_counter() - t0
+
+    def grad(self, case, graph: Graph, inputs: dict[int, np.ndarray]) -> list[ParamGrad]:
+        """test-backend-ops' eval_grad: the backward graph computed here, and finite
+        differences of the forward graph, one element of one parameter at a time."""
+        from .backward import Backward
+        self._drop_perf()
+        bw = Backward(self, graph)
+        threads = self.n_threads
+        # thousands of computes of a tiny graph: one thread (waking a pool costs more)
+        self.n_threads = 1
+        try:
+            for p in bw.tensors():   # every tensor of the context, backward nodes included
+                if not lib.ggml_backend_dev_supports_op(self.dev, p):
+                    raise GradUnsupported(self.name)
+            r = bw.replay
+            self._allocate(r)
+            self._upload(r, graph, inputs)
+            G.ggml_graph_reset(bw.gb)       # the loss' gradient 1, every other one 0
+            self._compute(bw.gf)
+            self._compute(bw.gb)
+            loss = np.empty(1, np.float32)
+            out = []
+            for t in graph.params():
+                g = bw.grad_of(t)
+                analytic = (np.zeros(t.nelements(), np.float32) if g == NULL
+                            else self._download(t, g).reshape(-1))
+                p = r.ptrs[t.index]
+                cell = np.empty(1, np.float32)
+
+                def set_element(i, v, p=p, cell=cell):
+                    cell[0] = v
+                    lib.ggml_backend_tensor_set(p, ffi.from_buffer(cell), 4 * i, 4)
+
+                def forward():
+                    self._compute(bw.gf)
+                    lib.ggml_backend_tensor_get(bw.loss, ffi.from_buffer(loss), 0, 4)
+                    return float(loss[0])
+                numeric = numeric_gradient(inputs[t.index], set_element, forward,
+                                           case.family.grad_setting("grad_eps", case.params),
+                                           case.family.grad_setting("grad_precise", case.params))
+                out.append(ParamGrad(t.name or f"#{t.index}", analytic, numeric))
+            return out
+        finally:
+            self.n_threads = threads
+            bw.free()
 
     def _compute(self, gf) -> None:
         status = lib.ggml_backend_graph_compute(self.backend, gf)

@@ -1,0 +1,108 @@
+"""`ops grad`: test-backend-ops' gradient mode. The error metric and finite differences
+against hand-computed values, libggml's backward graph read into our case model, the
+gradients of GGML-CPU and CANN-SIM, and a broken backward (test-only FAULTY) as a FAIL."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cannops.backend.base import numeric_gradient, open_device
+from cannops.cases import Case, family
+from cannops.cli.execute import grad, mean_abs_asymmetry
+
+
+def tiny(op, ne=(4, 3, 1, 1), type="f32"):
+    """A small unary case (a grid point of test_unary with a smaller shape)."""
+    return Case(family("unary"), dict(op=op, type=type, ne_a=list(ne), v=0))
+
+
+def test_mean_abs_asymmetry_as_test_backend_ops():
+    assert mean_abs_asymmetry(np.array([1.0, 3.0]), np.array([1.0, 1.0])) == pytest.approx(0.25)
+    # an element where both are 0 makes the C++ mean NaN (a pass there); defined_only skips it
+    assert np.isnan(mean_abs_asymmetry(np.array([0.0, 3.0]), np.array([0.0, 1.0])))
+    assert mean_abs_asymmetry(np.array([0.0, 3.0]), np.array([0.0, 1.0]), defined_only=True) == pytest.approx(0.5)
+    # expected values: only elements whose numeric gradient is one of them are compared
+    assert mean_abs_asymmetry(np.array([1.0, 0.4]), np.array([1.0, 5.0]), expect=(0.0, 1.0)) == 0.0
+
+
+def test_finite_differences_of_a_cubic():
+    x0 = np.array([0.5, -1.0, 2.0], np.float32)
+    x = x0.astype(np.float64).copy()
+
+    def set_element(i, v):
+        x[i] = v
+    loss = lambda: float(np.sum(x ** 3))
+    # central differences: 3x^2 + eps^2; the 4-point rule is exact on a cubic
+    two = numeric_gradient(x0, set_element, loss, 0.1, precise=False)
+    four = numeric_gradient(x0, set_element, loss, 0.1, precise=True)
+    np.testing.assert_allclose(two, 3 * x0.astype(np.float64) ** 2 + 0.01, rtol=1e-4)
+    np.testing.assert_allclose(four, 3 * x0.astype(np.float64) ** 2, rtol=1e-4)
+    np.testing.assert_array_equal(x, x0)   # every element is put back
+
+
+def test_backward_graph_is_libggmls():
+    from cannops.backend.ggml.backward import backward_case_graph
+    case = tiny("NEG")
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    bw = backward_case_graph(g, inputs)
+    # forward: NEG then the loss (sum of the output); the gradient of `a` is computed
+    assert [n.op_desc for n in bw.forward] == ["NEG", "SUM"]
+    (index, leaf), = bw.params.items()
+    assert leaf.name == "a" and leaf.ne == g.tensors[index].ne
+    grad_node = bw.grads[index]
+    assert grad_node is not None and grad_node.ne == leaf.ne and grad_node not in bw.forward
+    np.testing.assert_array_equal(bw.inputs[leaf.index], inputs[index])
+
+
+@pytest.mark.parametrize("device", ["GGML-CPU", "CANN-SIM"])
+@pytest.mark.parametrize("op,expect", [("NEG", -1.0), ("ABS", None)])
+def test_gradients_on_devices(device, op, expect):
+    case = tiny(op)
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    dev = open_device(device)
+    try:
+        (pg,) = dev.grad(case, g, inputs)
+        r = grad(dev, case, 0)
+    finally:
+        dev.close()
+    x = inputs[g.params()[0].index].reshape(-1)
+    want = np.full(12, expect) if expect is not None else np.sign(x)
+    np.testing.assert_allclose(pg.analytic, want)
+    # finite differences with test_unary's step of 15 see ABS's kink only within 15 of 0
+    far = np.abs(x) > 15
+    assert far.sum() >= 6
+    np.testing.assert_allclose(pg.numeric[far], want[far], atol=1e-5)
+    assert r.status == "OK" and r.metric == "MAA", r.reason
+
+
+def test_a_broken_backward_fails_with_its_error(monkeypatch):
+    monkeypatch.setenv("OPS_FAULTY", "badgrad=NEG")
+    dev = open_device("FAULTY")
+    r = grad(dev, tiny("NEG"), 0)
+    assert r.status == "FAIL"
+    assert "MAA = 0.200000000 > 0.000100000" in r.reason and "max abs error 0.5" in r.reason
+    assert grad(dev, tiny("ABS"), 0).status == "OK"
+
+
+def test_ops_grad_command():
+    """End to end: the statuses and reasons test-backend-ops prints in grad mode."""
+    env = dict(os.environ, OPS_FAULTY="badgrad=NEG")
+    p = subprocess.run([sys.executable, "-m", "cannops.cli.main", "grad", "-b", "GGML-CPU", "-o", "NEG,EXP",
+                        "-p", r"ne_a=\[128,2,2,2\],v=0"], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "NEG(type=f32,ne_a=[128,2,2,2],v=0): OK" in p.stdout
+    assert "EXP(type=f32,ne_a=[128,2,2,2],v=0): not supported [EXP]" in p.stdout   # no backward
+    assert "NEG(type=f16,ne_a=[128,2,2,2],v=0): not supported [NEG->type != FP32]" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "cannops.cli.main", "grad", "-b", "FAULTY", "-o", "NEG",
+                        "-p", r"type=f32,ne_a=\[128,2,2,2\],v=0", "--output", "json"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)
+    assert doc["mode"] == "grad"
+    (r,) = doc["results"]
+    assert r["status"] == "FAIL" and r["metric"] == "MAA" and r["error"] == pytest.approx(0.2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Family, register
-from .graph import Tensor, binary, can_repeat, new_op, permute, view, view_of
+from .graph import Tensor, binary, can_repeat, new_op, permute, set_param, view, view_of
 from .types import I32
 from .inputs import uniform
 
@@ -80,6 +80,10 @@ def build_bin_bcast(g, op, type, ne, nr, nf, perm1, src_overlap, inplace=False):
             b = g.new_tensor(type, ne)
         b.name = f"b{i}"
         bs.append(b)
+    # ggml's backward broadcasts only for ADD: gradients of same-shape single ADDs
+    if op == "ADD" and a.ne == bs[0].ne and nf == 1 and not perm1:
+        set_param(a)
+        set_param(bs[0])
     out = view(a, overlap_ne, a.nb[1:], 0) if src_overlap else a
     for b in bs:
         out = binary_inplace(op, out, b) if inplace else binary(op, out, b)
@@ -146,6 +150,9 @@ BIN_BCAST = dict(
     op=lambda p: p["op"],
     init=init_bin_bcast,
     op_size=lambda out, p: 3 * out.nbytes(),
+    grad_eps=lambda p: 0.1 * (int(np.prod(p["ne"])) if p["op"] == "MUL" else 1),
+    grad_precise=lambda p: p["op"] == "DIV",
+    max_maa=lambda p: 1e-4 if p["op"] == "ADD" else 1e-3,
 )
 
 register(Family(
@@ -206,15 +213,15 @@ register(Family(
 # --- test_acc ---
 
 def build_acc(g, type, ne_a, ne_b, stride_dim):
-    a = g.new_tensor(type, ne_a, "a")
+    a = set_param(g.new_tensor(type, ne_a, "a"))
     if stride_dim in (1, 2, 3):
         # b is a view at a non-zero offset (one row in) of a larger tensor
         ne_pad = list(ne_b)
         ne_pad[stride_dim] += 1
-        b_pad = g.new_tensor(type, ne_pad, "b_pad")
+        b_pad = set_param(g.new_tensor(type, ne_pad, "b_pad"))
         b = view(b_pad, ne_b, b_pad.nb[1:], b_pad.nb[1])
     else:
-        b = g.new_tensor(type, ne_b)
+        b = set_param(g.new_tensor(type, ne_b))
     b.name = "b"
     # a's strides: when ne_b[0] < ne_a[0] they differ from b's own
     out = acc(a, b, a.nb[1], a.nb[2], a.nb[3], 0)
@@ -244,9 +251,9 @@ register(Family(
 # --- test_set ---
 
 def build_set(g, type_src, type_dst, ne, dim, inplace):
-    src = g.new_tensor(type_src, ne, "src")
+    src = set_param(g.new_tensor(type_src, ne, "src"))
     ne_dst = [n * 2 if i < dim else n for i, n in enumerate(ne)]
-    dst = g.new_tensor(type_dst, ne_dst, "dst")
+    dst = set_param(g.new_tensor(type_dst, ne_dst, "dst"))
     # a contiguous region of dst, centred in the first `dim` dimensions
     offset = sum((ne_dst[i] - ne[i]) // 2 * dst.nb[i] for i in range(dim))
     out = set_region(dst, src, src.nb[1], src.nb[2], src.nb[3], offset, inplace)

@@ -104,7 +104,17 @@ class Family:
         return v(params) if callable(v) else v
 
 
-FAMILIES: dict[str, Family] = {}
+class _Registry(dict):
+    """name -> Family; looking one up imports every family module first, so that
+    FAMILIES["sum"] works whichever module was imported before."""
+
+    def __getitem__(self, name: str) -> Family:
+        if not _loaded:
+            _load_all()
+        return super().__getitem__(name)
+
+
+FAMILIES: dict[str, Family] = _Registry()
 
 
 def register(family: Family) -> Family:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Family, register
-from .graph import new_op, scale as scale_bias, unary, view_of
+from .graph import new_op, scale as scale_bias, set_param, unary, view_of
 from .inputs import uniform
 
 TYPES = ("f16", "f32")
@@ -64,6 +64,19 @@ def scale_inplace(a, s, b=0.0):
 
 # --- test_sqr .. test_trunc: same shape grid, their own defaults and input ranges ---
 
+def _n(p):
+    return int(np.prod(p["ne"]))
+
+
+# test-backend-ops' gradient settings of these structs (ops grad); every one marks `a`
+GRAD = {
+    "sqr": dict(grad_eps=lambda p: 0.1 * 0.25 * _n(p)),    # 10% of the expected sum
+    "sqrt": dict(grad_eps=20.0, grad_precise=True),
+    "log": dict(grad_precise=True),
+    "sin": dict(max_maa=1e-3, grad_eps=0.2, grad_precise=True),
+    "cos": dict(max_maa=1e-3, grad_eps=0.2, grad_precise=True),
+}
+
 SIMPLE = {
     # struct: (printed op, graph builder, default ne, input range or None for [-1, 1])
     "sqr": ("SQR", sqr, [10, 5, 4, 3], None),
@@ -92,11 +105,12 @@ def _init_range(lo_hi):
 for _name, (_op, _fn, _ne, _range) in SIMPLE.items():
     register(Family(
         name=_name,
-        build=lambda g, type, ne, _fn=_fn: _fn(g.new_tensor(type, ne, "a")),
+        build=lambda g, type, ne, _fn=_fn: _fn(set_param(g.new_tensor(type, ne, "a"))),
         vars=("type", "ne"),
         op=_op,
         init=_init_range(_range),
         eval_grid=lambda _ne=_ne: (dict(type=t, ne=ne) for t in TYPES for ne in _shapes(_ne)),
+        **GRAD.get(_name, {}),
     ))
 
 register(Family(
@@ -130,7 +144,7 @@ register(Family(
 # --- test_scale and the fused test_softcap ---
 
 def build_scale(g, type, ne, scale, bias, inplace):
-    a = g.new_tensor(type, ne, "a")
+    a = set_param(g.new_tensor(type, ne, "a"))
     return (scale_inplace if inplace else scale_bias)(a, scale, bias)
 
 
@@ -147,7 +161,7 @@ register(Family(
 
 
 def build_softcap(g, type, ne, softcap):
-    a = g.new_tensor(type, ne, "a")
+    a = set_param(g.new_tensor(type, ne, "a"))
     inv = float(np.float32(1.0) / np.float32(softcap))  # 1.0f / softcap, in f32
     return scale_bias(unary(scale_bias(a, inv), "TANH"), softcap)
 

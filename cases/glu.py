@@ -76,8 +76,8 @@ register(Family(
 
 register(Family(
     name="glu_split",
-    build=lambda g, op, type, ne_a, v: glu_split(view_or_leaf(g, type, ne_a, v, "a", GROW),
-                                                 view_or_leaf(g, type, ne_a, v, "b", GROW), op),
+    build=lambda g, op, type, ne_a, v: glu_split(view_or_leaf(g, type, ne_a, v, "a", GROW, param=True),
+                                                 view_or_leaf(g, type, ne_a, v, "b", GROW, param=True), op),
     vars=lambda p: f"type={p['type']},ne_a=[{','.join(map(str, p['ne_a']))}],v={p['v']},split",
     op=lambda p: p["op"],
     init=init_wide,
@@ -88,7 +88,8 @@ register(Family(
 register(Family(
     name="swiglu_oai",
     build=lambda g, type, ne_a, v, alpha, limit: swiglu_oai(
-        view_or_leaf(g, type, ne_a, v, "a", GROW), view_or_leaf(g, type, ne_a, v, "b", GROW), alpha, limit),
+        view_or_leaf(g, type, ne_a, v, "a", GROW, param=True), view_or_leaf(g, type, ne_a, v, "b", GROW, param=True),
+        alpha, limit),
     vars=("type", "ne_a", "v", "alpha", "limit"),
     op="SWIGLU_OAI",
     init=init_wide,

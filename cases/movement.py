@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .catalog import Deviation, Family, fmt_vars, register
-from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute,
+from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute, set_param,
                     transpose, view)
 from .inputs import shape_of, uniform
 from .types import F32, I32, ggml_type
@@ -116,7 +116,7 @@ def _view_4d(src: Tensor, ne, offset=0, name="") -> Tensor:
 
 def build_repeat(g, type, ne, nr):
     target = g.new_tensor(type, _mul(ne, nr), "target")
-    src = g.new_tensor(type, ne, "src")
+    src = set_param(g.new_tensor(type, ne, "src"))
     assert can_repeat(src, target)
     return repeat(src, target.ne)
 
@@ -193,7 +193,7 @@ register(Family(
 # --- DUP / CONT ---
 
 def build_dup(g, type, ne, permute=(0, 0, 0, 0)):
-    src = g.new_tensor(type, ne, "src")
+    src = set_param(g.new_tensor(type, ne, "src"))
     if any(permute):
         src = _permute(src, permute)
     return dup(src)
@@ -223,7 +223,7 @@ register(Family(name="dup", build=build_dup, vars=_dup_vars, op="DUP", eval_grid
 
 
 def build_cont(g, type, ne, use_view_slice):
-    src = g.new_tensor(type, ne, "src")
+    src = set_param(g.new_tensor(type, ne, "src"))
     if use_view_slice:  # one row per (i2, i3), at an element offset of ne1-1
         a = _view_4d(src, [src.ne[0], 1, src.ne[2], src.ne[3]], src.nb[0] * (src.ne[1] - 1),
                      "src_view_slice")
@@ -269,7 +269,7 @@ def _cpy_vars(p):
 
 
 def build_cpy(g, type_src, type_dst, ne_src, ne_dst, permute_src, permute_dst, _src_transpose, dst_alloc):
-    src = g.new_tensor(type_src, ne_src, "src")
+    src = set_param(g.new_tensor(type_src, ne_src, "src"))
     if any(permute_src):
         src = _permute(src, permute_src)
     if _src_transpose:
@@ -395,6 +395,8 @@ def build_get_rows(g, type, n, m, r, be1, be2, v):
     if v:  # the first half of each batch's row ids, through a strided view
         rows = view(rows, [r // 2, be1, be2], rows.nb[1:3], 0)
         rows.name = "view_of_rows"
+    if be1 == be2 == 1 and rows.ne[1] == rows.ne[2] == rows.ne[3] == 1:
+        set_param(a)   # ggml's backward: a matrix and a vector of row ids only
     return get_rows(a, rows)
 
 
@@ -506,7 +508,7 @@ register(Family(
 
 
 def build_fill(g, type, ne, c):
-    return fill(g.new_tensor(type, ne, "a"), c)
+    return fill(set_param(g.new_tensor(type, ne, "a")), c)
 
 
 register(Family(
@@ -517,7 +519,7 @@ register(Family(
 
 
 register(Family(
-    name="tri", build=lambda g, type, ne, tri_type: tri(g.new_tensor(type, ne, "a"), tri_type),
+    name="tri", build=lambda g, type, ne, tri_type: tri(set_param(g.new_tensor(type, ne, "a")), tri_type),
     vars=("type", "ne", "tri_type"), op="TRI",
     eval_grid=lambda: (dict(type="f32", ne=[10, 10, 4, 3], tri_type=t)
                        for t in (TRI_LOWER, TRI_LOWER_DIAG, TRI_UPPER, TRI_UPPER_DIAG)),
@@ -527,13 +529,13 @@ register(Family(
 
 
 register(Family(
-    name="diag", build=lambda g, type, ne: diag(g.new_tensor(type, ne, "a")), vars=("type", "ne"), op="DIAG",
+    name="diag", build=lambda g, type, ne: diag(set_param(g.new_tensor(type, ne, "a"))), vars=("type", "ne"), op="DIAG",
     eval_grid=lambda: (dict(type="f32", ne=ne) for ne in ([10, 1, 4, 3], [79, 1, 19, 13], [256, 1, 8, 16])),
 ))
 
 
 register(Family(
-    name="diag_mask_inf", build=lambda g, type, ne, n_past: diag_mask_inf(g.new_tensor(type, ne, "a"), n_past),
+    name="diag_mask_inf", build=lambda g, type, ne, n_past: diag_mask_inf(set_param(g.new_tensor(type, ne, "a")), n_past),
     vars=("type", "ne", "n_past"), op="DIAG_MASK_INF",
     eval_grid=lambda: (dict(type="f32", ne=ne, n_past=5) for ne in ([10, 10, 1, 1], [10, 10, 3, 1], [10, 10, 3, 2])),
 ))

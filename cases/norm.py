@@ -4,7 +4,7 @@ NORM_MUL_ADD, ADD_RMS_NORM and GROUP_NORM_MUL_ADD (checked on their final output
 from __future__ import annotations
 
 from .catalog import Family, register
-from .graph import Tensor, add, mul, new_op, permute, view, view_of
+from .graph import Tensor, add, mul, new_op, permute, set_param, view, view_of
 from .inputs import uniform
 
 # --- constructors (ggml.c): the result is a dup of `a` (or, in place, a view of it) ---
@@ -45,13 +45,16 @@ def group_norm(a: Tensor, n_groups: int, eps: float, inplace: bool = False) -> T
 EPS = (0.0, 1e-6, 1e-4, 1e-1, 10.0)
 
 
-def _input(g, type, ne, v=False, noncontig_rows=False):
-    """`a`, optionally a permuted tensor whose rows are not contiguous, optionally a view
-    of half of it in every dim (test_norm / test_l2_norm)."""
+def _input(g, type, ne, v=False, noncontig_rows=False, param=False):
+    """`a` (a gradient parameter with `param`), optionally a permuted tensor whose rows are
+    not contiguous, optionally a view of half of it in every dim (test_norm / test_l2_norm)."""
     if noncontig_rows:
-        a = permute(g.new_tensor(type, [ne[1], ne[0], ne[2], ne[3]], "a"), 1, 0, 2, 3)
+        leaf = g.new_tensor(type, [ne[1], ne[0], ne[2], ne[3]], "a")
+        a = permute(leaf, 1, 0, 2, 3)
     else:
-        a = g.new_tensor(type, ne, "a")
+        a = leaf = g.new_tensor(type, ne, "a")
+    if param:
+        set_param(leaf)
     if v:
         a = view(a, [n // 2 for n in a.ne], a.nb[1:], 0)
     return a
@@ -76,10 +79,12 @@ register(Family(
 
 register(Family(
     name="rms_norm",
-    build=lambda g, type, ne, v, eps, inplace: rms_norm(_input(g, type, ne, v), eps, inplace),
+    build=lambda g, type, ne, v, eps, inplace: rms_norm(_input(g, type, ne, v, param=True), eps, inplace),
     vars=("type", "ne", "v", "eps", "inplace"),
     op="RMS_NORM",
     init=init_pm10,
+    grad_eps=1.0,
+    grad_precise=True,
     eval_grid=lambda: [
         dict(type="f32", ne=[n, 5, 4, 3], v=v, eps=eps, inplace=False)
         for eps in EPS for n in (64, 1025, 33, 132, 260) for v in (False, True)
@@ -111,7 +116,7 @@ register(Family(
 
 def build_rms_norm_mul_add(g, type, ne, eps, broadcast, multi_add):
     big = [ne[0] * 2, ne[1] * 3, ne[2] * 3, ne[3] * 4] if broadcast else ne
-    a, b, c = g.new_tensor(type, big, "a"), g.new_tensor(type, ne, "b"), g.new_tensor(type, ne, "c")
+    a, b, c = (set_param(g.new_tensor(type, n, name)) for n, name in ((big, "a"), (ne, "b"), (ne, "c")))
     a = add(add(a, b), c)  # use a, b, c early, as the struct does
     if multi_add:
         a = add(add(a, b), c)
@@ -120,19 +125,19 @@ def build_rms_norm_mul_add(g, type, ne, eps, broadcast, multi_add):
 
 def build_norm_mul_add(g, type, ne, eps, broadcast):
     big = [ne[0], ne[1] * 2, ne[2] * 2, ne[3] * 2] if broadcast else ne
-    a, w, b = g.new_tensor(type, big, "a"), g.new_tensor(type, ne, "w"), g.new_tensor(type, ne, "b")
+    a, w, b = (set_param(g.new_tensor(type, n, name)) for n, name in ((big, "a"), (ne, "w"), (ne, "b")))
     a = add(add(a, w), b)
     return add(mul(norm(a, eps), w), b)
 
 
 def build_add_rms_norm(g, type, ne, eps, broadcast):
     big = [ne[0] * 2, ne[1] * 3, ne[2] * 3, ne[3] * 4] if broadcast else ne
-    a, b = g.new_tensor(type, big, "a"), g.new_tensor(type, ne, "b")
+    a, b = set_param(g.new_tensor(type, big, "a")), set_param(g.new_tensor(type, ne, "b"))
     return rms_norm(add(a, b), eps)
 
 
 def build_group_norm_mul_add(g, type, ne, num_groups, eps):
-    a, w, b = (g.new_tensor(type, ne, n) for n in "awb")
+    a, w, b = (set_param(g.new_tensor(type, ne, n)) for n in "awb")
     return add(mul(group_norm(a, num_groups, eps), w), b)
 
 
@@ -146,6 +151,8 @@ register(Family(
     op="RMS_NORM_MUL_ADD",
     init=init_pm10,
     fused=True,
+    grad_eps=1.0,
+    grad_precise=True,
     eval_grid=lambda: [
         dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc, multi_add=False)
         for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)
@@ -170,6 +177,8 @@ register(Family(
     op="ADD_RMS_NORM",
     init=init_pm10,
     fused=True,
+    grad_eps=1.0,
+    grad_precise=True,
     eval_grid=lambda: [
         dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc)
         for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)

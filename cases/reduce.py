@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Deviation, Family, fmt_vars, register
-from .graph import Tensor, new_op, view
+from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter
 from .inputs import shape_of, uniform
 from .types import F32, I32, I64
@@ -69,7 +69,7 @@ def init_distinct_rows(t, rng, p):
 # --- test_sum ---
 
 def build_sum(g, type, ne, permute=None):
-    a = g.new_tensor(type, ne, "a")
+    a = set_param(g.new_tensor(type, ne, "a"))
     if permute:
         a = permute_view(a, *permute)
         a.name = "a_permuted"
@@ -91,6 +91,7 @@ register(Family(
     vars=sum_vars,
     op="SUM",
     init=init_shifted,
+    grad_eps=lambda p: 0.1 * float(np.sqrt(np.prod(p["ne"]))),
     eval_grid=lambda: [
         dict(type="f32", ne=[10, 5, 4, 3]),
         dict(type="f32", ne=[11, 5, 6, 3], permute=[0, 2, 1, 3]),  # rows contiguous
@@ -113,7 +114,7 @@ register(Family(
 # --- test_sum_rows ---
 
 def build_sum_rows(g, type, ne, permute, slice):
-    a = g.new_tensor(type, ne, "a")
+    a = set_param(g.new_tensor(type, ne, "a"))
     if slice:
         # every other plane of dim 2, planes of dim 3 from the second on
         a = view(a, [ne[0], ne[1], ne[2] // 2, ne[3] - 1], [a.nb[1], a.nb[2] * 2, a.nb[3]], a.nb[3])
@@ -144,7 +145,7 @@ register(Family(
 # --- test_mean ---
 
 def build_mean(g, type, ne):
-    out = mean(g.new_tensor(type, ne, "a"))
+    out = mean(set_param(g.new_tensor(type, ne, "a")))
     out.name = "out"
     return out
 
@@ -155,6 +156,7 @@ register(Family(
     vars=("type", "ne"),
     op="MEAN",
     init=init_shifted,
+    grad_eps=lambda p: 0.1 * float(np.prod(p["ne"])),
     eval_grid=lambda: [dict(type="f32", ne=ne) for ne in (
         [10, 5, 4, 3], [33, 1, 1, 1], [33, 256, 1, 1], [32769, 1, 1, 1],
         [32, 1, 1, 1], [32, 256, 1, 1], [32768, 1, 1, 1])],
@@ -208,7 +210,7 @@ register(Family(
 # --- test_cumsum ---
 
 def build_cumsum(g, type, ne):
-    out = cumsum(g.new_tensor(type, ne, "a"))
+    out = cumsum(set_param(g.new_tensor(type, ne, "a")))
     out.name = "out"
     return out
 

@@ -3,7 +3,7 @@ broadcast over dims 2 and 3), ALiBi slopes (max_bias) and per-head attention sin
 from __future__ import annotations
 
 from .catalog import Family, register
-from .graph import Tensor, new_op, view_of
+from .graph import Tensor, new_op, set_param, view_of
 from .types import F16, F32
 
 
@@ -39,7 +39,7 @@ def soft_max_add_sinks(t: Tensor, sinks: Tensor | None) -> Tensor:
 
 
 def build_soft_max(g, type, ne, mask, sinks, m_prec, nr23, scale, max_bias, inplace):
-    a = g.new_tensor(type, [ne[0], ne[1], ne[2] * nr23[0], ne[3] * nr23[1]], "a")
+    a = set_param(g.new_tensor(type, [ne[0], ne[1], ne[2] * nr23[0], ne[3] * nr23[1]], "a"))
     m = g.new_tensor(m_prec, ne, "mask") if mask else None
     s = g.new_tensor(F32, [ne[2] * nr23[0]], "sinks") if sinks else None
     return soft_max_add_sinks(soft_max_ext(a, m, scale, max_bias, inplace), s)
@@ -104,4 +104,5 @@ register(Family(
     perf_grid=perf_grid,
     # test_soft_max: "the 1024 test with bias occasionally fails" at 1e-7
     max_nmse=1e-6,
+    grad_precise=True,
 ))

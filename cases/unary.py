@@ -94,7 +94,7 @@ def xielu_args(t):
 
 register(Family(
     name="xielu",
-    build=lambda g, type, ne: xielu(g.new_tensor(type, ne, "a"), 4.0, 20.0, 0.5, 1e-7),
+    build=lambda g, type, ne: xielu(set_param(g.new_tensor(type, ne, "a")), 4.0, 20.0, 0.5, 1e-7),
     vars=("type", "ne"),
     op="XIELU",
     eval_grid=lambda: (dict(type=t, ne=ne) for ne in ([10, 5, 4, 3], [512, 16, 1, 1])

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cannops.backend.base import DeviceError, GradUnsupported
 from cannops.cases.graph import OPS, Graph, Tensor
 from cannops.cases.types import TYPES
 
@@ -19,6 +20,14 @@ from . import ffi, lib
 GRAPH_SIZE = 2048   # GGML_DEFAULT_GRAPH_SIZE, test-backend-ops' grad graphs
 NULL = ffi.NULL
 _TYPE_BY_VALUE = {t.value: t for t in TYPES.values()}
+
+
+def _no_backward(message: str) -> str:
+    """ggml's abort in ggml_build_backward_expand, in a few words."""
+    if "view_src" in message:
+        return "no backward in ggml for an in-place node"
+    why = message.rsplit(".c:", 1)[-1].split(": ", 1)[-1].strip()   # after "ggml.c:NNNN: "
+    return f"no backward in ggml ({why})"
 
 
 class Backward:
@@ -42,7 +51,12 @@ class Backward:
             G.ggml_build_forward_expand(self.gf, loss)
             self.gb = G.ggml_new_graph_custom(r.ctx, GRAPH_SIZE, True)
             G.ggml_graph_cpy(self.gf, self.gb)
-            G.ggml_build_backward_expand(r.ctx, self.gb, ffi.cast("struct ggml_tensor **", NULL))
+            try:
+                G.ggml_build_backward_expand(r.ctx, self.gb, ffi.cast("struct ggml_tensor **", NULL))
+            except DeviceError as e:
+                # an op without a backward in ggml, or an in-place node: ggml aborts here
+                # (test-backend-ops itself dies on such a case)
+                raise GradUnsupported(_no_backward(str(e))) from None
         except BaseException:
             r.free()
             raise

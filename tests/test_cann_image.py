@@ -1,6 +1,6 @@
 """IM2COL, POOL_1D, POOL_2D and UPSCALE on CANN-SIM against the NumPy reference; the rules
-follow ggml-cann's supports_op; the simulator's Im2col / AvgPool2d / MaxPool /
-UpsampleNearest2d compute what their aclnn pages say and refuse what they forbid."""
+follow ggml-cann's supports_op (and say where they go beyond it); the simulator's Im2col /
+AvgPool2d / MaxPool / UpsampleNearest2d / UpsampleBilinear2d compute what their aclnn pages say and refuse what they forbid."""
 import numpy as np
 import pytest
 
@@ -19,6 +19,7 @@ def test_sampled_cases_ok_on_cann_sim():
     # the same ne2 / ne3 that is not contiguous
     cases = (sample(small, 8) + sample(cases_of("POOL_1D"), 8) + sample(cases_of("POOL_2D"), 8)
              + [c for c in cases_of("UPSCALE") if c.params["mode"] == "nearest" and c.params.get("transpose_a")]
+             + [c for c in cases_of("UPSCALE") if c.params["mode"] == "bilinear|align_corners"][1:2]
              + sample(cases_of("SNAKE_FUSE"), 3))
     results = assert_ok("CANN-SIM", cases, allow_unsupported=True)
     ran = {r.op for r in results if r.status == "OK"}
@@ -38,7 +39,12 @@ def test_one_d_im2col_with_batch_and_f16_output(dev):
 
 def test_rules_follow_supports_op(dev):
     why = {c.name: dev.supports(c, c.build()).reason for c in all_cases() if c.op in ("UPSCALE", "POOL_2D", "POOL_1D")}
-    assert "only mode nearest" in why["UPSCALE(type=f32,ne=[512,512,3,2],scale_factor=2,mode=bilinear,transpose=0)"]
+    # nearest as ggml-cann; bilinear beyond it (aclnnUpsampleBilinear2d); no bicubic, no antialias
+    assert "only nearest" in why["UPSCALE(type=f32,ne=[512,512,3,2],scale_factor=2,mode=bicubic,transpose=0)"]
+    assert "only nearest" in why["UPSCALE(type=f32,ne=[512,512,3,2],scale_factor=2,mode=bilinear|antialias,transpose=0)"]
+    assert why["UPSCALE(type=f32,ne=[512,512,3,2],scale_factor=2,mode=bilinear,transpose=1)"] == ""
+    assert why["UPSCALE(type=f32,ne=[1,4,3,2],ne_tgt=[2,8,3,2],mode=bilinear|align_corners)"] == ""
+    assert "output size of 1" in why["UPSCALE(type=f32,ne=[4,1,3,2],ne_tgt=[1,1,3,2],mode=bilinear|align_corners)"]
     assert "ne2 and ne3" in why["UPSCALE(type=f32,ne=[2,5,7,11],ne_tgt=[5,7,11,13],mode=nearest)"]
     assert why["UPSCALE(type=f32,ne=[512,512,3,2],scale_factor=2,mode=nearest,transpose=1)"] == ""
     assert "half the kernel" in why["POOL_2D(pool_type=max,type_input=f32,ne_input=[10,10,3,1],k0=1,k1=3,s0=1,s1=1,p0=1,p1=0)"]
@@ -122,6 +128,13 @@ def test_pools_and_upsample_compute_the_documented_values(sim):
     _run(ops.upsample_nearest2d(src, sim.ints(3, 6), up))
     rows, cols = np.floor(np.arange(3) * 4 / 3).astype(int), np.floor(np.arange(6) * 4 / 6).astype(int)
     np.testing.assert_array_equal(up_d.array()[0, 0], x[0, 0][rows][:, cols])
+    # UpsampleBilinear2d 4 -> 8 along W (H kept): max(0, (x + 0.5) * 0.5 - 0.5) = 0, 0.25, 0.75,
+    # ..., 3.25 -> the last neighbour clamped to the edge; alignCorners: x * 3 / 7
+    bi, bi_d = sim.tensor_fmt(np.zeros((1, 1, 4, 8), np.float32), lib.ACL_FORMAT_NCHW)
+    _run(ops.upsample_bilinear2d(src, sim.ints(4, 8), False, 1.0, 2.0, bi))
+    np.testing.assert_allclose(bi_d.array()[0, 0, 0], [1, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75, 4])
+    _run(ops.upsample_bilinear2d(src, sim.ints(4, 8), True, 0.0, 0.0, bi))
+    np.testing.assert_allclose(bi_d.array()[0, 0, 1], 5 + np.arange(8) * 3 / 7, rtol=1e-6)
 
 
 def test_simulator_refuses_documented_invalid_calls(sim):
@@ -156,6 +169,13 @@ def test_simulator_refuses_documented_invalid_calls(sim):
     up16, _ = sim.tensor_fmt(np.zeros((1, 2, 12, 12), np.float16), lib.ACL_FORMAT_NCHW, lib.ACL_FLOAT16)
     e = rejected(ops.upsample_nearest2d, nchw, sim.ints(12, 12), up16)
     assert e.code == invalid and "should be the same" in str(e)
+    # UpsampleBilinear2d: scales that do not give outputSize; alignCorners to a size of 1
+    e = rejected(ops.upsample_bilinear2d, nchw, sim.ints(12, 12), False, 2.5, 2.0,
+                 sim.tensor_fmt(np.zeros((1, 2, 12, 12), np.float32), lib.ACL_FORMAT_NCHW)[0])
+    assert e.code == invalid and "floor(6 * scale 2.5)" in str(e)
+    e = rejected(ops.upsample_bilinear2d, nchw, sim.ints(1, 12), True, 0.0, 0.0,
+                 sim.tensor_fmt(np.zeros((1, 2, 1, 12), np.float32), lib.ACL_FORMAT_NCHW)[0])
+    assert e.code == invalid and "output size of 1" in str(e)
     # a required int array as nullptr
     e = rejected(ops.upsample_nearest2d, nchw, ffi.NULL, up)
     assert e.code == lib.ACLNN_ERR_PARAM_NULLPTR

@@ -1,5 +1,5 @@
-"""CANN rules of IM2COL, POOL_2D, UPSCALE (as ggml-cann v0.20.2's supports_op) and POOL_1D
-(beyond ggml-cann), handled in native/aclnn/ops_image.c.
+"""CANN rules of IM2COL, POOL_2D, UPSCALE (as ggml-cann v0.20.2's supports_op), and beyond
+ggml-cann POOL_1D and bilinear UPSCALE, handled in native/aclnn/ops_image.c.
 
 IM2COL_3D and COL2IM_1D have no ggml-cann mapping and no rule: not supported.
 """
@@ -9,6 +9,7 @@ from .rules import FLOAT, RULES, Rule
 
 F32 = frozenset({"f32"})
 POOL_MAX = 0
+ALIGN_CORNERS = 1 << 8
 
 
 def _im2col_image_rows(node) -> bool:
@@ -34,10 +35,19 @@ def _pool1d_avg_padding(node) -> bool:
     return node.param_i32(0) == POOL_MAX or 2 * node.param_i32(3) <= node.param_i32(1)
 
 
-def _nearest(node) -> bool:
-    """supports_op: op_params[0] == GGML_SCALE_MODE_NEAREST, flags included (so neither
-    align_corners nor antialias)."""
-    return node.param_i32(0) == 0
+def _mode_mapped(node) -> bool:
+    """supports_op: op_params[0] == GGML_SCALE_MODE_NEAREST, flags included (no
+    align_corners, no antialias). Beyond ggml-cann v0.20.2: bilinear, with or without
+    align_corners, is aclnnUpsampleBilinear2d's sampling; antialias and bicubic have no
+    aclnn equivalent of ggml's definition."""
+    mode = node.param_i32(0)
+    return mode == 0 or mode in (1, 1 | ALIGN_CORNERS)
+
+
+def _aligned_sizes(node) -> bool:
+    """aclnnUpsampleBilinear2d's align-corners scale (in-1)/(out-1) is undefined for an
+    output size of 1 (ggml then falls back to out/in)."""
+    return not node.param_i32(0) & ALIGN_CORNERS or (node.ne[0] > 1 and node.ne[1] > 1)
 
 
 def _same_n_c(node) -> bool:
@@ -60,8 +70,10 @@ RULES.update({
     # without count_include_pad, as ggml's 1-D average divides by the values in the window
     "POOL_1D": Rule(("AvgPool2d", "ConstantPadNd", "MaxPool"), {"src0": F32, "dst": F32},
                     ((_pool1d_avg_padding, "average pooling: padding must be at most half the kernel"),)),
-    # aclnnUpsampleNearest2d; bilinear, bicubic and the flags have no ggml-cann mapping at v0.20.2
-    "UPSCALE": Rule(("UpsampleNearest2d",), {"src0": F32, "dst": F32},
-                    ((_nearest, "only mode nearest, without flags"),
-                     (_same_n_c, "ne2 and ne3 must not change (aclnn keeps N and C)"))),
+    # nearest: aclnnUpsampleNearest2d, as ggml-cann; bilinear beyond ggml-cann (v0.20.2 maps
+    # nearest only): aclnnUpsampleBilinear2d
+    "UPSCALE": Rule(("UpsampleNearest2d", "UpsampleBilinear2d"), {"src0": F32, "dst": F32},
+                    ((_mode_mapped, "only nearest (ggml-cann) and bilinear (beyond ggml-cann), no antialias"),
+                     (_same_n_c, "ne2 and ne3 must not change (aclnn keeps N and C)"),
+                     (_aligned_sizes, "align_corners to an output size of 1"))),
 })

@@ -7,7 +7,8 @@
  *            its first two strides swapped: the transpose ggml-cann does with aclnnPermute.
  *   POOL_2D  avg: aclnnAvgPool2d (count_include_pad); max: aclnnConstantPadNd with -FLT_MAX
  *            into scratch, then aclnnMaxPool without padding.
- *   UPSCALE  aclnnUpsampleNearest2d to (ne1, ne0).
+ *   UPSCALE  aclnnUpsampleNearest2d to (ne1, ne0); bilinear (beyond ggml-cann)
+ *            aclnnUpsampleBilinear2d.
  */
 #include <float.h>
 
@@ -125,11 +126,22 @@ static int op_pool_1d(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     return op[0] == 0 ? max_pool(ctx, dst, k, s, p) : avg_pool(ctx, dst, k, s, p, false);
 }
 
-/* UPSCALE, nearest mode: aclnnUpsampleNearest2d, outputSize = (H, W) of dst */
+/* UPSCALE to (ne1, ne0) with ne2 / ne3 kept: nearest by aclnnUpsampleNearest2d, as
+ * ggml-cann; bilinear (beyond ggml-cann v0.20.2, which maps only nearest) by
+ * aclnnUpsampleBilinear2d, whose half-pixel or corner-aligned sampling with edge clamping is
+ * ggml's. The scales passed are dst / src, so that floor(src * scale) is dst's size. */
 static int op_upscale(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    struct ggml_tensor *src = dst->src[0];
+    const int32_t mode = dst->op_params[0];
     const int64_t size[2] = { dst->ne[1], dst->ne[0] };
-    OPS_ACLNN(ctx, UpsampleNearest2d, as_4d(ctx, dst->src[0], ACL_FORMAT_NCHW), ops_int_array(ctx, size, 2),
-              as_4d(ctx, dst, ACL_FORMAT_NCHW));
+    aclTensor *x = as_4d(ctx, src, ACL_FORMAT_NCHW), *y = as_4d(ctx, dst, ACL_FORMAT_NCHW);
+    if ((mode & 0xFF) == 0) {
+        OPS_ACLNN(ctx, UpsampleNearest2d, x, ops_int_array(ctx, size, 2), y);
+        return 0;
+    }
+    const bool align_corners = (mode & (1 << 8)) != 0;
+    OPS_ACLNN(ctx, UpsampleBilinear2d, x, ops_int_array(ctx, size, 2), align_corners,
+              (double) dst->ne[1] / (double) src->ne[1], (double) dst->ne[0] / (double) src->ne[0], y);
     return 0;
 }
 

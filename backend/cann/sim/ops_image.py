@@ -21,8 +21,17 @@ Docs' rules checked, per operator:
 * UpsampleNearest2d: self / out FLOAT / BFLOAT16 / FLOAT16 / DOUBLE / UINT8, NCHW or NHWC,
   4 dims, same dtype and format, N and C equal, outputSize 2 non-zero values equal to out's
   H and W, no dim above 2^20; src = min(floor(dst * in / out), in - 1) per axis, in f32.
+* UpsampleBilinear2d (ops-cv image/upsample_bilinear2d): self / out FLOAT / BFLOAT16 /
+  FLOAT16 / DOUBLE (DOUBLE in NHWC only), NCHW or NHWC, 4 dims, same dtype and format, N and
+  C equal; outputSize 2 values > 0; scalesH / scalesW >= 0, and when > 0 outputSize =
+  floor(self * scale). Source coordinate x * (in-1)/(out-1) (alignCorners; refused for an
+  output size of 1, where the page's formula divides by 0) or max(0, (x+0.5) * scale - 0.5)
+  with scale 1/scales (or in/out when 0); the two neighbours weighted linearly, the one past
+  the edge clamped to it.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -232,3 +241,54 @@ def upsample_nearest2d(self, output_size, out):
         return np.take(np.take(a, index[0], axis=hw_axes[0]), index[1], axis=hw_axes[1])
     return Plan(compute, [x], [y])
 
+
+
+# ------------------------------------------------------ UpsampleBilinear2d ----
+
+@operator("UpsampleBilinear2d")
+def upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    size = int_array(output_size, "outputSize")
+    need_dtype(x, "self", F | {"f64"})
+    need_same_dtype(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"), lo=4, hi=4)
+    if x.format not in (lib.ACL_FORMAT_NCHW, lib.ACL_FORMAT_NHWC) or y.format != x.format:
+        raise invalid(f"self / out formats {x.format} / {y.format} should be NCHW or NHWC, alike")
+    if dtypes.short(x.dtype) == "f64" and x.format != lib.ACL_FORMAT_NHWC:
+        raise invalid("DOUBLE is supported in NHWC format only")
+    if len(size) != 2 or min(size) <= 0:
+        raise invalid(f"outputSize {list(size)} should be 2 values > 0")
+    if scales_h < 0 or scales_w < 0:
+        raise invalid(f"scalesH {scales_h} / scalesW {scales_w} are negative")
+    nhwc = x.format == lib.ACL_FORMAT_NHWC
+    hw_axes = (1, 2) if nhwc else (2, 3)
+    if any(x.dims[i] != y.dims[i] for i in ((0, 3) if nhwc else (0, 1))):
+        raise invalid(f"self {list(x.dims)} and out {list(y.dims)} differ in N or C")
+    if tuple(y.dims[i] for i in hw_axes) != tuple(size):
+        raise invalid(f"out {list(y.dims)} does not have outputSize {list(size)} as H, W")
+    src_hw = [x.dims[i] for i in hw_axes]
+    taps = []
+    for n_in, n_out, given in zip(src_hw, size, (scales_h, scales_w)):
+        if given > 0 and math.floor(n_in * given) != n_out:
+            raise invalid(f"outputSize {n_out} is not floor({n_in} * scale {given})")
+        if align_corners:
+            if n_out == 1:
+                raise invalid("alignCorners: the scale (in - 1) / (out - 1) is undefined for an output size of 1")
+            scale = np.float32((n_in - 1) / (n_out - 1))
+            src = np.arange(n_out, dtype=np.float32) * scale
+        else:
+            scale = np.float32(1.0 / given if given > 0 else n_in / n_out)
+            src = np.maximum((np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5), 0)
+        lo = src.astype(np.int64)
+        w_hi = (src - lo).astype(np.float64)            # lambda_1; lambda_0 = 1 - lambda_1
+        taps.append((np.minimum(lo, n_in - 1), np.minimum(lo + 1, n_in - 1), w_hi))
+
+    def compute(a):
+        a = np.asarray(a, dtype=np.float64)
+        for axis, (lo, hi, w) in zip(hw_axes, taps):
+            shape = [1] * a.ndim
+            shape[axis] = len(w)
+            w = w.reshape(shape)
+            a = np.take(a, lo, axis=axis) * (1 - w) + np.take(a, hi, axis=axis) * w
+        return a
+    return Plan(compute, [x], [y])

@@ -1,6 +1,7 @@
 """IM2COL, POOL_1D, POOL_2D and UPSCALE on CANN-SIM against the NumPy reference; the rules
-follow ggml-cann's supports_op (and say where they go beyond it); the simulator's Im2col /
-AvgPool2d / MaxPool / UpsampleNearest2d / UpsampleBilinear2d compute what their aclnn pages say and refuse what they forbid."""
+follow ggml-cann's supports_op (and say where they go beyond it); the simulator's Im2col,
+AvgPool2d, MaxPool, UpsampleNearest2d and UpsampleBilinear2d compute what their aclnn
+pages say and refuse what they forbid."""
 import numpy as np
 import pytest
 

@@ -1,0 +1,105 @@
+"""aclnnInplaceMuls (ops-math mul), aclnnMv (ops-nn matmul: matrix times vector) and
+aclnnTriangularSolve (ops-math triangular_solve).
+
+aclnnInplaceMuls: selfRef *= other (a scalar), as aclnnMuls with out = selfRef: the
+tensor-scalar promotion table, the result converting back to selfRef's dtype.
+
+aclnnMv: self 2-D (n x m), vec 1-D (m), out 1-D (n), all of one dtype (FLOAT16, FLOAT,
+BFLOAT16 on A2/A3), cubeMathType 0..4 (1 and 3 round FLOAT inputs to HFLOAT32 as
+aclnnMatmul does, 2 to FLOAT16; 0 keeps FLOAT on A2/A3). Accumulates in f32.
+
+aclnnTriangularSolve: X with A X = self (A^T X = self when transpose), A square on its last
+two dims and upper (or lower) triangular, its other triangle never read; unitriangular
+takes the diagonal as ones (then FLOAT only). self and A FLOAT / DOUBLE / COMPLEX64 /
+COMPLEX128 of one dtype, 2-8 dims, self[-2] == A[-2], batch dims broadcasting; xOut of
+the broadcast batch + self's last two dims, mOut (the triangle of A that was used) of the
+broadcast batch + A's last two; both of self's dtype. The solve is exact (float64 /
+complex128, then rounded), a model of an operator with no loss beyond its output's
+rounding: ill-conditioned systems then match an exact reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .aclnn import Plan, as_compute, broadcast, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .ops_binary import _tensor_scalar
+from .ops_matmul import _hf32
+
+MV_TYPES = {"f16", "f32", "bf16"}
+SOLVE_TYPES = {"f32", "f64", "c64", "c128"}
+KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
+
+
+@operator("InplaceMuls")
+def inplace_muls(self_ref, other):
+    return _tensor_scalar(self_ref, other, None, lambda a, s, _: a * s, inplace=True)
+
+
+@operator("Mv")
+def mv(self, vec, out, cube_math_type):
+    a, x, y = tensor(self, "self"), tensor(vec, "vec"), tensor(out, "out")
+    for t, what in ((a, "self"), (x, "vec"), (y, "out")):
+        need_dtype(t, what, MV_TYPES)
+    need_same_dtype(a, x, "self", "vec")
+    need_same_dtype(a, y, "self", "out")
+    need_dims((a, "self"), lo=2, hi=2)
+    need_dims((x, "vec"), (y, "out"), lo=1, hi=1)
+    n, m = a.dims
+    if x.dims != (m,) or y.dims != (n,):
+        raise invalid(f"self {list(a.dims)}, vec {list(x.dims)}, out {list(y.dims)}: "
+                      f"expected vec [{m}] and out [{n}]")
+    if cube_math_type not in range(5):
+        raise invalid(f"cubeMathType {cube_math_type} should be in 0..4")
+    w = dtypes.short(a.dtype)
+    if cube_math_type == USE_HF32 and w != "f32":
+        raise invalid("cubeMathType USE_HF32 needs FLOAT inputs")
+
+    def rounding(v):
+        v = np.asarray(v, np.float32)
+        if w != "f32" or cube_math_type in (KEEP_DTYPE, USE_FP32_ADD):
+            return v
+        if cube_math_type == USE_FP16:
+            return v.astype(np.float16).astype(np.float32)
+        return _hf32(v)
+
+    return Plan(lambda av, xv: rounding(av) @ rounding(xv), [a, x], [y])
+
+
+@operator("TriangularSolve")
+def triangular_solve(self, A, upper, transpose, unitriangular, x_out, m_out):
+    b, a = tensor(self, "self"), tensor(A, "A")
+    x, m = tensor(x_out, "xOut"), tensor(m_out, "mOut")
+    for t, what in ((b, "self"), (a, "A"), (x, "xOut"), (m, "mOut")):
+        need_dtype(t, what, SOLVE_TYPES)
+    need_same_dtype(b, a, "self", "A")
+    need_same_dtype(b, x, "self", "xOut")
+    need_same_dtype(b, m, "self", "mOut")
+    if unitriangular and dtypes.short(b.dtype) != "f32":
+        raise invalid("unitriangular needs FLOAT tensors")
+    need_dims((b, "self"), (a, "A"), lo=2, hi=8)
+    if a.dims[-1] != a.dims[-2]:
+        raise invalid(f"A {list(a.dims)} is not square on its last two dims")
+    if b.dims[-2] != a.dims[-2]:
+        raise invalid(f"self[-2] = {b.dims[-2]} should equal A[-2] = {a.dims[-2]}")
+    batch = broadcast(b.dims[:-2], a.dims[:-2], "self batch", "A batch")
+    if x.dims != batch + b.dims[-2:]:
+        raise invalid(f"xOut shape {list(x.dims)} should be {list(batch + b.dims[-2:])}")
+    if m.dims != batch + a.dims[-2:]:
+        raise invalid(f"mOut shape {list(m.dims)} should be {list(batch + a.dims[-2:])}")
+    exact = np.complex128 if dtypes.short(b.dtype) in ("c64", "c128") else np.float64
+
+    def compute(bv, av):
+        tri = np.triu(av) if upper else np.tril(av)
+        used = np.broadcast_to(tri, batch + a.dims[-2:])
+        sys = used.astype(exact)
+        if unitriangular:
+            k = sys.shape[-1]
+            sys = sys.copy()
+            sys[..., np.arange(k), np.arange(k)] = 1
+        if transpose:
+            sys = np.swapaxes(sys, -1, -2)
+        rhs = np.broadcast_to(np.asarray(bv, exact), batch + b.dims[-2:])
+        return np.linalg.solve(sys, rhs), used
+
+    return Plan(compute, [b, a], [x, m])

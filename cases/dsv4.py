@@ -1,0 +1,87 @@
+"""DeepSeek-V4 hyper-connections (hc = 4 residual streams per token): test_dsv4_hc_comb
+(DSV4_HC_COMB: the stream-mixing matrix, a softmax then Sinkhorn normalisation),
+test_dsv4_hc_pre (DSV4_HC_PRE: streams -> one layer input) and test_dsv4_hc_post
+(DSV4_HC_POST: layer output and mixed streams -> new streams)."""
+from __future__ import annotations
+
+from .catalog import Family, register
+from .graph import Tensor, new_op
+from .inputs import uniform
+from .types import F32
+
+HC = 4
+
+
+def dsv4_hc_comb(mixes: Tensor, scale: Tensor, base: Tensor, eps: float, n_iter: int) -> Tensor:
+    """ggml_dsv4_hc_comb: mixes {(2+hc)*hc, n_tokens}, scale {>=3}, base {(2+hc)*hc} ->
+    {hc, hc, n_tokens}; op_params = [eps (f32), n_iter]."""
+    assert all(t.type == F32 for t in (mixes, scale, base)) and n_iter > 0
+    dim = mixes.ne[0]
+    assert dim == (2 + HC) * HC and mixes.ne[2] == mixes.ne[3] == 1
+    assert scale.ne[0] >= 3 and scale.ne[1:] == (1, 1, 1) and base.ne == (dim, 1, 1, 1)
+    t = new_op(mixes.graph, "DSV4_HC_COMB", F32, [HC, HC, mixes.ne[1]], [mixes, scale, base], f32=[eps])
+    t.set_params_i32([n_iter], 1)
+    return t
+
+
+def dsv4_hc_pre(x: Tensor, weights: Tensor) -> Tensor:
+    """ggml_dsv4_hc_pre: x {n_embd, hc, n_tokens}, weights {hc, n_tokens} -> {n_embd, n_tokens}."""
+    n_embd, hc, n_tokens = x.ne[:3]
+    assert x.type == F32 and weights.type == F32 and x.ne[3] == 1
+    assert weights.ne == (hc, n_tokens, 1, 1)
+    return new_op(x.graph, "DSV4_HC_PRE", F32, [n_embd, n_tokens], [x, weights])
+
+
+def dsv4_hc_post(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor) -> Tensor:
+    """ggml_dsv4_hc_post: x {n_embd, n_tokens}, residual {n_embd, hc, n_tokens}, post
+    {hc, n_tokens}, comb {hc, hc, n_tokens} -> {n_embd, hc, n_tokens}."""
+    assert all(t.type == F32 for t in (x, residual, post, comb))
+    n_embd, n_tokens = x.ne[:2]
+    hc = residual.ne[1]
+    assert x.ne[2:] == (1, 1) and residual.ne == (n_embd, hc, n_tokens, 1)
+    assert post.ne == (hc, n_tokens, 1, 1) and comb.ne == (hc, hc, n_tokens, 1)
+    return new_op(x.graph, "DSV4_HC_POST", F32, [n_embd, hc, n_tokens], [x, residual, post, comb])
+
+
+# test_dsv4_hc's per-name ranges (any other leaf: uniform [-1, 1])
+RANGES = {"mixes": (-2.0, 2.0), "scale": (-0.5, 0.5), "base": (-0.25, 0.25), "weights": (0.0, 1.0),
+          "comb": (0.0, 1.0), "post": (0.0, 2.0), "x": (-1.0, 1.0), "residual": (-1.0, 1.0)}
+
+
+def init_by_name(t, rng, p):
+    lo_hi = RANGES.get(t.name)
+    return uniform(t, rng, *lo_hi) if lo_hi else None
+
+
+def build_comb(g, n_tokens, n_iter, eps):
+    mixes = g.new_tensor(F32, [(2 + HC) * HC, n_tokens], "mixes")
+    return dsv4_hc_comb(mixes, g.new_tensor(F32, [3], "scale"), g.new_tensor(F32, [(2 + HC) * HC], "base"),
+                        eps, n_iter)
+
+
+def build_pre(g, n_embd, n_tokens):
+    return dsv4_hc_pre(g.new_tensor(F32, [n_embd, HC, n_tokens], "x"), g.new_tensor(F32, [HC, n_tokens], "weights"))
+
+
+def build_post(g, n_embd, n_tokens):
+    return dsv4_hc_post(g.new_tensor(F32, [n_embd, n_tokens], "x"),
+                        g.new_tensor(F32, [n_embd, HC, n_tokens], "residual"),
+                        g.new_tensor(F32, [HC, n_tokens], "post"),
+                        g.new_tensor(F32, [HC, HC, n_tokens], "comb"))
+
+
+SHAPES = ((1, 1), (31, 17), (128, 257), (4096, 21))  # (n_embd, n_tokens)
+
+register(Family(
+    name="dsv4_hc_comb", build=build_comb, vars=("n_tokens", "n_iter", "eps"), op="DSV4_HC_COMB",
+    eval_grid=lambda: [dict(n_tokens=t, n_iter=i, eps=1e-6) for t, i in ((1, 1), (17, 4), (257, 8), (17, 20))],
+    init=init_by_name,
+))
+register(Family(
+    name="dsv4_hc_pre", build=build_pre, vars=("n_embd", "n_tokens"), op="DSV4_HC_PRE",
+    eval_grid=lambda: [dict(n_embd=e, n_tokens=t) for e, t in SHAPES], init=init_by_name,
+))
+register(Family(
+    name="dsv4_hc_post", build=build_post, vars=("n_embd", "n_tokens"), op="DSV4_HC_POST",
+    eval_grid=lambda: [dict(n_embd=e, n_tokens=t) for e, t in SHAPES], init=init_by_name,
+))

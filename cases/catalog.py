@@ -55,6 +55,8 @@ class Family:
     init(tensor, rng, params) -> array | None    custom leaf data (None: uniform [-1, 1])
     max_nmse: threshold of the default NMSE metric (a number or params -> number)
     err: custom metric (ref, out, params) -> float, compared to max_nmse
+    err_srcs: err also receives the checked node's source values, (ref, out, params, *srcs)
+              (test_top_k's check of tied values reads its input)
     fused: a test-mode fused case, checked on graph.check_nodes / its output only,
            and absent from support mode (as in test-backend-ops)
     flops(out, params) -> int; 0 means memory-bound (GB/s is reported)
@@ -75,6 +77,7 @@ class Family:
     max_nmse: float | Callable[[Params], float] = 1e-7
     err: Callable[[np.ndarray, np.ndarray, Params], float] | None = None
     err_name: str = "NMSE"
+    err_srcs: bool = False
     fused: bool = False
     flops: Callable[[Tensor, Params], int] | None = None
     op_size: Callable[[Tensor, Params], int] | None = None

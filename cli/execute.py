@@ -64,10 +64,11 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
 
     fam = case.family
     threshold = fam.threshold(case.params)
-    err_fn = (lambda r, o: fam.err(r, o, case.params)) if fam.err else None
     reasons, worst = list(got.problems), None
     for i in check:
         node = g.tensors[i]
+        srcs = [mem.read(s) for s in node.src] if fam.err_srcs else []
+        err_fn = (lambda r, o: fam.err(r, o, case.params, *srcs)) if fam.err else None
         ok, why, e = compare(f"[{node.op_desc}]", mem.read(node), got.outputs[i], threshold,
                              err_fn, fam.err_name, device.name)
         if e is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -85,6 +85,14 @@ def gguf_codec_missing(type, step: str) -> str | None:
     return _CODEC_MISSING[key]
 
 
+class Rows(NamedTuple):
+    """A reference's partial result: only the rows where `mask` (shape ne3, ne2, ne1) is set
+    are written (ops that write some rows of their destination in place, e.g. SET_ROWS).
+    A quantized destination gets just those rows quantized; the others keep their blocks."""
+    values: np.ndarray
+    mask: np.ndarray
+
+
 class Memory:
     """Byte buffers of one graph, and typed strided views onto them."""
 
@@ -103,15 +111,25 @@ class Memory:
         """Logical values (shape ne[::-1]); quantized tensors are dequantized to f32."""
         return values(t, self.buffers[t.base.index], t.view_offs)
 
-    def write(self, t: Tensor, values: np.ndarray) -> None:
+    def write(self, t: Tensor, values: np.ndarray, rows: np.ndarray | None = None) -> None:
+        """Store values (shape ne[::-1]); with `rows` (a mask of shape ne3, ne2, ne1) only those rows."""
+        if rows is not None and not rows.any():
+            return  # nothing to write (gguf's quantizers refuse empty arrays)
         dst = self.raw(t)
         if t.type.is_quantized:
             from gguf.quants import quantize
-            values = quantize(np.broadcast_to(values, t.ne[::-1]).astype(np.float32), t.type.qtype)
-            dst[...] = values
+            values = np.broadcast_to(values, t.ne[::-1]).astype(np.float32)
+            if rows is None:
+                dst[...] = quantize(values, t.type.qtype)
+            else:
+                dst[rows] = quantize(np.ascontiguousarray(values[rows]), t.type.qtype)
             return
         with np.errstate(all="ignore"):
-            dst[...] = np.asarray(values).astype(t.type.dtype, copy=False)
+            values = np.asarray(values).astype(t.type.dtype, copy=False)
+            if rows is None:
+                dst[...] = values
+            else:
+                dst[rows] = np.broadcast_to(values, dst.shape)[rows]
 
 
 def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
@@ -137,7 +155,10 @@ def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
         srcs = [None if s is None else mem.read(s) for s in node.src]  # None: absent optional src
         with np.errstate(all="ignore"):
             result = fn(node, *srcs)
-        mem.write(node, result)
+        if isinstance(result, Rows):
+            mem.write(node, result.values, result.mask)
+        else:
+            mem.write(node, result)
     return mem
 
 

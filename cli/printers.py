@@ -75,7 +75,9 @@ class ConsolePrinter:
         if self.mode == "perf":
             return self._perf(r, head)
         if r.status == NOT_SUPPORTED:
-            self.line(head, f"not supported [{r.device}]" + (f" {r.reason}" if self.verbose and r.reason else ""))
+            # the reference's own limits are always explained: the device is not at fault
+            why = r.reason and (self.verbose or r.blamed != r.device)
+            self.line(head, f"not supported [{r.blamed}]" + (f" {r.reason}" if why else ""))
             return
         first, _, rest = r.reason.partition("\n")
         if r.status == FAIL:
@@ -151,7 +153,7 @@ class QuietPrinter(ConsolePrinter):
         super().__init__(mode, make_console(io.StringIO()))
 
 
-CSV_FIELDS = ["device", "op", "params", "status", "reason", "error", "threshold", "metric",
+CSV_FIELDS = ["device", "op", "params", "status", "reason", "by", "error", "threshold", "metric",
               "n_runs", "time_us", "flops", "bandwidth_gb_s", "memory_kb", "seconds"]
 
 

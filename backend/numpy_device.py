@@ -8,7 +8,7 @@ from cannops.backend import reference
 
 
 class NumpyDevice(Device):
-    name = "NUMPY"
+    name = reference.NAME
     description = "NumPy reference (vectorised, CPU)"
     is_reference = True
 

@@ -1,9 +1,10 @@
 """Leaf data: uniform [-1, 1] by default (as test-backend-ops' init_tensor_uniform),
-converted to the leaf's type; quantized leaves go through gguf's quantizers."""
+converted to the leaf's type; quantized leaves go through cases/quants.py's codecs."""
 from __future__ import annotations
 
 import numpy as np
 
+from . import quants
 from .graph import Tensor
 
 
@@ -32,12 +33,11 @@ def init_leaf(t: Tensor, rng: np.random.Generator, data=None) -> np.ndarray:
 
 
 def quantize(data: np.ndarray, type) -> np.ndarray:
-    """Rows of blocks, shape (..., row bytes): gguf's quantizer, or for the types gguf
-    cannot encode, libggml's own ggml_quantize_chunk (what test-backend-ops uses for its
+    """Rows of blocks, shape (..., row bytes): cases/quants.py's quantizer, or for the types
+    it cannot encode, libggml's own ggml_quantize_chunk (what test-backend-ops uses for its
     inputs, with a unit importance matrix where the type requires one)."""
-    from gguf.quants import quantize as gguf_quantize
     try:
-        return gguf_quantize(data, type.qtype)
+        return quants.quantize(data, type)
     except NotImplementedError:
         pass
     from cannops.native._ggml import ffi, lib  # built by `make native`
@@ -63,9 +63,8 @@ def stored_view(t: Tensor, buf: np.ndarray, offset: int = 0) -> np.ndarray:
 
 
 def values(t: Tensor, buf: np.ndarray, offset: int = 0) -> np.ndarray:
-    """Logical values (shape ne[::-1]); quantized tensors decoded to f32 by gguf."""
+    """Logical values (shape ne[::-1]); quantized tensors decoded to f32 (cases/quants.py)."""
     arr = stored_view(t, buf, offset)
     if t.type.is_quantized:
-        from gguf.quants import dequantize
-        return dequantize(np.ascontiguousarray(arr), t.type.qtype)
+        return quants.dequantize(arr, t.type)
     return arr

@@ -50,13 +50,13 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
     for n in g.nodes():
         why = reference.unsupported(n)
         if why:
-            return _result(device, case, NOT_SUPPORTED, reason=f"NUMPY: {why}")
+            return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     inputs = case.init_inputs(g, seed)
     check = check_indices(g)
     try:
         mem = reference.compute(g, inputs)
     except NotImplementedError as e:
-        return _result(device, case, NOT_SUPPORTED, reason=f"NUMPY: {e}")
+        return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
     try:
         got = device.run(case, g, inputs, check)
     except DeviceError as e:

@@ -36,7 +36,7 @@ def _testcase(r: CaseResult, mode: str, slower: dict | None) -> tuple[ET.Element
         f.text = _text(detail)
         outcome = "failure"
     elif r.status in (NOT_SUPPORTED, SKIPPED):
-        msg = f"not supported [{r.device}]" if r.status == NOT_SUPPORTED else "skipped"
+        msg = f"not supported [{r.blamed}]" if r.status == NOT_SUPPORTED else "skipped"
         ET.SubElement(tc, "skipped", message=_text(msg + (f": {first}" if first else "")))
         outcome = "skipped"
     elif slower and r.name in slower:

@@ -75,10 +75,13 @@ class ConsolePrinter:
         if self.mode == "perf":
             return self._perf(r, head)
         if r.status == NOT_SUPPORTED:
-            # grad mode names what is missing, as test-backend-ops does (the op, a type)
-            where = (r.reason if self.mode == "grad" and r.reason and not r.reason.startswith(r.device)
-                     else r.device)
-            self.line(head, f"not supported [{where}]" + (f" {r.reason}" if self.verbose and r.reason else ""))
+            if self.mode == "grad" and r.reason and not r.reason.startswith(r.device):
+                # grad mode names what is missing, as test-backend-ops does (the op, a type)
+                self.line(head, f"not supported [{r.reason}]")
+                return
+            # the reference's own limits are always explained: the device is not at fault
+            why = r.reason and (self.verbose or r.blamed != r.device)
+            self.line(head, f"not supported [{r.blamed}]" + (f" {r.reason}" if why else ""))
             return
         if r.status == SKIPPED:
             self.line(head, r.reason)
@@ -157,7 +160,7 @@ class QuietPrinter(ConsolePrinter):
         super().__init__(mode, make_console(io.StringIO()))
 
 
-CSV_FIELDS = ["device", "op", "params", "status", "reason", "error", "threshold", "metric",
+CSV_FIELDS = ["device", "op", "params", "status", "reason", "by", "error", "threshold", "metric",
               "n_runs", "time_us", "flops", "bandwidth_gb_s", "memory_kb", "seconds"]
 
 

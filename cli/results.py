@@ -21,6 +21,8 @@ class CaseResult:
     params: str
     status: str
     reason: str = ""            # FAIL / not supported / deviation: why
+    by: str = ""                # not supported: the device that cannot do it when it is not
+                                # `device` (NUMPY: the reference cannot compute the case)
     error: float | None = None  # the metric's value on the first checked node that failed, or the worst
     threshold: float | None = None
     metric: str = ""
@@ -38,6 +40,11 @@ class CaseResult:
     @property
     def name(self) -> str:
         return f"{self.op}({self.params})"
+
+    @property
+    def blamed(self) -> str:
+        """The device a `not supported` is due to: the tested one, or the reference."""
+        return self.by or self.device
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -1,6 +1,6 @@
 """MUL_MAT with f32 / f16 / bf16 operands on CANN-SIM against the NumPy reference (batch
-broadcast, permuted and strided operands, the fused o > 1 sum), why quantized weights are
-not supported, and the aclnnMm / aclnnMatmul rules and cube precision of the simulator."""
+broadcast, permuted and strided operands, the fused o > 1 sum), which quantized weights are
+supported, and the aclnnMm / aclnnMatmul rules and cube precision of the simulator."""
 import numpy as np
 import pytest
 
@@ -37,12 +37,15 @@ def test_cases_match_the_reference(dev, cases):
     assert check_cases(dev, cases, names) == len(names)
 
 
-def test_quantized_weights_are_not_supported(dev, cases):
+def test_which_quantized_weights_are_supported(dev, cases):
+    # q4_0 / q8_0 as ggml-cann: contiguous operands only (tests/test_cann_quant.py runs them)
     q4 = cases[mm("q4_0", "f32", 16, 1, 256, "[1,1]", "[1,1]")]
-    why = dev.supports(q4, q4.build())
-    assert not why and "aclnnWeightQuantBatchMatmulV2" in why.reason
+    assert dev.supports(q4, q4.build())
+    q4p = cases[mm("q4_0", "f32", 16, 1, 256, "[2,3]", "[1,1]", "[0,2,1,3]")]
+    why = dev.supports(q4p, q4p.build())
+    assert not why and "contiguous src0 and src1 only" in why.reason
     q2 = cases[mm("q2_K", "f32", 16, 1, 256, "[1,1]", "[1,1]")]
-    assert "no MUL_MAT for this quantized" in dev.supports(q2, q2.build()).reason
+    assert "src0 type q2_K not in" in dev.supports(q2, q2.build()).reason
 
 
 def test_bf16_times_bf16(dev):

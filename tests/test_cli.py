@@ -55,3 +55,19 @@ def test_perf_prints_runs_and_throughput():
     p = ops("perf", "-o", "ADD", "-b", "NUMPY", "--min-time", "0.01", "-p", "nr=\\[1,1,1,1\\]")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  ADD(")]
     assert lines and all(" runs - " in ln and " us/run - " in ln and "GB/s" in ln for ln in lines)
+
+
+@pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="needs the ggml bridge")
+def test_a_case_the_reference_cannot_compute_blames_numpy_not_the_device(tmp_path):
+    # ggml-CPU copies f32 into q4_K; the reference has no q4_K encoder
+    name = ("CPY(type_src=f32,type_dst=q4_K,ne_src=[256,4,4,4],permute_src=[0,0,0,0],"
+            "permute_dst=[0,0,0,0],_src_transpose=0)")
+    res = tmp_path / "r.json"
+    p = ops("test", "-b", "GGML-CPU", "-o", name, "--results", str(res))
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"  {name}: "))
+    assert "not supported [NUMPY] no NumPy quantizer for q4_K" in line and "GGML-CPU]" not in line
+    r = json.loads(res.read_text())["results"][0]
+    assert (r["device"], r["status"], r["by"]) == ("GGML-CPU", "not supported", "NUMPY")
+    assert r["reason"].startswith("no NumPy quantizer for q4_K")
+    xml = ops("support", "--results", str(res), "--output", "junit").stdout
+    assert 'message="not supported [NUMPY]: no NumPy quantizer for q4_K' in xml

@@ -285,10 +285,13 @@ def test_cpy_case_thresholds_and_inputs():
 
 
 def test_numpy_device_says_why_a_quantized_type_is_out_of_reach():
-    # gguf 0.19 can neither encode nor decode q1_0 (q2_K inputs are made by libggml and
-    # decoded by gguf, so those cases run)
-    case = _case("GET_ROWS(type=q1_0,n=256,m=5,r=4,be1=1,be2=1,v=0)")
+    # no NumPy encoder for q4_K (an iterative search in ggml); q2_K / q1_0 inputs are made
+    # by libggml / cases/quants.py and decoded, so those cases run
+    case = _case("CPY(type_src=f32,type_dst=q4_K,ne_src=[256,4,4,4],permute_src=[0,0,0,0],"
+                 "permute_dst=[0,0,0,0],_src_transpose=0)")
     s = NumpyDevice().supports(case, case.build())
-    assert not s and "q1_0" in s.reason and "gguf" in s.reason
-    ok = _case("GET_ROWS(type=q2_K,n=256,m=5,r=4,be1=1,be2=1,v=0)")
-    assert NumpyDevice().supports(ok, ok.build())
+    assert not s and "q4_K" in s.reason and "quantizer" in s.reason
+    for name in ("GET_ROWS(type=q2_K,n=256,m=5,r=4,be1=1,be2=1,v=0)",
+                 "GET_ROWS(type=q1_0,n=256,m=5,r=4,be1=1,be2=1,v=0)"):
+        ok = _case(name)
+        assert NumpyDevice().supports(ok, ok.build())

@@ -13,7 +13,7 @@ from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
 
-from . import CANNError, err_buffer, err_text, rules
+from . import CANNError, err_buffer, err_text, layout, rules
 
 
 GUARD = 4096  # bytes of guard region before and after every tensor (test-backend-ops'
@@ -69,6 +69,7 @@ class _Placed:
                 data = np.ascontiguousarray(inputs[t.index])
                 if data.nbytes != t.nbytes():
                     raise DeviceError(f"input {t.index}: {data.nbytes} bytes for a tensor of {t.nbytes()}")
+                data = layout.to_device(t.type, data)   # ggml-cann's set_tensor reorders q4_0 / q8_0
                 self.dev._check(lib.ops_cann_upload(self.dev.ctx, self.structs[t.index].data,
                                                     ffi.from_buffer(data), data.nbytes,
                                                     *self.dev._err()), "upload")
@@ -100,7 +101,7 @@ class _Placed:
             self.dev._check(lib.ops_cann_download(self.dev.ctx, ffi.from_buffer(buf),
                                                   self.structs[base.index].data, buf.nbytes,
                                                   *self.dev._err()), "download")
-            cache[base.index] = buf
+            cache[base.index] = layout.from_device(base.type, buf)   # as ggml-cann's get_tensor
         return values(t, cache[base.index], t.view_offs).copy()
 
     def release(self) -> None:

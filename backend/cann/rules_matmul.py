@@ -1,24 +1,43 @@
-"""Rule of MUL_MAT (native/aclnn/ops_matmul.c): aclnnMm / aclnnMatmul on f32, f16 and bf16
-operands. ggml-cann's quantized path (Q4_0 / Q8_0 weights through
-aclnnWeightQuantBatchMatmulV2 on its own repacked layout) is not in this layer, and
-ggml-cann has no MUL_MAT at all for the other quantized types."""
+"""Rule of MUL_MAT (native/aclnn/ops_matmul.c), as ggml-cann's supports_op at v0.20.2:
+f32 / f16 / bf16 operands through aclnnMm / aclnnMatmul; q4_0 / q8_0 weights through
+aclnnWeightQuantBatchMatmulV2 on ggml-cann's upload layout (backend/cann/layout.py), for
+contiguous weight and activations only; no other quantized weight type."""
 from __future__ import annotations
 
 from .rules import FLOAT, RULES, Rule
 
+QUANT = frozenset({"q4_0", "q8_0"})
+MAX_K = 65535   # aclnnWeightQuantBatchMatmulV2's k range (ggml-cann splits only the weight rows)
 
-def _weight_known(node) -> bool:
-    return node.src[0].type.name in FLOAT | {"q4_0", "q8_0"}
+
+def ggml_is_contiguous(t) -> bool:
+    """ggml_is_contiguous: rows packed one after the other; dims of size 1 may have any stride."""
+    expect = t.type.type_size
+    if t.ne[0] != t.type.blck_size and t.nb[0] != expect:
+        return False
+    expect *= t.ne[0] // t.type.blck_size
+    for ne, nb in zip(t.ne[1:], t.nb[1:]):
+        if ne != 1:
+            if nb != expect:
+                return False
+            expect *= ne
+    return True
 
 
-def _weight_float(node) -> bool:
-    return node.src[0].type.name in FLOAT
+def _quant_layout_ok(node) -> bool:
+    return node.src[0].type.name not in QUANT or (
+        ggml_is_contiguous(node.src[0]) and ggml_is_contiguous(node.src[1]))
+
+
+def _quant_k_ok(node) -> bool:
+    return node.src[0].type.name not in QUANT or node.src[0].ne[0] <= MAX_K
 
 
 RULES.update({
-    "MUL_MAT": Rule(("Cast", "Mm", "Matmul"), {"src1": FLOAT, "dst": frozenset({"f32"})},
-                    ((_weight_known, "ggml-cann has no MUL_MAT for this quantized src0 type"),
-                     (_weight_float, "q4_0 / q8_0 src0: ggml-cann's quantized path "
-                                     "(aclnnWeightQuantBatchMatmulV2 on its repacked weight "
-                                     "layout) is not realised by this layer"))),
+    "MUL_MAT": Rule(("Cast", "Mm", "Matmul", "WeightQuantBatchMatmulV2"),
+                    {"src0": FLOAT | QUANT, "src1": FLOAT, "dst": frozenset({"f32"})},
+                    ((_quant_layout_ok, "q4_0 / q8_0 src0: ggml-cann takes contiguous src0 and "
+                                        "src1 only"),
+                     (_quant_k_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes k up "
+                                   f"to {MAX_K}"))),
 })

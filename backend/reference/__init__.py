@@ -14,9 +14,11 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from cannops.cases import quants
 from cannops.cases.graph import Graph, Tensor
 from cannops.cases.inputs import stored_view, values
 
+NAME = "NUMPY"  # the reference's device name, named in `not supported [NUMPY]`
 REFERENCES: dict[str, Callable] = {}
 RAW: dict[str, Callable] = {}  # op -> raw(node, *srcs as stored): block-level form (see below)
 
@@ -47,42 +49,21 @@ def has_reference(t: Tensor) -> bool:
 
 def unsupported(t: Tensor) -> str | None:
     """Why the reference cannot compute node t (None: it can): no reference, or a quantized
-    type gguf cannot decode (a source) or encode (the node's own output). Leaves of types
-    gguf cannot encode are made by libggml's quantizer (cases/inputs.py), as test-backend-ops
-    makes them, so only decoding is needed for them."""
+    type that cases/quants.py cannot decode (a source) or encode (the node's own output).
+    Leaves of types it cannot encode are made by libggml's quantizer (cases/inputs.py), as
+    test-backend-ops makes them, so only decoding is needed for them."""
     if t.is_view():
         return None
     if not has_reference(t):
         return f"no reference for {ref_key(t)}"
     if ref_key(t) in RAW and t.type.is_quantized and all(s is None or s.type == t.type for s in t.src):
         # blocks are moved bit for bit; reading them back for comparison still decodes
-        return gguf_codec_missing(t.type, "dequantize")
+        return quants.missing(t.type, "dequantize")
     for s in t.src:
-        why = s is not None and s.type.is_quantized and gguf_codec_missing(s.type, "dequantize")
+        why = s is not None and s.type.is_quantized and quants.missing(s.type, "dequantize")
         if why:
             return why
-    return t.type.is_quantized and gguf_codec_missing(t.type, "quantize") or None
-
-
-_CODEC_MISSING: dict[tuple[str, str], str | None] = {}
-
-
-def gguf_codec_missing(type, step: str) -> str | None:
-    """None when the gguf package can `step` ("quantize" / "dequantize") `type`, else why not."""
-    key = (type.name, step)
-    if key not in _CODEC_MISSING:
-        from gguf.quants import dequantize, quantize
-        why = None
-        try:
-            qtype = type.qtype
-            if step == "quantize":
-                quantize(np.zeros((1, type.blck_size), np.float32), qtype)
-            else:
-                dequantize(np.zeros((1, type.type_size), np.uint8), qtype)
-        except NotImplementedError:
-            why = f"the gguf package cannot {step} {type.name}"
-        _CODEC_MISSING[key] = why
-    return _CODEC_MISSING[key]
+    return t.type.is_quantized and quants.missing(t.type, "quantize") or None
 
 
 class Rows(NamedTuple):
@@ -117,12 +98,11 @@ class Memory:
             return  # nothing to write (gguf's quantizers refuse empty arrays)
         dst = self.raw(t)
         if t.type.is_quantized:
-            from gguf.quants import quantize
             values = np.broadcast_to(values, t.ne[::-1]).astype(np.float32)
             if rows is None:
-                dst[...] = quantize(values, t.type.qtype)
+                dst[...] = quants.quantize(values, t.type)
             else:
-                dst[rows] = quantize(np.ascontiguousarray(values[rows]), t.type.qtype)
+                dst[rows] = quants.quantize(np.ascontiguousarray(values[rows]), t.type)
             return
         with np.errstate(all="ignore"):
             values = np.asarray(values).astype(t.type.dtype, copy=False)

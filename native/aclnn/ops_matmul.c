@@ -31,7 +31,84 @@ static int to_f32(struct ops_cann_ctx *ctx, struct ggml_tensor *t) {
     return 0;
 }
 
+/* MUL_MAT with a q4_0 / q8_0 weight, as ggml-cann's quantized path: per batch, one
+ * aclnnWeightQuantBatchMatmulV2 of the f16 activations x [n, k] with the weight [k, m]
+ * (int8 or int4 quants, a transposed view: strides (1, k)) and its f16 scales [k/32, m]
+ * (transposed too), one scale per 32 quants along k (antiquantGroupSize 32; with k == 32
+ * that is one per row: group size 0, per channel). The weight is in ggml-cann's upload
+ * layout (backend/cann/layout.py): all quants first (q4_0 as signed int4), then all
+ * scales. Activations are cast to f16 first when they are f32, the f16 product is cast to
+ * dst. The operator takes at most 65535 weight rows: longer weights go in slices. */
+#define QK8_0 32
+#define WQBMM_MAX_ROWS 65535
+
+/* the quants of `rows` weight rows of k as the operator's transposed weight (k, rows) */
+static aclTensor *quant_weight(struct ops_cann_ctx *ctx, void *data, aclDataType dt, int64_t k,
+                               int64_t rows) {
+    if (ctx->rc) return NULL;
+    const int64_t dims[2] = { k, rows }, strides[2] = { 1, k }, storage = k * rows;
+    aclTensor *t = ACL.aclCreateTensor(dims, 2, dt, strides, 0, ACL_FORMAT_ND, &storage, 1, data);
+    if (!t) {
+        ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "aclCreateTensor returned NULL: %s", ops_recent_msg());
+        return NULL;
+    }
+    ops_keep_tensor(ctx, t);
+    return t;
+}
+
+static int mul_mat_quant(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    const struct ggml_tensor *w = dst->src[0], *x = dst->src[1];
+    const int     q4 = w->type == GGML_TYPE_Q4_0;
+    const int64_t k = w->ne[0], m = w->ne[1], n = x->ne[1];
+    /* bytes of k quants (q4_0: half a byte each) and of k / 32 scales */
+    const size_t  row_q = q4 ? (size_t) k / 2 : (size_t) k, row_s = (size_t) (k / QK8_0) * 2;
+    char         *quants = w->data, *scales = (char *) w->data + (size_t) (ops_nelements(w) / k) * row_q;
+    const int64_t group = k > QK8_0 ? QK8_0 : 0;
+
+    /* activations as contiguous f16 */
+    void *x16 = x->data;
+    if (x->type != GGML_TYPE_F16) {
+        aclTensor *cast = ops_scratch_tensor(ctx, GGML_TYPE_F16, x->ne, GGML_MAX_DIMS, &x16);
+        OPS_ACLNN(ctx, Cast, ops_tensor(ctx, x), ACL_FLOAT16, cast);
+    }
+    void *y16;
+    aclTensor *y_all = ops_scratch_tensor(ctx, GGML_TYPE_F16, dst->ne, GGML_MAX_DIMS, &y16);
+    if (!y_all) return ctx->rc;
+
+    const int64_t x_ne[2] = { k, n };
+    const size_t  x_nb[2] = { 2, 2 * (size_t) k };
+    for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
+        for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
+            /* src0 batch serving this src1 batch (ggml's repetition of each weight) */
+            const int64_t b0 = (i3 / (x->ne[3] / w->ne[3])) * w->ne[2] + i2 / (x->ne[2] / w->ne[2]);
+            const int64_t b1 = i3 * x->ne[2] + i2;
+            int mark = ops_objs_mark(ctx);
+            aclTensor *xa = ops_tensor_ex(ctx, (char *) x16 + (size_t) (b1 * n * k) * 2, GGML_TYPE_F16,
+                                          x_ne, x_nb, 2, ACL_FORMAT_ND, 0);
+            for (int64_t r0 = 0; r0 < m; r0 += WQBMM_MAX_ROWS) {
+                const int64_t rows = m - r0 < WQBMM_MAX_ROWS ? m - r0 : WQBMM_MAX_ROWS;
+                const int64_t first = b0 * m + r0;   /* first weight row of the slice */
+                const int64_t s_ne[2] = { rows, k / QK8_0 }, y_ne[2] = { rows, n };
+                const size_t  s_nb[2] = { row_s, 2 }, y_nb[2] = { 2, 2 * (size_t) m };
+                aclTensor *wq = quant_weight(ctx, quants + (size_t) first * row_q,
+                                             q4 ? ACL_INT4 : ACL_INT8, k, rows);
+                aclTensor *ws = ops_tensor_ex(ctx, scales + (size_t) first * row_s, GGML_TYPE_F16,
+                                              s_ne, s_nb, 2, ACL_FORMAT_ND, 0);
+                aclTensor *ya = ops_tensor_ex(ctx, (char *) y16 + (size_t) (b1 * n * m + r0) * 2,
+                                              GGML_TYPE_F16, y_ne, y_nb, 2, ACL_FORMAT_ND, 0);
+                OPS_ACLNN(ctx, WeightQuantBatchMatmulV2, xa, wq, ws, NULL, NULL, NULL, NULL,
+                          (int) group, ya);
+            }
+            ops_objs_release(ctx, mark);   /* many batches: keep the node's objects few */
+        }
+    }
+    OPS_ACLNN(ctx, Cast, y_all, ops_acl_dtype(dst->type), ops_tensor(ctx, dst));
+    return 0;
+}
+
 static int op_mul_mat(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    if (dst->src[0]->type == GGML_TYPE_Q4_0 || dst->src[0]->type == GGML_TYPE_Q8_0)
+        return mul_mat_quant(ctx, dst);
     struct ggml_tensor w = *dst->src[0], x = *dst->src[1];   /* copies: may be re-pointed */
     if (w.type != x.type && (w.type == GGML_TYPE_BF16 || x.type == GGML_TYPE_BF16)) {
         if (to_f32(ctx, &w) || to_f32(ctx, &x)) return ctx->rc;

@@ -63,12 +63,46 @@ static aclTensor *row_bytes(struct ops_cann_ctx *ctx, const struct ggml_tensor *
     return ops_tensor_ex(ctx, t->data, GGML_TYPE_I8, ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
 }
 
+/* A q4_0 / q8_0 tensor (or a view of one) in ggml-cann's device layout
+ * (backend/cann/layout.py): *q its quants as bytes (ne0 / 2 or ne0 per row), *s its f16
+ * scales (ne0 / 32 per row), both in the two regions of its base's memory. */
+static void split_regions(struct ops_cann_ctx *ctx, const struct ggml_tensor *t, aclTensor **q,
+                          aclTensor **s) {
+    const struct ggml_tensor *base = t->view_src ? t->view_src : t;
+    const size_t  ts = t->type == GGML_TYPE_Q4_0 ? 18 : 2 + QK8_0, qb = ts - 2;  /* bytes per block */
+    const size_t  first = t->view_offs / ts;                /* the view's first block */
+    char         *scales = (char *) base->data + (size_t) (ops_nelements(base) / QK8_0) * qb;
+    int64_t q_ne[GGML_MAX_DIMS], s_ne[GGML_MAX_DIMS];
+    size_t  q_nb[GGML_MAX_DIMS], s_nb[GGML_MAX_DIMS];
+    for (int i = 0; i < GGML_MAX_DIMS; i++) {
+        q_ne[i] = s_ne[i] = t->ne[i];
+        q_nb[i] = t->nb[i] / ts * qb;   /* a row's blocks become its quants, and its scales */
+        s_nb[i] = t->nb[i] / ts * 2;
+    }
+    q_ne[0] = t->ne[0] / QK8_0 * (int64_t) qb;   q_nb[0] = 1;
+    s_ne[0] = t->ne[0] / QK8_0;                  s_nb[0] = 2;
+    *q = ops_tensor_ex(ctx, (char *) base->data + first * qb, GGML_TYPE_I8, q_ne, q_nb,
+                       GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
+    *s = ops_tensor_ex(ctx, scales + first * 2, GGML_TYPE_F16, s_ne, s_nb, GGML_MAX_DIMS,
+                       ACL_FORMAT_ND, 0);
+}
+
 /* CONCAT: aclnnCat of the two sources along aclnn dim 3 - dim (block-quantized ones as
- * bytes: rows of whole blocks concatenate like any other data). */
+ * bytes: rows of whole blocks concatenate like any other data; q4_0 / q8_0, split on the
+ * device into quants and scales, by one Cat of each region). */
 static int op_concat(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     const int32_t dim = dst->op_params[0];
     if (dim < 0 || dim >= GGML_MAX_DIMS)
         return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "CONCAT: dim %d out of range", (int) dim);
+    if (dst->type == GGML_TYPE_Q4_0 || dst->type == GGML_TYPE_Q8_0) {
+        aclTensor *q[2], *s[2], *yq, *ys;
+        for (int i = 0; i < 2; i++) split_regions(ctx, dst->src[i], &q[i], &s[i]);
+        split_regions(ctx, dst, &yq, &ys);
+        if (ctx->rc) return ctx->rc;
+        OPS_ACLNN(ctx, Cat, ops_tensor_list(ctx, q, 2), (int64_t) (GGML_MAX_DIMS - 1 - dim), yq);
+        OPS_ACLNN(ctx, Cat, ops_tensor_list(ctx, s, 2), (int64_t) (GGML_MAX_DIMS - 1 - dim), ys);
+        return 0;
+    }
     const int bytes = ops_elem_size(dst->type) == 0;
     aclTensor *parts[2], *y;
     for (int i = 0; i < 2; i++)
@@ -83,7 +117,7 @@ static int op_concat(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
 /* GET_ROWS, as ggml-cann does it: one aclnnGatherV2 (dim 0 of a [rows, ne0] view) per
  * (i2, i3) slice, from src0 itself when its type is dst's, else from a copy converted
  * with aclnnCast (f16 / bf16 -> f32) or dequantized with aclnnMul (q8_0: quants * scale,
- * read in place through strided views of the 34-byte blocks).
+ * read from the quant and scale regions of ggml-cann's upload layout).
  * With many slices (700 x 100 in test-backend-ops) that is as many launches; there, when
  * the slices' rows lie evenly spaced, the row ids are offset to one [slices * ne1, ne0]
  * view instead (aclnnArange of the slice bases, aclnnAdd) and gathered by one launch. */
@@ -152,16 +186,18 @@ static int op_get_rows(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     void *conv = ops_scratch(ctx, (size_t) ops_nelements(src) * es);
     if (!conv) return ctx->rc;
     if (src->type == GGML_TYPE_Q8_0) {
-        /* 5-D views of the blocks: [32 quants | 1 scale] x blocks x ne1 x ne2 x ne3 */
-        const size_t block = 2 + QK8_0;
+        /* ggml-cann's upload layout (backend/cann/layout.py): every int8 quant in element
+         * order, then every block's f16 scale; 5-D views [32 | 1] x blocks x ne1 x ne2 x ne3 */
+        const int64_t n_blk = ops_nelements(src) / QK8_0;
         int64_t q_ne[GGML_MAX_DIMS + 1] = { QK8_0, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
         int64_t s_ne[GGML_MAX_DIMS + 1] = { 1, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
-        size_t  q_nb[GGML_MAX_DIMS + 1] = { 1, block, src->nb[1], src->nb[2], src->nb[3] };
-        size_t  s_nb[GGML_MAX_DIMS + 1] = { 2, block, src->nb[1], src->nb[2], src->nb[3] };
-        aclTensor *quants = ops_tensor_ex(ctx, (char *) src->data + 2, GGML_TYPE_I8, q_ne, q_nb,
+        size_t  q_nb[GGML_MAX_DIMS + 1], s_nb[GGML_MAX_DIMS + 1];
+        contiguous_nb(q_ne, GGML_MAX_DIMS + 1, 1, q_nb);
+        contiguous_nb(s_ne, GGML_MAX_DIMS + 1, 2, s_nb);
+        aclTensor *quants = ops_tensor_ex(ctx, src->data, GGML_TYPE_I8, q_ne, q_nb,
                                           GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
-        aclTensor *scales = ops_tensor_ex(ctx, src->data, GGML_TYPE_F16, s_ne, s_nb,
-                                          GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
+        aclTensor *scales = ops_tensor_ex(ctx, (char *) src->data + n_blk * QK8_0, GGML_TYPE_F16,
+                                          s_ne, s_nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
         contiguous_nb(q_ne, GGML_MAX_DIMS + 1, es, nb);
         aclTensor *out = ops_tensor_ex(ctx, conv, dst->type, q_ne, nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
         OPS_ACLNN(ctx, Mul, quants, scales, out);

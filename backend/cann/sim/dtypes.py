@@ -18,7 +18,11 @@ _TYPES = {
     lib.ACL_INT64: ("s64", np.int64), lib.ACL_UINT64: ("u64", np.uint64),
     lib.ACL_BOOL: ("bool", np.bool_), lib.ACL_COMPLEX64: ("c64", np.complex64),
     lib.ACL_COMPLEX128: ("c128", np.complex128),
+    # 4-bit ints, two per byte (the even element in the low nibble); NumPy sees each one
+    # unpacked into an int8 (TensorDesc reads them)
+    lib.ACL_INT4: ("s4", np.int8),
 }
+PACKED = {lib.ACL_INT4: 2}   # elements per byte of the packed types
 BY_NAME = {short: acl for acl, (short, _) in _TYPES.items()}
 ACL_NAMES = {lib.ACL_FLOAT: "FLOAT", lib.ACL_FLOAT16: "FLOAT16", lib.ACL_DOUBLE: "DOUBLE",
              lib.ACL_BF16: "BFLOAT16", lib.ACL_INT8: "INT8", lib.ACL_UINT8: "UINT8",

@@ -142,7 +142,9 @@ class TensorDesc:
 
     @property
     def storage_bytes(self) -> int:
-        return int(np.prod(self.storage, dtype=np.int64)) * self.np_dtype.itemsize
+        n = int(np.prod(self.storage, dtype=np.int64))
+        per_byte = dtypes.PACKED.get(self.dtype)
+        return -(-n // per_byte) if per_byte else n * self.np_dtype.itemsize
 
     def is_contiguous(self) -> bool:
         expect = 1
@@ -157,9 +159,20 @@ class TensorDesc:
         if not self.storage_bytes:
             return np.empty(self.dims, self.np_dtype)
         mem = STATE.memory.bytes(self.addr, self.storage_bytes, "tensor storage", write)
+        if self.dtype in dtypes.PACKED:
+            return self._unpacked(mem, write)
         item = self.np_dtype.itemsize
         return np.ndarray(self.dims, self.np_dtype, mem, self.offset * item,
                           tuple(s * item for s in self.strides))
+
+    def _unpacked(self, mem: np.ndarray, write: bool) -> np.ndarray:
+        """INT4: the storage's nibbles as sign-extended int8 elements (a copy: read-only)."""
+        if write:
+            raise SimError(lib.ACLNN_ERR_PARAM_INVALID, "writing INT4 tensors is not simulated")
+        raw = np.frombuffer(mem, np.uint8)
+        nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1).astype(np.int8)
+        elems = np.where(nib >= 8, nib - 16, nib).astype(np.int8)
+        return np.lib.stride_tricks.as_strided(elems[self.offset:], self.dims, self.strides).copy()
 
     def describe(self) -> str:
         return f"{dtypes.name(self.dtype)}{list(self.dims)}"

@@ -1,0 +1,89 @@
+"""cases/quants.py: each own codec on hand-built blocks (known bytes -> known values, and
+back), the gguf-backed ones on a block each, and what cannot be encoded says so."""
+import numpy as np
+import pytest
+
+from cannops.backend import reference
+from cannops.cases import quants
+from cannops.cases.graph import Graph
+from cannops.cases.types import ggml_type
+
+
+def f16_bytes(v):
+    return list(np.array([v], np.float16).view(np.uint8))
+
+
+def test_q1_0_block_is_a_scale_and_sign_bits():
+    # d = 0.5; byte 0 = 0b00000101: elements 0 and 2 positive; byte 15 = 0x80: element 127
+    block = np.array([f16_bytes(0.5) + [0x05] + [0] * 14 + [0x80]], np.uint8)
+    v = quants.dequantize(block, ggml_type("q1_0"))
+    expect = np.full(128, -0.5, np.float32)
+    expect[[0, 2, 127]] = 0.5
+    np.testing.assert_array_equal(v[0], expect)
+    # encoding: d = mean |x| (here 0.5), a set bit for x >= 0 (zero included)
+    x = np.where(np.arange(128) % 3 == 0, 0.5, -0.5).astype(np.float32)
+    x[1], x[4] = 0.0, -1.0  # mean |x| stays 0.5: 126 halves + 0 + 1.0
+    q = quants.quantize(x[None], ggml_type("q1_0"))
+    assert q.shape == (1, 18) and np.float16(q[0, :2].view(np.float16)[0]) == np.float16(0.5)
+    bits = np.unpackbits(q[0, 2:], bitorder="little")
+    np.testing.assert_array_equal(bits, (x >= 0).astype(np.uint8))
+
+
+def test_q2_0_block_codes_are_minus_one_to_two_times_d():
+    # d = 2; byte 0 = 0b11100100: elements 0..3 have codes 0, 1, 2, 3 -> -2, 0, 2, 4
+    block = np.array([f16_bytes(2.0) + [0b11100100] + [0x55] * 15], np.uint8)
+    v = quants.dequantize(block, ggml_type("q2_0"))
+    np.testing.assert_array_equal(v[0, :4], [-2, 0, 2, 4])
+    np.testing.assert_array_equal(v[0, 4:], 0)     # 0x55: code 1 everywhere
+    # encoding: d = amax, code = roundf(x / d) + 1 clamped; 0.5 rounds away from zero
+    x = np.zeros(64, np.float32)
+    x[:6] = [-4, 4, 2, -2, 1.99, -1.0]              # d = 4: -1, 1, 0.5 -> 1, -0.5 -> -1, ~0.5 -> 0, -0.25 -> 0
+    q = quants.quantize(x[None], ggml_type("q2_0"))
+    assert q[0, :2].view(np.float16)[0] == 4
+    codes = (q[0, 2:, None] >> np.array([0, 2, 4, 6], np.uint8)) & 3
+    np.testing.assert_array_equal(codes.reshape(-1)[:8], [0, 2, 2, 0, 1, 1, 1, 1])
+
+
+def test_nvfp4_scales_are_ue4m3_and_codes_e2m1():
+    # scale byte 0x38: exponent 7, mantissa 0 -> 1.0, halved (ggml's doubled e2m1 table) -> 0.5
+    # code 0x2 = 2 (e2m1 1.0), 0xF = -12 (e2m1 -6.0)
+    block = np.array([[0x38, 0x40, 0x00, 0x7F] + [0xF2] + [0] * 31], np.uint8)
+    v = quants.dequantize(block, ggml_type("nvfp4"))
+    assert v[0, 0] == 1.0 and v[0, 8] == -6.0                  # byte 0: element 0 low, element 8 high
+    np.testing.assert_array_equal(v[0, 16:], 0)                   # code 0, and scale 0 / 0x7F read 0
+    assert quants.ue4m3_to_f32(np.array([0x40], np.uint8))[0] == 1.0   # 2.0 halved
+    assert quants.ue4m3_to_f32(np.array([0x01], np.uint8))[0] == 2.0 ** -10  # subnormal 2^-9, halved
+    # encoding: scale = ue4m3(amax / 6); each value to the nearest e2m1 step of it
+    x = np.zeros(64, np.float32)
+    x[:16] = np.linspace(-6, 6, 16)
+    q = quants.quantize(x[None], ggml_type("nvfp4"))
+    assert q[0, 0] == 0x38 and q[0, 1] == 0                       # amax 6 -> 1.0; zeros -> 0
+    np.testing.assert_array_equal(quants.f32_to_ue4m3(np.array([448.0, 1e9, 0.0, -1.0, 2.0 ** -9], np.float32)),
+                                  [0x7E, 0x7E, 0, 0, 1])
+    back = quants.dequantize(q, ggml_type("nvfp4"))[0, :16]
+    steps = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    nearest = np.sign(x[:16]) * steps[np.abs(np.abs(x[:16])[:, None] - steps).argmin(axis=1)]
+    np.testing.assert_array_equal(back, nearest)
+
+
+@pytest.mark.parametrize("name,peak", [("q4_0", 1.0), ("q8_0", 127.0), ("mxfp4", 1.0)])
+def test_gguf_codecs_round_trip_one_block(name, peak):
+    t = ggml_type(name)
+    x = np.zeros((1, t.blck_size), np.float32)
+    x[0, 0] = peak  # a value the block's scale represents exactly
+    np.testing.assert_array_equal(quants.dequantize(quants.quantize(x, t), t), x)
+
+
+def test_every_matmul_type_decodes_and_the_missing_encoders_say_why():
+    from cannops.cases.matmul import ALL_TYPES
+    for name in ALL_TYPES:
+        assert quants.missing(ggml_type(name), "dequantize") is None, name
+    for name in ("q1_0", "q2_0", "nvfp4", "mxfp4", "q4_0", "q8_0", "tq2_0"):
+        assert quants.missing(ggml_type(name), "quantize") is None, name
+    why = quants.missing(ggml_type("q4_K"), "quantize")
+    assert why and "q4_K" in why
+    # the reference then declines a copy into q4_K with that reason
+    g = Graph()
+    from cannops.cases.graph import cpy
+    node = cpy(g.new_tensor("f32", [256, 2]), g.new_tensor("q4_K", [256, 2]))
+    assert reference.unsupported(node) == why

@@ -21,7 +21,6 @@ and dilations in [1, 255].
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from cannops.native._aclnn import lib
 
@@ -59,20 +58,21 @@ def _pads(padding: tuple[int, ...], k: int, transposed: bool = False) -> list[tu
 
 def convolve(x, w, b, stride, pads, dilation, groups):
     """Cross-correlation as deep-learning frameworks define convolution; x (N, C, *S),
-    w (O, C/groups, *K)."""
+    w (O, C/groups, *K): one matmul per kernel tap, over a strided window of the padded
+    input (im2col a tap at a time, so memory stays the input's size)."""
     k = x.ndim - 2
     xp = np.pad(x, [(0, 0), (0, 0)] + pads)
     kernel = w.shape[2:]
-    span = [dilation[i] * (kernel[i] - 1) + 1 for i in range(k)]
-    win = sliding_window_view(xp, span, axis=tuple(range(2, 2 + k)))
-    win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)
-              + tuple(slice(None, None, d) for d in dilation)]
+    out_size = [(xp.shape[2 + i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(k)]
     n, c, o = x.shape[0], x.shape[1], w.shape[0]
-    win = win.reshape((n, groups, c // groups) + win.shape[2:])
+    xg = xp.reshape((n, groups, c // groups) + xp.shape[2:])
     wg = w.reshape((groups, o // groups, c // groups) + kernel)
-    sp, ks = "abc"[:k], "xyz"[:k]
-    out = np.einsum(f"ngc{sp}{ks},gfc{ks}->ngf{sp}", win, wg, optimize=True)
-    out = out.reshape((n, o) + out.shape[3:])
+    out = np.zeros((n, groups, o // groups, int(np.prod(out_size))), np.result_type(x, w))
+    for tap in np.ndindex(*kernel):
+        win = tuple(slice(t * d, t * d + (m - 1) * s + 1, s)
+                    for t, d, m, s in zip(tap, dilation, out_size, stride))
+        out += wg[(Ellipsis,) + tap] @ xg[(slice(None),) * 3 + win].reshape(n, groups, c // groups, -1)
+    out = out.reshape((n, o) + tuple(out_size))
     if b is not None:
         out = out + b.reshape((1, o) + (1,) * k)
     return out

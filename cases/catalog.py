@@ -91,6 +91,7 @@ class Family:
     grad_nmax: int = 10000
     grad_expect: tuple[float, ...] | Callable[[Params], tuple[float, ...]] = ()
     max_maa: float | Callable[[Params], float] = 1e-4
+    in_grad: bool = True       # listed by `ops grad` (test-backend-ops skips OPT_STEP_ADAMW there)
 
     def op_name(self, params: Params) -> str:
         return self.op(params) if callable(self.op) else self.op
@@ -207,7 +208,7 @@ def all_cases(mode: str = "test") -> list[Case]:
     for fam in FAMILIES.values():
         if mode == "perf":
             cases.extend(Case(fam, p, "perf") for p in fam.perf_grid())
-        elif mode == "support" and fam.fused:
+        elif mode == "support" and fam.fused or mode == "grad" and not fam.in_grad:
             continue
         else:
             cases.extend(Case(fam, p) for p in fam.eval_grid())

@@ -10,7 +10,7 @@ import itertools
 
 from .catalog import Family, fmt_vars, register
 from .elementwise import sin, sqr
-from .graph import Tensor, add, mul, new_op, transpose, view
+from .graph import Tensor, add, mul, new_op, set_param, transpose, view
 from .inputs import uniform
 
 POOL_MAX, POOL_AVG = 0, 1                       # enum ggml_op_pool
@@ -114,7 +114,7 @@ def upscale(a: Tensor, scale_factor: int, mode: int) -> Tensor:
 # --- test_im2col ---
 
 def build_im2col(g, type_input, type_kernel, dst_type, ne_input, ne_kernel, s0, s1, p0, p1, d0, d1, is_2D):
-    inp = g.new_tensor(type_input, ne_input, "input")
+    inp = set_param(g.new_tensor(type_input, ne_input, "input"))
     ker = g.new_tensor(type_kernel, ne_kernel, "kernel")
     return im2col(ker, inp, s0, s1, p0, p1, d0, d1, is_2D, dst_type)
 
@@ -183,7 +183,7 @@ register(Family(
 
 def build_im2col_3d(g, type_input, type_kernel, dst_type, ne_input, ne_kernel, IC,
                     s0, s1, s2, p0, p1, p2, d0, d1, d2, v):
-    inp = g.new_tensor(type_input, ne_input, "input")
+    inp = set_param(g.new_tensor(type_input, ne_input, "input"))
     if v:   # a view two elements smaller in every dim, keeping the parent's strides
         inp = view(inp, [n - 2 for n in ne_input], inp.nb[1:])
     ker = g.new_tensor(type_kernel, ne_kernel, "kernel")
@@ -250,7 +250,7 @@ register(Family(
 register(Family(
     name="pool1d",
     build=lambda g, pool_type, type_input, ne_input, k0, s0, p0: pool_1d(
-        g.new_tensor(type_input, ne_input, "input"), POOL_NAMES[pool_type], k0, s0, p0),
+        set_param(g.new_tensor(type_input, ne_input, "input")), POOL_NAMES[pool_type], k0, s0, p0),
     vars=("pool_type", "type_input", "ne_input", "k0", "s0", "p0"),
     op="POOL_1D",
     # paddings up to 3 with kernels up to 3: windows that lie wholly in the padding
@@ -262,7 +262,7 @@ register(Family(
 register(Family(
     name="pool2d",
     build=lambda g, pool_type, type_input, ne_input, k0, k1, s0, s1, p0, p1: pool_2d(
-        g.new_tensor(type_input, ne_input, "input"), POOL_NAMES[pool_type], k0, k1, s0, s1, p0, p1),
+        set_param(g.new_tensor(type_input, ne_input, "input")), POOL_NAMES[pool_type], k0, k1, s0, s1, p0, p1),
     vars=("pool_type", "type_input", "ne_input", "k0", "k1", "s0", "s1", "p0", "p1"),
     op="POOL_2D",
     eval_grid=lambda: [dict(pool_type=pt, type_input="f32", ne_input=[10, 10, 3, 1], k0=k0, k1=k1,

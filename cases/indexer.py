@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Family, register
-from .graph import Tensor, new_op
+from .graph import Tensor, new_op, set_param
 from .inputs import shape_of
 from .types import F16, F32
 
@@ -23,10 +23,10 @@ def lightning_indexer(q: Tensor, k: Tensor, w: Tensor, m: Tensor) -> Tensor:
 
 
 def build_lightning_indexer(g, hsk, nh, kv, nb, ns, nm, type_K):
-    q = g.new_tensor("f32", [hsk, nh, nb, ns], "q")
-    k = g.new_tensor(type_K, [hsk, 1, kv, ns], "k")
-    w = g.new_tensor("f32", [nh, nb, 1, ns], "w")
-    m = g.new_tensor("f16", [kv, nb, 1, nm], "m")
+    q = set_param(g.new_tensor("f32", [hsk, nh, nb, ns], "q"))
+    k = set_param(g.new_tensor(type_K, [hsk, 1, kv, ns], "k"))
+    w = set_param(g.new_tensor("f32", [nh, nb, 1, ns], "w"))
+    m = set_param(g.new_tensor("f16", [kv, nb, 1, nm], "m"))
     out = lightning_indexer(q, k, w, m)
     out.name = "out"
     return out

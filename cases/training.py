@@ -93,6 +93,8 @@ register(Family(
     name="cross_entropy_loss", build=build_cross_entropy_loss, vars=("type", "ne"), op="CROSS_ENTROPY_LOSS",
     eval_grid=CE_GRID,
     init=init_range(-100.0, 100.0),   # wide logits: a near-linear softmax for numeric gradients
+    grad_eps=1.0,
+    grad_precise=True,
 ))
 register(Family(
     name="cross_entropy_loss_back", build=build_cross_entropy_loss_back, vars=("type", "ne"),
@@ -102,11 +104,13 @@ register(Family(
     name="opt_step_adamw", build=build_adamw, vars=("type", "ne"), op="OPT_STEP_ADAMW",
     eval_grid=lambda: [dict(type="f32", ne=[10, 5, 4, 3])],
     init=init_range(0.0, 1.0),   # grad_v and the hyper-parameters must be non-negative
+    in_grad=False,               # test-backend-ops' grad mode leaves it out, unprinted
 ))
 register(Family(
     name="opt_step_sgd", build=build_sgd, vars=("type", "ne"), op="OPT_STEP_SGD",
     eval_grid=lambda: [dict(type="f32", ne=[10, 5, 4, 3])],
     init=init_range(0.0, 1.0),
+    grad_precise=True,
 ))
 register(Family(
     name="silu_back",

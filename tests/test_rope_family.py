@@ -93,3 +93,9 @@ def test_catalog_sizes():
 
 def test_sampled_rope_cases_ok_on_ggml_cpu():
     assert_ok("GGML-CPU", sample(cases_of("ROPE", "ROPE_BACK"), 24))
+
+
+def test_sampled_rms_norm_mul_rope_ok_on_ggml_cpu():
+    # set_rows=1 chains end in SET_ROWS, whose reference and replay are SET_ROWS's family's
+    fused = [c for c in cases_of("RMS_NORM_MUL_ROPE") if not c.params["set_rows"]]
+    assert_ok("GGML-CPU", sample(fused, 6))

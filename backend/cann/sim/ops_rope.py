@@ -69,7 +69,7 @@ def inplace_clamp_max(self_ref, clip_value_max):
 
 # ------------------------------------------------------------------ selection ----
 
-INDEX_SELECT_TYPES = {"f32", "f16", "f64", "bf16", "s8", "u8", "s16", "s32", "s64", "bool"}
+INDEX_SELECT_TYPES = {"f32", "f16", "f64", "bf16", "s8", "u8", "s16", "s32", "s64", "bool", "c64", "c128"}
 
 
 @operator("IndexSelect")

@@ -179,6 +179,9 @@ static int op_rope(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     if ((src->type != GGML_TYPE_F32 && src->type != GGML_TYPE_F16) || dst->type != src->type ||
         dst->src[1]->type != GGML_TYPE_I32 || n_dims % 2 || n_dims > src->ne[0])
         return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ROPE: unexpected types or n_dims");
+    const int *sec = &dst->op_params[11];
+    if ((mode & ROPE_MROPE) && sec[0] + sec[1] + sec[2] + sec[3] <= 0)
+        return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ROPE: M-RoPE modes need sections");
     const int neox = (mode & ROPE_NEOX) || (mode & ROPE_MROPE);
     /* vision rotates pairs (k, k + n_dims) of the whole row: rotate-half over ne0 */
     const int64_t rope_dims = mode == ROPE_VISION ? src->ne[0] : n_dims;

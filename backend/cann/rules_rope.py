@@ -1,0 +1,47 @@
+"""Rule of ROPE (native/aclnn/ops_rope.c), as ggml-cann v0.20.2's supports_op: every mode
+(normal, NeoX, M-RoPE, IMROPE, vision), freq factors and YaRN, f32 / f16 rows of at most
+896 elements. ROPE_BACK has no rule: ggml-cann does not implement it.
+
+Where the rule says less than ggml-cann: aclnnRotaryPositionEmbedding's page (Atlas A2/A3)
+limits the rotated dim to D < 896 (ggml-cann lets 896 through) and the heads: B, N < 1000
+in half mode, B * N < 1000 in interleave mode (x is read as BSND, B = ne3, N = ne1);
+ggml-cann does not check those, the operator would refuse such a case at run time.
+"""
+from __future__ import annotations
+
+from .rules import RULES, Rule
+
+F32_F16 = frozenset({"f32", "f16"})
+NEOX, MROPE, VISION = 2, 8, 24
+
+
+def _rope_dims(node) -> int:
+    return node.src[0].ne[0] if node.param_i32(2) == VISION else node.param_i32(1)
+
+
+def _rotated_dim_fits(node) -> bool:
+    return node.src[0].ne[0] <= 896 and _rope_dims(node) < 896
+
+
+def _heads_fit(node) -> bool:
+    b, n = node.src[0].ne[3], node.src[0].ne[1]
+    half = node.param_i32(2) & (NEOX | MROPE)
+    return (b < 1000 and n < 1000) if half else b * n < 1000
+
+
+def _same_type(node) -> bool:
+    return node.src[0].type == node.type
+
+
+RULES.update({
+    "ROPE": Rule(("InplaceSubs", "InplaceDivs", "InplaceMuls", "InplaceThreshold", "InplaceClampMax",
+                  "IndexSelect", "RepeatInterleaveIntWithDim", "RotaryPositionEmbedding", "Arange",
+                  "InplaceAdds", "InplaceMul", "Mul", "Div", "Sin", "Cos", "Repeat", "Cast",
+                  "InplaceCopy"),
+                 {"src0": F32_F16, "src1": frozenset({"i32"}), "dst": F32_F16},
+                 ((_same_type, "src0 and dst types differ"),
+                  (_rotated_dim_fits, "rows longer than 896 (ggml-cann), or a rotated dim D >= 896 "
+                                      "(aclnnRotaryPositionEmbedding needs D < 896)"),
+                  (_heads_fit, "aclnnRotaryPositionEmbedding needs B, N < 1000 (half) or "
+                               "B * N < 1000 (interleave)"))),
+})

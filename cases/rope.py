@@ -1,0 +1,206 @@
+"""Rotary position embeddings: test_rope (ROPE and ROPE_BACK in every mode: normal, NeoX,
+multi-section M-RoPE, interleaved IMROPE, vision; freq factors, YaRN, views, in place) and
+the fused test-mode chain test_rms_norm_mul_rope (RMS_NORM -> MUL -> ROPE, + SET_ROWS)."""
+from __future__ import annotations
+
+from .catalog import Family, register
+from .graph import Tensor, add, mul, new_op, view, view_of
+from .norm import rms_norm
+from .types import F16, F32, I32, I64
+
+# mode bits (ggml.h)
+NORMAL, NEOX, MROPE, VISION, IMROPE = 0, 2, 8, 24, 40
+MODES = (NORMAL, NEOX, MROPE, IMROPE, VISION)
+
+
+def rope(a: Tensor, pos: Tensor, freq: Tensor | None, n_dims: int, mode: int, n_ctx_orig: int = 0,
+         freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0,
+         attn_factor: float = 1.0, beta_fast: float = 32.0, beta_slow: float = 1.0,
+         sections=None, inplace: bool = False, back: bool = False) -> Tensor:
+    """ggml_rope_impl (ggml_rope_ext / _multi / _inplace / _back): a dup of `a` (a view of it
+    in place), src = [a, pos, freq]. op_params: i32 [n_past=0, n_dims, mode, n_ctx=0,
+    n_ctx_orig], f32 [freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow]
+    at words 5..10, i32 sections[4] at 11..14 (zero unless an M-RoPE mode gave them).
+    pos holds ne2 positions, or 4 * ne2 (t, h, w, e blocks) when mode has the M-RoPE bit."""
+    assert mode & 1 == 0
+    assert pos.type == I32 and pos.ne[1:] == (1, 1, 1)
+    assert pos.ne[0] == a.ne[2] * (4 if mode & MROPE else 1)
+    assert freq is None or (freq.type == F32 and freq.ne[0] >= n_dims // 2)
+    srcs = [a, pos, freq]
+    op = "ROPE_BACK" if back else "ROPE"
+    if inplace:
+        t = view_of(a, op, a.ne, a.nb)
+        t.src = srcs
+    else:
+        t = new_op(a.graph, op, a.type, a.ne, srcs)
+    t.set_params_i32([0, n_dims, mode, 0, n_ctx_orig])
+    t.set_params_f32([freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow], 5)
+    t.set_params_i32(list(sections) if mode & MROPE and sections else [0, 0, 0, 0], 11)
+    return t
+
+
+def rope_plain(a: Tensor, pos: Tensor, n_dims: int, mode: int) -> Tensor:
+    """ggml_rope: no freq factors, freq_base 10000, no scaling, beta_fast = beta_slow = 0."""
+    return rope(a, pos, None, n_dims, mode, beta_fast=0.0, beta_slow=0.0)
+
+
+# --- test_rope ---
+
+def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, forward=True):
+    """test_rope::build_graph: `a` itself, a view of a bigger tensor (v=1: every dim larger)
+    or its second half along dim 0 (v=2, an unaligned offset, as clip's build_rope_2d)."""
+    if v & 1:
+        base = g.new_tensor(type, [ne_a[0] * 2, ne_a[1] * 4, ne_a[2] * 3, ne_a[3]], "a")
+        a = view(base, ne_a, base.nb[1:])
+    elif v == 2:
+        base = g.new_tensor(type, [ne_a[0] * 2, *ne_a[1:]], "a")
+        a = view(base, ne_a, base.nb[1:], ne_a[0] * base.type.type_size)
+    else:
+        a = g.new_tensor(type, ne_a, "a")
+    pos = g.new_tensor(I32, [ne_a[2] * (4 if mode & MROPE else 1)], "pos")
+    freq = g.new_tensor(F32, [n_dims // 2], "freq") if ff else None
+    kw = dict(freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=1.0, beta_slow=1.0,
+              inplace=inplace, back=not forward)
+    if mode == VISION:
+        # vision RoPE rotates (x, y) image coordinates: n_dims/2 rotated pairs, two sections
+        return rope(a, pos, freq, n_dims // 2, mode, sections=[n_dims // 4, n_dims // 4, 0, 0], **kw)
+    if mode & MROPE:
+        return rope(a, pos, freq, n_dims, mode, sections=[n_dims // 3] * 3 + [0], **kw)
+    return rope(a, pos, freq, n_dims, mode, **kw)
+
+
+def init_rope(t, rng, p):
+    """Positions uniform in [0, n_ctx) (rand() % n_ctx); freq factors (ne0 == n_dims/2) in
+    [0.9, 1.1]; everything else uniform [-1, 1]."""
+    if t.type == I32:
+        return rng.integers(0, p["n_ctx"], size=t.ne[0])
+    if t.ne[0] == p["n_dims"] // 2:
+        return rng.uniform(0.9, 1.1, size=tuple(reversed(t.ne))).astype("float32")
+    return None
+
+
+def _rope_case(type, ne_a, n_dims, mode, fs=1.0, ef=0.0, af=1.0, ff=False, v=0, forward=True, inplace=False):
+    return dict(type=type, ne_a=list(ne_a), n_dims=n_dims, mode=mode, n_ctx=512, fs=fs, ef=ef, af=af,
+                ff=ff, v=v, inplace=inplace, forward=forward)
+
+
+# llama / falcon / stablelm / phi-2 / qwen2-vl / qwen3-vl head shapes, as the eval grid lists them
+_ALL_SHAPES = (
+    ([128, 40, 2, 1], 128, NORMAL), ([128, 52, 2, 1], 128, NORMAL), ([128, 64, 2, 1], 128, NORMAL),
+    ([16, 16, 8192, 1], 16, NORMAL),
+    ([64, 1, 2, 1], 64, NEOX), ([64, 71, 2, 1], 64, NEOX), ([64, 8, 2, 1], 64, NEOX),
+    ([80, 32, 2, 1], 20, NORMAL), ([80, 32, 2, 1], 32, NORMAL), ([80, 32, 4, 1], 32, NORMAL),
+    ([80, 32, 2, 1], 20, NEOX), ([80, 32, 2, 1], 32, NEOX), ([80, 32, 4, 1], 32, NEOX),
+    ([16, 16, 8192, 1], 16, NEOX),
+    ([128, 12, 2, 1], 128, MROPE), ([128, 28, 2, 1], 128, MROPE),
+    ([128, 12, 2, 1], 20, MROPE), ([128, 28, 2, 1], 32, MROPE),
+    ([128, 12, 2, 1], 128, IMROPE), ([128, 28, 2, 1], 128, IMROPE),
+    ([128, 12, 2, 1], 20, IMROPE), ([128, 28, 2, 1], 32, IMROPE),
+    ([80, 16, 2, 1], 80, VISION), ([128, 16, 2, 1], 128, IMROPE), ([16, 16, 8192, 1], 16, IMROPE),
+)
+
+
+def rope_eval_grid():
+    cases = []
+    for forward in (True, False):
+        all_shapes = True  # only the first (fs, ef, af, type) point runs every model shape
+        for fs in (1.0, 1.4245):
+            for ef in (0.0, 0.7465):
+                for af in (1.0, 1.4245):
+                    for type in ("f32", "f16"):
+                        for ff in (False, True):
+                            kw = dict(fs=fs, ef=ef, af=af, ff=ff, forward=forward)
+                            for v in (0, 1):
+                                cases.append(_rope_case(type, [128, 32, 2, 1], 128, NORMAL, v=v, **kw))
+                                if all_shapes:
+                                    cases += [_rope_case(type, ne, nd, m, v=v, **kw) for ne, nd, m in _ALL_SHAPES]
+                                cases.append(_rope_case(type, [64, 128, 2, 1], 64, NEOX, v=v, **kw))
+                            # a non-contiguous view at an odd offset along dim 0 (gemma4v vision)
+                            cases += [_rope_case(type, [36, 16, 2457, 1], 36, m, v=2, **kw) for m in MODES]
+                        all_shapes = False
+    # one in-place case per type, mode and ff (YaRN on)
+    for type in ("f32", "f16"):
+        for mode in MODES:
+            for ff in (False, True):
+                kw = dict(fs=1.4245, ef=0.7465, af=1.4245, ff=ff, inplace=True)
+                cases += [_rope_case(type, [128, 32, 2, 1], 128, mode, v=0, **kw),
+                          _rope_case(type, [128, 32, 2, 1], 128, mode, v=1, **kw),
+                          _rope_case(type, [128, 32, 2, 3], 128, mode, v=1, **kw)]
+    return cases
+
+
+def rope_perf_grid():
+    # prefill of 512 tokens: llama 7B / 65B, stablelm, falcon 40B, qwen2-vl, qwen3-vl; qwen2-vl ViT
+    shapes = (([128, 32, 512, 1], 128, NORMAL), ([128, 64, 512, 1], 128, NORMAL),
+              ([80, 32, 512, 1], 20, NEOX), ([64, 8, 512, 1], 64, NEOX),
+              ([128, 12, 512, 1], 128, MROPE), ([128, 12, 512, 1], 128, IMROPE),
+              ([80, 16, 2, 1], 80, VISION))
+    return [_rope_case(type, ne, nd, m, ff=ff, v=v, forward=fw)
+            for fw in (True, False) for type in ("f32", "f16") for ff in (False, True) for v in (0, 1)
+            for ne, nd, m in shapes]
+
+
+register(Family(
+    name="rope",
+    build=build_rope,
+    # `forward` is not printed: the op name (ROPE / ROPE_BACK) tells it
+    vars=("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v", "inplace"),
+    op=lambda p: "ROPE" if p["forward"] else "ROPE_BACK",
+    eval_grid=rope_eval_grid,
+    perf_grid=rope_perf_grid,
+    init=init_rope,
+))
+
+
+# --- test_rms_norm_mul_rope (fused, test mode only) ---
+
+def set_rows(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """ggml_set_rows: rows of b written into a at row ids c; the result is a view of a,
+    src = [b, c, a]. (Only what this chain needs; SET_ROWS itself is another family's.)"""
+    assert a.ne[0] == b.ne[0] and a.ne[2] == b.ne[2] and a.ne[3] == b.ne[3]
+    assert b.ne[1] == c.ne[0] and b.ne[2] % c.ne[1] == 0 and b.ne[3] % c.ne[2] == 0 and c.ne[3] == 1
+    assert b.type in (F32, F16) and c.type in (I32, I64)
+    t = view_of(a, "SET_ROWS", a.ne, a.nb)
+    t.src = [b, c, a]
+    return t
+
+
+def build_rms_norm_mul_rope(g, ne, eps, multi_add, set_rows_, broadcast, mode):
+    a, b, c = (g.new_tensor(F32, ne[:3], n) for n in "abc")
+    if multi_add:
+        a = add(add(a, b), c)
+    w = g.new_tensor(F32, [ne[0]], "w") if broadcast else b
+    a = mul(rms_norm(a, eps), w)
+    pos = g.new_tensor(I32, [ne[2]], "pos")
+    out = rope_plain(a, pos, ne[0], mode)
+    if set_rows_:
+        rows = view(out, [ne[0] * ne[1], ne[2]], [out.nb[2]])
+        dst = g.new_tensor(F16, [ne[0] * ne[1], ne[2] * ne[3], 1, 1], "dst")
+        out = set_rows(dst, rows, g.new_tensor(I64, [ne[2], 1, 1], "row_idxs"))
+    return out
+
+
+def init_rms_norm_mul_rope(t, rng, p):
+    """Positions and row ids: a shuffled 0..ne2-1 (init_set_rows_row_ids); the rest uniform."""
+    if t.type in (I32, I64):
+        return rng.permutation(p["ne"][2])[:t.ne[0]]
+    return None
+
+
+def rms_norm_mul_rope_eval_grid():
+    shapes = ([768, 1, 1, 1], [768, 3, 1, 1], [768, 3, 5, 1], [128, 32, 2, 1], [128, 4, 2, 1],
+              [128, 32, 50, 1], [128, 4, 50, 1], [8192, 2, 2, 1])  # ([8192, 2, 2, 1] is listed twice there)
+    return [dict(ne=ne, eps=1e-6, multi_add=ma, set_rows=sr, broadcast=bc, mode=m)
+            for ma in (False, True) for sr in (False, True) for bc in (False, True) for m in (NORMAL, NEOX)
+            for ne in shapes]
+
+
+register(Family(
+    name="rms_norm_mul_rope",
+    build=lambda g, set_rows, **p: build_rms_norm_mul_rope(g, set_rows_=set_rows, **p),
+    vars=("ne", "eps", "multi_add", "set_rows", "broadcast", "mode"),
+    op="RMS_NORM_MUL_ROPE",
+    eval_grid=rms_norm_mul_rope_eval_grid,
+    init=init_rms_norm_mul_rope,
+    fused=True,
+))

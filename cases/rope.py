@@ -6,6 +6,7 @@ from __future__ import annotations
 from .catalog import Family, register
 from .graph import Tensor, add, mul, new_op, view, view_of
 from .norm import rms_norm
+from .rows import set_rows
 from .types import F16, F32, I32, I64
 
 # mode bits (ggml.h)
@@ -153,17 +154,6 @@ register(Family(
 
 
 # --- test_rms_norm_mul_rope (fused, test mode only) ---
-
-def set_rows(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
-    """ggml_set_rows: rows of b written into a at row ids c; the result is a view of a,
-    src = [b, c, a]. (Only what this chain needs; SET_ROWS itself is another family's.)"""
-    assert a.ne[0] == b.ne[0] and a.ne[2] == b.ne[2] and a.ne[3] == b.ne[3]
-    assert b.ne[1] == c.ne[0] and b.ne[2] % c.ne[1] == 0 and b.ne[3] % c.ne[2] == 0 and c.ne[3] == 1
-    assert b.type in (F32, F16) and c.type in (I32, I64)
-    t = view_of(a, "SET_ROWS", a.ne, a.nb)
-    t.src = [b, c, a]
-    return t
-
 
 def build_rms_norm_mul_rope(g, ne, eps, multi_add, set_rows_, broadcast, mode):
     a, b, c = (g.new_tensor(F32, ne[:3], n) for n in "abc")

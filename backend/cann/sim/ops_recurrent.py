@@ -23,17 +23,11 @@ import numpy as np
 
 from . import dtypes
 from .aclnn import Plan, as_compute, broadcast, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
-from .ops_binary import _tensor_scalar
 from .ops_matmul import _hf32
 
 MV_TYPES = {"f16", "f32", "bf16"}
 SOLVE_TYPES = {"f32", "f64", "c64", "c128"}
 KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
-
-
-@operator("InplaceMuls")
-def inplace_muls(self_ref, other):
-    return _tensor_scalar(self_ref, other, None, lambda a, s, _: a * s, inplace=True)
 
 
 @operator("Mv")

@@ -4,7 +4,7 @@ the fused test-mode chain test_rms_norm_mul_rope (RMS_NORM -> MUL -> ROPE, + SET
 from __future__ import annotations
 
 from .catalog import Family, register
-from .graph import Tensor, add, mul, new_op, view, view_of
+from .graph import Tensor, add, mul, new_op, set_param, view, view_of
 from .norm import rms_norm
 from .rows import set_rows
 from .types import F16, F32, I32, I64
@@ -58,6 +58,8 @@ def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, f
         a = view(base, ne_a, base.nb[1:], ne_a[0] * base.type.type_size)
     else:
         a = g.new_tensor(type, ne_a, "a")
+    if forward:
+        set_param(a.base)   # ops grad: the forward rope's input
     pos = g.new_tensor(I32, [ne_a[2] * (4 if mode & MROPE else 1)], "pos")
     freq = g.new_tensor(F32, [n_dims // 2], "freq") if ff else None
     kw = dict(freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=1.0, beta_slow=1.0,
@@ -150,6 +152,8 @@ register(Family(
     eval_grid=rope_eval_grid,
     perf_grid=rope_perf_grid,
     init=init_rope,
+    max_maa=1e-3,
+    grad_precise=True,
 ))
 
 

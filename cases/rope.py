@@ -198,3 +198,48 @@ register(Family(
     init=init_rms_norm_mul_rope,
     fused=True,
 ))
+
+
+# --- test_rope_set_rows (fused, test mode only): a rope written as rows into a KV cache ---
+
+def build_rope_set_rows(g, type, type_idx, ne_a, mode):
+    """ROPE of `a` {128, 32, ne2} (ggml_rope, or ggml_rope_multi with YaRN-ish scaling for the
+    M-RoPE and vision modes), viewed as ne2 rows of 128 * 32, written by SET_ROWS at ne2
+    distinct row ids into a {128 * 32, ne2 * ne3} cache of `type`."""
+    a = g.new_tensor(F32, [ne_a[0], ne_a[1], ne_a[2], 1], "a")
+    pos = g.new_tensor(I32, [ne_a[2] * (4 if mode & MROPE else 1)], "pos")
+    n_dims = 128
+    yarn = dict(freq_scale=1.4245, ext_factor=0.7465, attn_factor=1.4245, beta_fast=1.0, beta_slow=1.0)
+    if mode == VISION:   # only the (x, y) image coordinates: n_dims / 2 rotated pairs
+        r = rope(a, pos, None, n_dims // 2, mode, sections=[n_dims // 4, n_dims // 4, 0, 0], **yarn)
+    elif mode & MROPE:
+        r = rope(a, pos, None, n_dims, mode, sections=[n_dims // 3] * 3 + [0], **yarn)
+    else:
+        r = rope_plain(a, pos, ne_a[0], mode)
+    rows = view(r, [ne_a[0] * ne_a[1], ne_a[2]], [r.nb[2]], 0)
+    dst = g.new_tensor(type, [ne_a[0] * ne_a[1], ne_a[2] * ne_a[3], 1, 1], "dst")
+    out = set_rows(dst, rows, g.new_tensor(type_idx, [ne_a[2], 1, 1], "row_idxs"))
+    out.name = "out"
+    return out
+
+
+def init_rope_set_rows(t, rng, p):
+    """Row ids: a shuffled 0..ne2-1; positions uniform in [0, 512); the rest uniform [-1, 1]."""
+    if t.type == I64:
+        return rng.permutation(p["ne_a"][2])
+    if t.type == I32:
+        return rng.integers(0, 512, size=t.ne[0])
+    return None
+
+
+register(Family(
+    name="rope_set_rows",
+    build=build_rope_set_rows,
+    vars=("type", "type_idx", "ne_a", "mode"),
+    op="ROPE_SET_ROWS",
+    init=init_rope_set_rows,
+    fused=True,
+    eval_grid=lambda: [dict(type=t, type_idx="i64", ne_a=[128, 32, ne2, ne3], mode=m)
+                       for m in (NORMAL, NEOX, MROPE, VISION) for t in ("f16", "f32")
+                       for ne2 in (1, 8, 512) for ne3 in (1, 3)],
+))

@@ -99,3 +99,24 @@ def test_sampled_rms_norm_mul_rope_ok_on_ggml_cpu():
     # set_rows=1 chains end in SET_ROWS, whose reference and replay are SET_ROWS's family's
     fused = [c for c in cases_of("RMS_NORM_MUL_ROPE") if not c.params["set_rows"]]
     assert_ok("GGML-CPU", sample(fused, 6))
+
+
+def test_rope_set_rows_writes_the_rotated_rows_at_their_ids():
+    """ROPE_SET_ROWS (fused): the rope's ne2 rows land at the row ids of the cache, the other
+    rows keep the cache's values; sampled cases agree with ggml-CPU."""
+    from cannops.backend import reference
+    from cannops.cases import Case, family
+
+    case = Case(family("rope_set_rows"), dict(type="f32", type_idx="i64", ne_a=[128, 32, 8, 3], mode=0))
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    mem = reference.compute(g, inputs)
+    rope_node = next(t for t in g.tensors if t.op == "ROPE")
+    ids = next(inputs[t.index] for t in g.leaves if t.name == "row_idxs").reshape(-1)
+    dst = next(inputs[t.index] for t in g.leaves if t.name == "dst").reshape(24, 128 * 32)
+    out = mem.read(g.out).reshape(24, 128 * 32)
+    rotated = mem.read(rope_node).reshape(8, 128 * 32)
+    np.testing.assert_array_equal(out[ids], rotated)
+    untouched = np.setdiff1d(np.arange(24), ids)
+    np.testing.assert_array_equal(out[untouched], dst[untouched])
+    assert_ok("GGML-CPU", sample(cases_of("ROPE_SET_ROWS"), 6))

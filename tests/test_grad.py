@@ -106,3 +106,17 @@ def test_ops_grad_command():
     assert doc["mode"] == "grad"
     (r,) = doc["results"]
     assert r["status"] == "FAIL" and r["metric"] == "MAA" and r["error"] == pytest.approx(0.2)
+
+
+def test_a_permuted_operands_gradient_is_read_through_its_strides():
+    """B of MUL_MAT created permuted: its gradient is the permute of a contiguous one, a
+    non-contiguous ggml tensor (read wrongly as contiguous, the check FAILs by far)."""
+    from cannops.cases import all_cases
+    name = "MUL_MAT(type_a=f32,type_b=f32,m=16,n=4,k=4,bs=[2,3],nr=[1,1],per=[0,3,2,1],k_v=0,o=1)"
+    case = next(c for c in all_cases("grad") if c.name == name)
+    dev = open_device("GGML-CPU")
+    try:
+        r = grad(dev, case, 0)
+    finally:
+        dev.close()
+    assert r.status == "OK", r.reason

@@ -345,8 +345,10 @@ class GGMLDevice(Device):
             out = []
             for t in graph.params():
                 g = bw.grad_of(t)
+                # the gradient may be a view (e.g. the permute of a permuted operand's
+                # gradient): read it through its own strides
                 analytic = (np.zeros(t.nelements(), np.float32) if g == NULL
-                            else self._download(t, g).reshape(-1))
+                            else self._download(_like(t, g), g).reshape(-1))
                 p = r.ptrs[t.index]
                 cell = np.empty(1, np.float32)
 
@@ -377,6 +379,13 @@ class GGMLDevice(Device):
         if self._perf is not None:
             self._perf[2].free()
             self._perf = None
+
+
+def _like(t: Tensor, p) -> Tensor:
+    """A stand-in for ggml tensor p (t's type, p's ne and nb), to read p's data by."""
+    u = Tensor(Graph(), t.type, tuple(p.ne))
+    u.nb = tuple(p.nb)
+    return u
 
 
 def _check(r: Replay, t: Tensor, p) -> None:

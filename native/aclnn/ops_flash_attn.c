@@ -39,6 +39,10 @@ static int fa_input(struct ops_cann_ctx *ctx, const struct ggml_tensor *t, int64
         OPS_ACLNN(ctx, Cast, src, ACL_FLOAT16, half);
         src = half;
     }
+    if (d0 == ne[0] && t->type != GGML_TYPE_F16) {
+        *out = src;                         /* the cast result is contiguous already */
+        return 0;
+    }
     const int64_t c_ne[4] = { d0, ne[1], ne[2], ne[3] };
     aclTensor *dst = ops_scratch_tensor(ctx, GGML_TYPE_F16, c_ne, 4, &mem);
     if (!dst) return ctx->rc;
@@ -46,8 +50,6 @@ static int fa_input(struct ops_cann_ctx *ctx, const struct ggml_tensor *t, int64
         /* (front, back) pairs from the innermost dim: D's back grows by d0 - D */
         const int64_t pads[8] = { 0, d0 - ne[0], 0, 0, 0, 0, 0, 0 };
         OPS_ACLNN(ctx, ConstantPadNd, src, ops_int_array(ctx, pads, 8), ops_scalar_f32(ctx, 0.0f), dst);
-    } else if (t->type != GGML_TYPE_F16) {
-        dst = src;                          /* the cast result is contiguous already */
     } else {
         OPS_ACLNN(ctx, InplaceCopy, dst, src);
     }

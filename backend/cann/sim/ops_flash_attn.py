@@ -1,0 +1,225 @@
+"""aclnnFusedInferAttentionScoreV2 (ops-transformer fused_infer_attention_score), the
+non-quantized path, per its public doc for Atlas A2 / A3:
+
+  out = softmax(scaleValue * Q K^T + pseShift, with attenMask's 1s dropped) V
+
+  query / key / value   FLOAT16 or BFLOAT16 (INT8 and the quantized paths are not
+                        simulated), all one type, ND, 3-4 dims, contiguous (the doc's
+                        "non-contiguous: x"); key / value lists of one tensor, or of B
+                        tensors of batch 1; key and value shapes identical
+  inputLayout           BSH, BSND or BNSD simulated (BNSD_BSND, TND are not); numHeads is
+                        query's N, numKeyValueHeads (0: numHeads) key's N and divides numHeads
+  D                     <= 512; when Q_S > 1 and the types are FLOAT16 / BFLOAT16, a
+                        multiple of 16; N <= 256, B <= 65536
+  pseShiftOptional      FLOAT16 with a FLOAT16 query (BFLOAT16 with BFLOAT16), 4-D
+                        (B or 1, N, >= Q_S, >= KV_S), contiguous; added after the scaling
+  attenMaskOptional     BOOL / INT8 / UINT8, 1 = masked, (Q_S, KV_S), (B|1, Q_S, KV_S),
+                        (B|1, 1, Q_S, KV_S), or for Q_S = 1 (B, KV_S), (B, 1, KV_S); with
+                        sparseMode 0 the band [i - preTokens, i + nextTokens] applies too
+  sparseMode            0..4 (only 0 simulated); innerPrecise 0..3: bit 1 corrects rows
+                        that have nothing to attend to (output 0), without it such a row
+                        is 0/0
+  attentionOut          query's shape with value's D, query's type (FLOAT16 / BFLOAT16)
+  softmaxLseFlag        false simulated (softmaxLse may then be nullptr)
+
+The computation is in f32 from the input values; the result is rounded to attentionOut's type.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cannops.native._aclnn import ffi, lib
+
+from . import dtypes
+from .aclnn import Plan, invalid, need_contiguous, need_dims, need_dtype, operator, tensor
+from .ops_movement import _tensor_list
+from .runtime import SimError
+
+LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
+CHUNK = 1 << 22    # logits computed at once
+
+
+def _unsimulated(what: str) -> SimError:
+    return SimError(lib.ACLNN_ERR_INNER, f"{what} is not simulated")
+
+
+def _bnsd(a: np.ndarray, layout: str, n: int) -> np.ndarray:
+    """(B, N, S, D) view of a query / key / value array in `layout`."""
+    if layout == "BSH":
+        return a.reshape(a.shape[0], a.shape[1], n, -1).transpose(0, 2, 1, 3)
+    return a.transpose(0, 2, 1, 3) if layout == "BSND" else a
+
+
+def _dims_bnsd(t, layout: str, n: int, what: str) -> tuple[int, int, int, int]:
+    if t.ndim != (3 if layout == "BSH" else 4):
+        raise invalid(f"{what} has {t.ndim} dims, layout {layout} needs {3 if layout == 'BSH' else 4}")
+    if layout == "BSH":
+        b, s, h = t.dims
+        if n <= 0 or h % n:
+            raise invalid(f"{what} H {h} is not a multiple of its {n} heads")
+        return b, n, s, h // n
+    b, x, y, d = t.dims
+    return (b, y, x, d) if layout == "BSND" else (b, x, y, d)
+
+
+@operator("FusedInferAttentionScoreV2")
+def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, actual_seq_lengths,
+                                   actual_seq_lengths_kv, deq_scale1, quant_scale1, deq_scale2,
+                                   quant_scale2, quant_offset2, antiquant_scale, antiquant_offset,
+                                   block_table, query_padding_size, kv_padding_size,
+                                   key_antiquant_scale, key_antiquant_offset, value_antiquant_scale,
+                                   value_antiquant_offset, key_shared_prefix, value_shared_prefix,
+                                   actual_shared_prefix_len, num_heads, scale_value, pre_tokens,
+                                   next_tokens, input_layout, num_key_value_heads, sparse_mode,
+                                   inner_precise, block_size, antiquant_mode, softmax_lse_flag,
+                                   key_antiquant_mode, value_antiquant_mode, attention_out, softmax_lse):
+    for ptr, what in ((query, "query"), (key, "key"), (value, "value"), (attention_out, "attentionOut")):
+        if ptr == ffi.NULL:
+            raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, f"{what} is nullptr")
+    q, out = tensor(query, "query"), tensor(attention_out, "attentionOut")
+    ks, vs = _tensor_list(key, "key"), _tensor_list(value, "value")
+    pse = tensor(pse_shift, "pseShiftOptional", optional=True)
+    mask = tensor(atten_mask, "attenMaskOptional", optional=True)
+    for ptr, what in ((deq_scale1, "deqScale1"), (quant_scale1, "quantScale1"), (deq_scale2, "deqScale2"),
+                      (quant_scale2, "quantScale2"), (quant_offset2, "quantOffset2"),
+                      (antiquant_scale, "antiquantScale"), (antiquant_offset, "antiquantOffset"),
+                      (block_table, "blockTable (page attention)"), (query_padding_size, "queryPaddingSize"),
+                      (kv_padding_size, "kvPaddingSize"), (key_antiquant_scale, "keyAntiquantScale"),
+                      (key_antiquant_offset, "keyAntiquantOffset"), (value_antiquant_scale, "valueAntiquantScale"),
+                      (value_antiquant_offset, "valueAntiquantOffset"), (key_shared_prefix, "keySharedPrefix"),
+                      (value_shared_prefix, "valueSharedPrefix"),
+                      (actual_shared_prefix_len, "actualSharedPrefixLen"),
+                      (actual_seq_lengths, "actualSeqLengths"), (actual_seq_lengths_kv, "actualSeqLengthsKv")):
+        if ptr != ffi.NULL:
+            raise _unsimulated(what)
+    layout = ffi.string(input_layout).decode() if input_layout != ffi.NULL else ""
+    if layout not in LAYOUTS:
+        raise invalid(f"inputLayout {layout!r} should be one of {', '.join(LAYOUTS)}")
+    if layout not in ("BSH", "BSND", "BNSD"):
+        raise _unsimulated(f"inputLayout {layout}")
+
+    # types, formats, contiguity
+    floats = {"f16", "bf16"}
+    need_dtype(q, "query", floats | {"s8"})
+    if dtypes.short(q.dtype) == "s8":
+        raise _unsimulated("an INT8 query (full quantization)")
+    if not ks or len(ks) != len(vs):
+        raise invalid(f"key and value lists hold {len(ks)} and {len(vs)} tensors")
+    for i, (k, v) in enumerate(zip(ks, vs)):
+        need_dtype(k, f"key[{i}]", floats | {"s8", "s32"})
+        need_dtype(v, f"value[{i}]", floats | {"s8", "s32"})
+        if k.dtype != q.dtype or v.dtype != q.dtype:
+            if dtypes.short(k.dtype) in floats and dtypes.short(v.dtype) in floats:
+                raise invalid(f"key[{i}] / value[{i}] dtype {dtypes.name(k.dtype)} / {dtypes.name(v.dtype)} "
+                              f"should be query's {dtypes.name(q.dtype)}")
+            raise _unsimulated("INT8 / INT4 key and value (antiquant)")
+        if k.dims != v.dims:
+            raise invalid(f"key[{i}] shape {list(k.dims)} and value[{i}] shape {list(v.dims)} should be the same")
+    need_dtype(out, "attentionOut", floats | {"s8"})
+    if out.dtype != q.dtype:
+        raise (_unsimulated("an INT8 attentionOut") if dtypes.short(out.dtype) == "s8" else
+               invalid(f"attentionOut dtype {dtypes.name(out.dtype)} should be query's {dtypes.name(q.dtype)}"))
+    for t, what in [(q, "query"), (out, "attentionOut")] + [(k, "key") for k in ks] + [(v, "value") for v in vs] \
+            + ([(pse, "pseShiftOptional")] if pse else []) + ([(mask, "attenMaskOptional")] if mask else []):
+        if t.format not in (lib.ACL_FORMAT_ND, lib.ACL_FORMAT_NCHW, lib.ACL_FORMAT_NHWC):
+            raise invalid(f"{what} format {t.format} should be ND")
+    for t, what in [(q, "query")] + [(k, "key") for k in ks] + [(v, "value") for v in vs] \
+            + ([(pse, "pseShiftOptional")] if pse else []):
+        need_contiguous(t, what)
+    need_dims((q, "query"), (out, "attentionOut"), *[(k, "key") for k in ks], *[(v, "value") for v in vs],
+              lo=3, hi=4)
+
+    # shapes: heads, batch, sequence lengths, D
+    n_kv = num_key_value_heads or num_heads
+    if num_heads <= 0 or num_key_value_heads < 0 or num_heads % n_kv:
+        raise invalid(f"numHeads {num_heads} should be a positive multiple of numKeyValueHeads {n_kv}")
+    b, n, s_q, d = _dims_bnsd(q, layout, num_heads, "query")
+    if n != num_heads:
+        raise invalid(f"numHeads {num_heads} differs from query's N {n}")
+    kdims = [_dims_bnsd(k, layout, n_kv, "key") for k in ks]
+    vdims = [_dims_bnsd(v, layout, n_kv, "value") for v in vs]
+    if len(ks) > 1 and (len(ks) != b or any(kd[0] != 1 for kd in kdims) or len({kd[2] for kd in kdims}) > 1):
+        raise _unsimulated("key / value lists of several tensors of different lengths")
+    kb, kn, s_kv, kd = kdims[0][0] * len(ks), kdims[0][1], kdims[0][2], kdims[0][3]
+    dv = vdims[0][3]
+    if kn != n_kv:
+        raise invalid(f"numKeyValueHeads {n_kv} differs from key's N {kn}")
+    if kb != b:
+        raise invalid(f"key batch {kb} differs from query's B {b}")
+    if kd != d or dv != d:
+        raise invalid(f"query D {d}, key D {kd} and value D {dv} should be equal")
+    if d > 512 or n > 256 or b > 65536:
+        raise invalid(f"D {d} (<= 512), N {n} (<= 256) or B {b} (<= 65536) out of range")
+    if s_q > 1 and d % 16:
+        raise invalid(f"D {d} should be 16-aligned when Q_S > 1 with FLOAT16 / BFLOAT16 inputs")
+    expect = list(q.dims)
+    expect[-1] = dv * (n if layout == "BSH" else 1)
+    if list(out.dims) != expect:
+        raise invalid(f"attentionOut shape {list(out.dims)} should be {expect}")
+    if not 0 <= inner_precise <= 3:
+        raise invalid(f"innerPrecise {inner_precise} should be in 0..3")
+    if s_q > 1 and not 0 <= sparse_mode <= 4:
+        raise invalid(f"sparseMode {sparse_mode} should be in 0..4")
+    if s_q > 1 and sparse_mode != 0:
+        raise _unsimulated(f"sparseMode {sparse_mode}")
+    if softmax_lse_flag:
+        raise _unsimulated("softmaxLseFlag true")
+    if block_size:
+        raise invalid(f"blockSize {block_size} without a blockTable")
+    if pse is not None:
+        want = "f16" if dtypes.short(q.dtype) == "f16" else "bf16"
+        need_dtype(pse, "pseShiftOptional", {want})
+        need_dims((pse, "pseShiftOptional"), lo=4, hi=4)
+        pb, pn, ps, pk = pse.dims
+        if pb not in (1, b) or pn != n or ps < s_q or pk < s_kv:
+            raise invalid(f"pseShift shape {list(pse.dims)} should be ({b} or 1, {n}, >= {s_q}, >= {s_kv})")
+    if mask is not None:
+        need_dtype(mask, "attenMaskOptional", {"bool", "s8", "u8"})
+        need_dims((mask, "attenMaskOptional"), lo=2, hi=4)
+        md = mask.dims
+        ok = md[-1] >= s_kv and (md[-2] >= s_q if len(md) > 2 or s_q > 1 else md[0] == b)
+        lead = md[:-2] if (len(md) > 2 or s_q > 1) else ()
+        if not ok or any(x not in (1, b) for x in lead[:1]) or any(x != 1 for x in lead[1:]):
+            raise invalid(f"attenMask shape {list(md)} is not one of the documented shapes")
+
+    scale = np.float32(scale_value)
+    rep = n // n_kv
+
+    def compute(qa, *rest):
+        rest = list(rest)
+        ka = np.concatenate([np.asarray(x, np.float32) for x in rest[:len(ks)]])
+        va = np.concatenate([np.asarray(x, np.float32) for x in rest[len(ks):2 * len(ks)]])
+        rest = rest[2 * len(ks):]
+        pa = np.asarray(rest.pop(0), np.float32)[:, :, :s_q, :s_kv] if pse is not None else None
+        ma = np.asarray(rest.pop(0)) if mask is not None else None
+        qh = _bnsd(np.asarray(qa, np.float32), layout, n)            # (B, N, S, D)
+        kh = np.repeat(_bnsd(ka, layout, n_kv), rep, axis=1)          # query head h -> kv head h // rep
+        vh = np.repeat(_bnsd(va, layout, n_kv), rep, axis=1)
+        if ma is not None:
+            ma = ma.reshape((1,) * (4 - ma.ndim) + ma.shape) if ma.ndim > 2 or s_q > 1 else ma[:, None, None]
+            ma = ma[..., :s_q, :s_kv] != 0
+            if sparse_mode == 0:   # the band of tokens a query may see
+                i, j = np.arange(s_q)[:, None], np.arange(s_kv)[None, :]
+                ma = ma | (j < i - pre_tokens) | (j > i + next_tokens)
+        res = np.empty(qh.shape[:3] + (dv,), np.float32)
+        step = max(1, CHUNK // max(1, b * n * s_kv))
+        for i0 in range(0, s_q, step):
+            rows = slice(i0, i0 + step)
+            x = scale * np.matmul(qh[:, :, rows], np.swapaxes(kh, -1, -2))
+            if pa is not None:
+                x = x + pa[:, :, rows]
+            if ma is not None:
+                x = np.where(ma[..., rows, :], -np.inf, x)
+            top = x.max(axis=-1, keepdims=True)
+            e = np.exp(x - top)                # a row of only -inf: 0/0
+            total = e.sum(axis=-1, keepdims=True)
+            r = np.matmul(e, vh) / total
+            if inner_precise & 2:              # invalid-row correction
+                r = np.where(np.isneginf(top), 0.0, r)
+            res[:, :, rows] = r
+        if layout == "BSH":
+            return res.transpose(0, 2, 1, 3).reshape(out.dims)
+        return res.transpose(0, 2, 1, 3) if layout == "BSND" else res
+
+    inputs = [q] + ks + vs + ([pse] if pse is not None else []) + ([mask] if mask is not None else [])
+    return Plan(compute, inputs, [out])

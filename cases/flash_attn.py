@@ -1,0 +1,222 @@
+"""test_flash_attn_ext (FLASH_ATTN_EXT): fused attention softmax(scale*Q K^T [softcap]
++ slope*mask [+ sink]) V over heads, with grouped-query K/V heads, ALiBi, logit softcap,
+attention sinks, f32 / f16 / bf16 / quantized K and V, and permuted (BSND-stored) inputs."""
+from __future__ import annotations
+
+import numpy as np
+
+from .catalog import Family, register
+from .graph import Tensor, new_op, view
+from .graph import permute as ggml_permute
+from .inputs import shape_of, uniform
+from .types import F16, F32, ggml_type
+
+PREC = {"def": 0, "f32": 10}   # enum ggml_prec, as test-backend-ops prints it
+
+
+def flash_attn_ext(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float,
+                   max_bias: float = 0.0, logit_softcap: float = 0.0) -> Tensor:
+    """ggml_flash_attn_ext: q {D_k, n_q, n_head, n_seq}, k {D_k, n_kv, n_head_kv, n_seq},
+    v {D_v, n_kv, n_head_kv, n_seq}, mask f16 {n_kv, n_q, 1 or divides n_head, divides n_seq}
+    -> f32 {D_v, n_head, n_q, n_seq} (the result is permuted: heads before tokens);
+    op_params = [scale, max_bias, logit_softcap] (f32), src = [q, k, v, mask]."""
+    assert k.ne[0] == q.ne[0] and q.ne[2] % k.ne[2] == 0 and q.ne[3] % k.ne[3] == 0  # can_mul_mat
+    assert q.ne[3] == k.ne[3] == v.ne[3]
+    if mask is not None:
+        assert mask.type == F16 and mask.is_contiguous()
+        assert q.ne[2] % mask.ne[2] == 0 and q.ne[3] % mask.ne[3] == 0
+    if max_bias > 0.0:
+        assert mask is not None, "ALiBi needs a mask"
+    return new_op(q.graph, "FLASH_ATTN_EXT", F32, [v.ne[0], q.ne[2], q.ne[1], q.ne[3]],
+                  [q, k, v, mask], f32=[scale, max_bias, logit_softcap])
+
+
+def flash_attn_ext_set_prec(t: Tensor, prec: str) -> Tensor:
+    """ggml_flash_attn_ext_set_prec: op_params[3] = enum ggml_prec."""
+    assert t.op == "FLASH_ATTN_EXT"
+    t.set_params_i32([PREC[prec]], 3)
+    return t
+
+
+def flash_attn_ext_add_sinks(t: Tensor, sinks: Tensor | None) -> Tensor:
+    """ggml_flash_attn_ext_add_sinks: one f32 sink logit per query head, as src[4]."""
+    if sinks is None:
+        del t.src[4:]
+        return t
+    assert t.op == "FLASH_ATTN_EXT" and len(t.src) < 5
+    assert t.src[0].ne[2] == sinks.ne[0] and sinks.type == F32
+    t.src = t.src[:4] + [sinks]
+    return t
+
+
+def _pad(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, prec, type_K,
+          type_V, permute: list):
+    """test_flash_attn_ext::build_graph. K and V are views of caches twice as long (as a
+    KV cache is); with permute = [0,2,1,3] each input is stored token-major and permuted
+    back to ggml's {D, tokens, heads, seq} order; the MLA shape (576/512) reads V out of K."""
+    tk, tv = ggml_type(type_K), ggml_type(type_V)
+    dk, dv = _pad(hsk, tk.blck_size), _pad(hsv, tv.blck_size)
+
+    def create(type, ne, is_view, name):
+        ne_perm = [0] * 4
+        for i in range(4):
+            ne_perm[permute[i]] = ne[i]
+        if is_view:
+            t0 = g.new_tensor(type, [ne_perm[0], 2 * ne_perm[1], ne_perm[2], ne_perm[3]])
+            t = view(t0, ne_perm, t0.nb[1:])
+        else:
+            t = g.new_tensor(type, ne_perm)
+        if list(permute) != [0, 1, 2, 3]:
+            t = ggml_permute(t, *permute)
+        t.name = name
+        return t
+
+    q = create(F32, [dk, nb, nh * nr23[0], nr23[1]], False, "q")
+    k = create(tk, [dk, kv, nh, nr23[1]], True, "k")
+    if tk == tv and dk == 576 and dv == 512:
+        v = view(k, [dv, kv, nh, nr23[1]], k.nb[1:])   # V is the first 512 of K's 576
+        v.name = "v"
+    else:
+        v = create(tv, [dv, kv, nh, nr23[1]], True, "v")
+    m = g.new_tensor(F16, [kv, nb, 1, nr23[1]], "m") if mask else None
+    s = g.new_tensor(F32, [q.ne[2]], "s") if sinks else None
+    scale = float(np.float32(1.0) / np.sqrt(np.float32(hsk)))    # 1.0f/sqrtf(hsk)
+    out = flash_attn_ext(q, k, v, m, scale, max_bias, logit_softcap)
+    flash_attn_ext_add_sinks(out, s)
+    return flash_attn_ext_set_prec(out, prec)
+
+
+
+def kq_mask(t: Tensor, rng: np.random.Generator) -> np.ndarray:
+    """test-backend-ops' init_tensor_kq_mask: uniform [-1, 1], then 20% of the area (in
+    blocks of 64 rows x 128 columns, clipped at the edges, at random places) set to -inf
+    or to 0 -- so that whole masked-out stretches, and sometimes whole rows, occur."""
+    ne0, ne1, ne2, ne3 = t.ne
+    data = uniform(t, rng)
+    for _ in range(int(0.2 * t.nelements() / (128 * 64))):
+        p3, p2, p1, p0 = (int(rng.integers(n)) for n in (ne3, ne2, ne1, ne0))
+        data[p3, p2, p1:p1 + 64, p0:p0 + 128] = -np.inf if rng.integers(2) else 0.0
+    return data
+
+
+def init(t: Tensor, rng: np.random.Generator, params) -> np.ndarray | None:
+    if t.name == "s":   # sinks large enough that a wrong use shows
+        return rng.uniform(-10.0, 10.0, size=shape_of(t)).astype(np.float32)
+    if t.name == "m":
+        return kq_mask(t, rng)
+    return None
+
+
+def _case(hsk, hsv, nh, nr23, kv, nb, mask=True, sinks=False, max_bias=0.0, logit_softcap=0.0,
+          prec="f32", type_K="f16", type_V="f16", permute=(0, 1, 2, 3)):
+    return dict(hsk=hsk, hsv=hsv, nh=nh, nr23=list(nr23), kv=kv, nb=nb, mask=mask, sinks=sinks,
+                max_bias=max_bias, logit_softcap=logit_softcap, prec=prec, type_K=type_K,
+                type_V=type_V, permute=list(permute))
+
+
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+
+
+def eval_grid():
+    cases = []
+    # prefill shapes with long KV (nb >= 32, kv >= 1024)
+    for kv in (1024, 2048):
+        for hs in (64, 128, 256):
+            for nb in (32, 64):
+                for t in ("f16", "q8_0", "q4_0"):
+                    cases.append(_case(hs, hs, 8, (4, 1), kv, nb, type_K=t, type_V=t))
+    # the main grid: head sizes of current models (192/128 and 576/512, 320/256: MLA), with
+    # broadcast (nr3) only for small heads, GQA ratios per head size, K/V types at 64 / 72
+    for hsk in (40, 64, 72, 80, 96, 128, 192, 256, 320, 512, 576):
+        for hsv in (40, 64, 72, 80, 96, 128, 192, 256, 512):
+            if hsk not in (192, 320, 576) and hsk != hsv:
+                continue
+            if (hsk == 192 and hsv not in (128, 192)) or (hsk == 576 and hsv != 512) \
+                    or (hsk == 320 and hsv != 256):
+                continue
+            for mask in (True, False):
+                for sinks in (True, False):
+                    for max_bias in (0.0, 8.0):
+                        if not mask and max_bias > 0.0:
+                            continue
+                        for softcap in (0.0, 10.0):
+                            if hsk != 128 and softcap != 0.0:
+                                continue
+                            for nh in (1, 4):
+                                if nh == 1 and hsk not in (320, 576):
+                                    continue
+                                for nr3 in (1, 3):
+                                    if hsk > 64 and nr3 > 1:
+                                        continue
+                                    for nr2 in (1, 4, 8, 12, 16, 20, 32):
+                                        if (nr2 == 8 and hsk != 192) or (nr2 == 12 and hsk != 128) \
+                                                or (nr2 == 16 and hsk != 192) \
+                                                or (nr2 == 20 and (nh != 1 or hsk != 576)) \
+                                                or (nr2 == 32 and (nh != 1 or hsk != 320)):
+                                            continue
+                                        for kv in (113, 512, 1024):
+                                            if nr2 != 1 and kv != 512:
+                                                continue
+                                            for nb in (1, 3, 32, 75):
+                                                for prec in ("f32", "def"):
+                                                    if hsk != 128 and prec == "def":
+                                                        continue
+                                                    for t in KV_TYPES:
+                                                        if t != "f16" and hsk not in (64, 72):
+                                                            continue
+                                                        kw = dict(mask=mask, sinks=sinks, max_bias=max_bias,
+                                                                  logit_softcap=softcap, prec=prec,
+                                                                  type_K=t, type_V=t)
+                                                        cases.append(_case(hsk, hsv, nh, (nr2, nr3), kv, nb, **kw))
+                                                        # fewer cases permuted
+                                                        if mask and max_bias == 0.0 and softcap == 0 and kv == 512:
+                                                            cases.append(_case(hsk, hsv, nh, (nr2, nr3), kv, nb,
+                                                                               permute=(0, 2, 1, 3), **kw))
+    # mixed K / V types, and the 1- and 2-bit types
+    for hsk, hsv, kv, nb, mask, tk, tv in (
+            (64, 64, 128, 2, True, "q8_0", "q4_0"), (64, 64, 128, 2, True, "q4_0", "f16"),
+            (72, 72, 96, 2, True, "q4_0", "q8_0"), (64, 64, 96, 2, True, "f16", "f32"),
+            (128, 128, 256, 1, False, "f16", "q4_0"), (128, 128, 96, 2, True, "q1_0", "q1_0"),
+            (128, 64, 128, 2, True, "q1_0", "q4_0"), (64, 128, 128, 2, True, "q4_0", "q1_0"),
+            (128, 64, 64, 2, True, "q1_0", "f16"), (128, 128, 96, 2, True, "q2_0", "q2_0"),
+            (128, 64, 128, 2, True, "q2_0", "q4_0"), (64, 128, 128, 2, True, "q4_0", "q2_0"),
+            (128, 64, 64, 2, True, "q2_0", "f16")):
+        cases.append(_case(hsk, hsv, 4, (1, 1), kv, nb, mask=mask, type_K=tk, type_V=tv))
+    # long KV, f16 (a Qwen3.6-27B geometry and a llama-class one)
+    for kv in (4096, 16384):
+        cases.append(_case(256, 256, 4, (6, 1), kv, 512))
+        cases.append(_case(128, 128, 8, (4, 1), kv, 512))
+    return cases
+
+
+def perf_grid():
+    cases = [_case(72, 72, 16, (1, 1), 5776, 5776, mask=False)]   # Qwen3-VL-8B vision
+    cases += [_case(64, 64, 8, (8, 1), 7680, nb) for nb in (1, 4)]
+    cases += [_case(64, 64, 8, (8, 1), 7680, nb, type_K=t, type_V=t)
+              for t in ("q4_0", "q8_0") for nb in (1, 512)]
+    cases += [_case(hs, hs, 8, (nr, 1), kv, 1)
+              for kv in (4096, 8192, 16384) for hs in (64, 128) for nr in (1, 4)]
+    return cases
+
+
+def flops(out: Tensor, p) -> int:
+    """Only the two matrix products: Q K^T and P V, per head."""
+    return 2 * p["nh"] * p["nr23"][0] * p["nb"] * (p["hsk"] + p["hsv"]) * p["kv"] * p["nr23"][1]
+
+
+register(Family(
+    name="flash_attn_ext",
+    build=build,
+    vars=("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias", "logit_softcap", "prec",
+          "type_K", "type_V", "permute"),
+    op="FLASH_ATTN_EXT",
+    eval_grid=eval_grid,
+    perf_grid=perf_grid,
+    init=init,
+    max_nmse=5e-4,
+    flops=flops,
+))

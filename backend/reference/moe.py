@@ -14,7 +14,7 @@ from . import reference
 
 @reference("MUL_MAT_ID")
 def mul_mat_id(node, as_, b, ids):
-    a = np.asarray(as_, dtype=np.float64)[0]              # (n_expert, m, k)
+    a = np.asarray(as_)[0]                                # (n_expert, m, k), widened per expert
     x = np.asarray(b, dtype=np.float64)[0]                # (n_tokens, n_b, k)
     ids = np.asarray(ids)[0, 0].astype(np.int64)          # (n_tokens, n_used)
     n_tokens, n_used = ids.shape
@@ -22,7 +22,7 @@ def mul_mat_id(node, as_, b, ids):
     out = np.zeros((n_tokens, n_used, a.shape[1]))
     for e in np.unique(ids):                              # one product per expert in use
         rows = ids == e
-        out[rows] = x[rows] @ a[e].T
+        out[rows] = x[rows] @ a[e].astype(np.float64).T
     return out[None]
 
 

@@ -1,0 +1,336 @@
+"""Mixture-of-experts and other LLM-inference matrix products: test_mul_mat_id (MUL_MAT_ID),
+test_mul_mat_id_fusion (MUL_MAT_ID_FUSION), test_out_prod (OUT_PROD), test_mul_mat_hadamard
+(MUL_MAT_HADAMARD) and test_mul_mat_vec_fusion (MUL_MAT_VEC_FUSION, a whole FFN block).
+
+MUL_MAT_ID picks, per token and per used slot, one expert matrix by a row id; the row ids
+are initialised as test-backend-ops does: each token's row is a shuffle of the experts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .binary import add_id
+from .catalog import Family, register
+from .glu import glu_split
+from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
+from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
+from .movement import get_rows, repeat
+from .types import F32, I32
+
+
+# --- constructors (ggml.c) ---
+
+def mul_mat_id(as_: Tensor, b: Tensor, ids: Tensor) -> Tensor:
+    """ggml_mul_mat_id: as {k, m, n_expert}, b {k, n_b, n_tokens}, ids i32 {n_used, n_tokens}
+    -> f32 {m, n_used, n_tokens}: out[:, e, t] = as[:, :, ids[e, t]] @ b[:, e % n_b, t]."""
+    assert not as_.nb[0] > as_.nb[1] and ids.type == I32
+    assert as_.ne[3] == 1 and b.ne[3] == 1 and ids.ne[2] == 1 and ids.ne[3] == 1
+    assert ids.ne[1] == b.ne[2] and as_.ne[0] == b.ne[0] and ids.ne[0] % b.ne[1] == 0
+    return new_op(as_.graph, "MUL_MAT_ID", F32, [as_.ne[1], ids.ne[0], b.ne[2], 1], [as_, b, ids])
+
+
+def out_prod(a: Tensor, b: Tensor) -> Tensor:
+    """ggml_out_prod: a {m, k, ne02, ne03}, b {n, k, ne12, ne13} -> f32 {m, n, ne12, ne13},
+    out = a b^T per matrix; a's batch dims divide b's (repeated, as in MUL_MAT)."""
+    assert a.ne[1] == b.ne[1] and b.ne[2] % a.ne[2] == 0 and b.ne[3] % a.ne[3] == 0
+    assert not a.nb[0] > a.nb[1], "ggml_out_prod: a must not be transposed"
+    return new_op(a.graph, "OUT_PROD", F32, [a.ne[0], b.ne[0], b.ne[2], b.ne[3]], [a, b])
+
+
+HINT_SRC0_IS_HADAMARD = 1   # enum ggml_op_hint
+
+
+def mul_mat_set_hint(t: Tensor, hint: int) -> Tensor:
+    """ggml_mul_mat_set_hint: op_params word 1 of a MUL_MAT node."""
+    assert t.op == "MUL_MAT"
+    t.set_params_i32([hint], start=1)
+    return t
+
+
+# --- inputs ---
+
+def expert_ids(t: Tensor, rng: np.random.Generator, n_mats: int) -> np.ndarray:
+    """init_mul_mat_id_tensors: each row holds i % n_mats for i < ne0, shuffled."""
+    return rng.permuted(np.broadcast_to(np.arange(t.ne[0]) % n_mats, (t.nrows(), t.ne[0])), axis=1)
+
+
+def init_moe(t, rng, p):
+    """Row ids for the i32 leaves, uniform [-1, 1] for the rest."""
+    return expert_ids(t, rng, p["n_mats"]) if t.type == I32 else None
+
+
+def new_ids(g, n_mats, n_used, n_tokens) -> Tensor:
+    """ids {n_mats, n_tokens}, of which a view keeps the first n_used per token."""
+    ids = g.new_tensor(I32, [n_mats, n_tokens], "ids")
+    return view(ids, [n_used, n_tokens], [ids.nb[1]]) if n_used != n_mats else ids
+
+
+def _unique(cases):
+    """test-backend-ops lists a few cases twice: keep the first."""
+    seen, out = set(), []
+    for p in cases:
+        key = repr(sorted(p.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def moe_flops(out, p):
+    return 2 * p["m"] * p["k"] * p["n"] * p["n_used"]
+
+
+# --- test_mul_mat_id ---
+
+def build_mul_mat_id(g, type_a, type_b, n_mats, n_used, b, m, n, k):
+    as_ = g.new_tensor(type_a, [k, m, n_mats], "as")
+    ids = new_ids(g, n_mats, n_used, n)
+    bt = g.new_tensor(type_b, [k, 1 if b else n_used, n], "b")
+    return mul_mat_id(as_, bt, ids)
+
+
+def mmid(type_a, type_b, n_mats, n_used, b, m, n, k):
+    return dict(type_a=type_a, type_b=type_b, n_mats=n_mats, n_used=n_used, b=b, m=m, n=n, k=k)
+
+
+def mul_mat_id_eval():
+    c = []
+    # many experts times tokens
+    for b in (False, True):
+        c += [mmid("f16", "f32", 16, 16, b, 32, 1024, 16), mmid("f16", "f32", 2, 2, b, 32, 8192, 64),
+              mmid("f16", "f32", 16, 16, b, 50, 200, 64), mmid("bf16", "f32", 16, 16, b, 32, 1024, 16),
+              mmid("bf16", "f32", 16, 16, b, 50, 200, 64)]
+    c.append(mmid("f16", "f32", 1, 1, False, 8, 16, 1))
+    # gpt-oss shapes (a Vulkan mmq_id issue)
+    c += [mmid(t, "f32", 32, 2, False, 2880, 32, 2880) for t in ("mxfp4", "q4_0")]
+    c += [mmid(t, "f32", 4, 2, False, 64, 16, 3 * blck_size(t)) for t in ALL_TYPES]
+    c += [mmid(ta, "f32", n_mats, n_used, b, 512, n, 256) for ta in BASE_TYPES for n_mats in (4, 8)
+          for n_used in (1, 2, 4) for b in (False, True) for n in (1, 4, 5, 17, 32, 129)]
+    c += [mmid(ta, "f32", 4, 2, False, 512, n, 256) for ta in OTHER_TYPES for n in (1, 32)]
+    return c
+
+
+# qwen3-30b-a3b (128 experts, 8 used), its 32-expert variant, gpt-oss-20b
+def mul_mat_id_perf():
+    types = ("f32", "f16", "q4_0", "q8_0", "q4_K", "q6_K", "iq2_xs")
+    bss = (1, 4, 8, 32, 64, 128, 256, 512)
+    c = [mmid(t, "f32", 128, 8, False, 768, bs, 2048) for bs in bss for t in types]
+    c += [mmid(t, "f32", 32, 4, False, 1792, bs, 2048) for bs in bss for t in types]
+    c += [mmid("mxfp4", "f32", 32, 4, False, 2880, bs, 2880) for bs in (1, 4, 8, 512)]
+    return c
+
+
+register(Family(
+    name="mul_mat_id",
+    build=build_mul_mat_id,
+    vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
+    op="MUL_MAT_ID",
+    # q8_0, q1_0, q2_0 and q4_1 are in both BASE_TYPES and OTHER_TYPES: their shared cases once
+    eval_grid=lambda: _unique(mul_mat_id_eval()),
+    perf_grid=mul_mat_id_perf,
+    init=init_moe,
+    max_nmse=5e-4,
+    flops=moe_flops,
+))
+
+
+# --- test_mul_mat_id_fusion: o products summed, then (mul) a per-row weight ---
+
+def build_mul_mat_id_fusion(g, type_a, type_b, n_mats, n_used, b, m, n, k, o, mul):
+    as_ = g.new_tensor(type_a, [k, m, n_mats], "as")
+    ids = new_ids(g, n_mats, n_used, n)
+    bt = g.new_tensor(type_b, [k, 1 if b else n_used, n], "b")
+    out = mul_mat_id(as_, bt, ids)
+    for _ in range(1, o):
+        out = add(out, mul_mat_id(g.new_tensor(type_a, [k, m, n_mats]), bt, ids))
+    if mul:
+        # ffn_moe_weighted: one weight per (slot, token)
+        out = binary("MUL", out, g.new_tensor(out.type, [1, out.ne[1], out.ne[2], out.ne[3]]))
+    return out
+
+
+def mmid_fusion(type_a, type_b, n_mats, n_used, b, m, n, k, o=1, mul=False):
+    return dict(mmid(type_a, type_b, n_mats, n_used, b, m, n, k), o=o, mul=mul)
+
+
+register(Family(
+    name="mul_mat_id_fusion",
+    build=build_mul_mat_id_fusion,
+    vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k", "o", "mul"),
+    op="MUL_MAT_ID_FUSION",
+    eval_grid=lambda: [mmid_fusion("f16", "f32", 16, 16, False, 32, 32, 32, 3)] + [
+        mmid_fusion(t, "f32", 128, 8, False, 768, bs, 2048, 1, True)
+        for bs in (1, 4, 512) for t in ("f32", "f16", "q4_0", "q4_K")],
+    perf_grid=lambda: [mmid_fusion(**p) for p in mul_mat_id_perf()],
+    init=init_moe,
+    max_nmse=5e-4,
+    fused=True,
+    flops=moe_flops,
+))
+
+
+# --- test_out_prod ---
+
+def build_out_prod(g, type_a, type_b, m, n, k, bs, nr, trans_b):
+    a = g.new_tensor(type_a, [m, k, bs[0], bs[1]], "a")
+    if trans_b:
+        b = transpose(g.new_tensor(type_b, [k, n, bs[0] * nr[0], bs[1] * nr[1]], "b"))
+    else:
+        b = g.new_tensor(type_b, [n, k, bs[0] * nr[0], bs[1] * nr[1]], "b")
+    return out_prod(a, b)
+
+
+def op_case(type_a, type_b, m, n, k, bs, nr, trans_b=False):
+    return dict(type_a=type_a, type_b=type_b, m=m, n=n, k=k, bs=list(bs), nr=list(nr), trans_b=trans_b)
+
+
+def out_prod_eval():
+    c = [op_case(ta, tb, 256, n, k, (bs2, bs3), (nr2, nr3)) for ta in BASE_TYPES for tb in ("f32", "f16")
+         for n in (1, 16) for k in (1, 16) for bs2 in (1, 3) for bs3 in (1, 3)
+         for nr2 in (1, 2) for nr3 in (1, 2)]
+    # batched (ne2 > 1, one src0 per dst matrix) and broadcast (one src0 for nr2 matrices)
+    c += [op_case("f32", "f32", 256, 16, 16, (ne2, 1), (1, 1)) for ne2 in (1, 8, 16, 32)]
+    c += [op_case("f32", "f32", 256, 16, 16, (1, 1), (nr2, 1)) for nr2 in (8, 16, 32)]
+    return c
+
+
+register(Family(
+    name="out_prod",
+    build=build_out_prod,
+    vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "trans_b"),
+    op="OUT_PROD",
+    # (f32, f32, 256, 16, 16, [1,1], [1,1]) is listed by both sweeps: once here
+    eval_grid=lambda: _unique(out_prod_eval()),
+    max_nmse=5e-4,
+))
+
+
+# --- test_mul_mat_hadamard: a MUL_MAT whose src0 is a Walsh-Hadamard matrix, hinted so ---
+
+def build_mul_mat_hadamard(g, **p):
+    out = build_mul_mat(g, **p)
+    return mul_mat_set_hint(out, HINT_SRC0_IS_HADAMARD)
+
+
+def init_hadamard(t, rng, p):
+    """"a": row r, column i is +-1/sqrt(ne0), negative when r & i has an odd popcount
+    (r counts the rows of every matrix); everything else uniform."""
+    if t.name != "a":
+        return None
+    r = np.arange(t.nrows(), dtype=np.int64)[:, None]
+    i = np.arange(t.ne[0], dtype=np.int64)[None, :]
+    bits = r & i
+    parity = np.zeros_like(bits)
+    while bits.any():
+        parity ^= bits & 1
+        bits >>= 1
+    return np.where(parity == 0, 1.0, -1.0).astype(np.float32) / np.sqrt(np.float32(t.ne[0]))
+
+
+def hadamard(m, n, k, bs=(1, 1)):
+    return mm("f32", "f32", m, n, k, bs, (1, 1))
+
+
+register(Family(
+    name="mul_mat_hadamard",
+    build=build_mul_mat_hadamard,
+    vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
+    op="MUL_MAT_HADAMARD",
+    eval_grid=lambda: [hadamard(128, 1, 128), hadamard(64, 1, 64), hadamard(256, 1, 256),
+                       hadamard(512, 1, 512), hadamard(128, 32, 128), hadamard(128, 4, 128, (2, 3)),
+                       hadamard(256, 512, 256),
+                       hadamard(32, 1, 32), hadamard(1024, 1, 1024)],  # below / above the FWHT sizes
+    perf_grid=lambda: [hadamard(128, 1, 128), hadamard(64, 1, 64), hadamard(256, 1, 256),
+                       hadamard(128, 32, 128)] + [hadamard(s, 2048, s) for s in (64, 128, 256, 512)],
+    init=init_hadamard,
+    max_nmse=5e-4,
+    flops=lambda out, p: 2 * p["m"] * p["n"] * p["k"] * p["bs"][0] * p["bs"][1],
+))
+
+
+# --- test_mul_mat_vec_fusion: up (and gate) projections, bias, GLU, bias or weight ---
+
+def build_mul_mat_vec_fusion(g, type, glu_op, m, n, k, use_id, n_mats, n_used, b, with_bias,
+                             with_gate, with_lane_scale, batch_dims):
+    op = GLU_OPS[glu_op]   # SWIGLU or GEGLU in every case (never SWIGLU_OAI)
+
+    def gated(ffn_gate, ffn_up):
+        return glu_split(ffn_gate, ffn_up, op)
+
+    if not use_id:
+        ch, samples = batch_dims
+        cur = g.new_tensor(F32, [k, m, ch, samples], "cur")
+        gate = g.new_tensor(type, [k, n, ch, samples], "gate") if with_gate else None
+        up = g.new_tensor(type, [k, n, ch, samples], "up")
+
+        def lane(w):
+            x = mul_mat(w, cur)
+            if with_lane_scale:
+                x = mul(x, g.new_tensor(F32, [1]))
+            if with_bias:
+                x = add(x, g.new_tensor(F32, [x.ne[0], 1, ch, samples]))
+            return x
+
+        ffn_up = lane(up)
+        out = gated(lane(gate), ffn_up) if with_gate else ffn_up
+        return add(out, g.new_tensor(F32, [out.ne[0], 1, ch, samples]))
+
+    gates = g.new_tensor(type, [k, n, n_mats], "gates")
+    ups = g.new_tensor(type, [k, n, n_mats], "ups")
+    ids = new_ids(g, n_mats, n_used, m)
+    cur = g.new_tensor(F32, [k, 1 if b else n_used, m], "cur")
+
+    def lane(w):
+        x = mul_mat_id(w, cur, ids)
+        if with_lane_scale:
+            # one scale per expert, gathered per (slot, token)
+            s = reshape(g.new_tensor(F32, [n_mats], "scale"), [1, n_mats, 1])
+            s = get_rows(repeat(s, [1, n_mats, m, 1]), ids)
+            x = mul(x, s)
+        if with_bias:
+            x = add_id(x, g.new_tensor(F32, [x.ne[0], n_mats]), ids)
+        return x
+
+    ffn_up = lane(ups)
+    out = gated(lane(gates), ffn_up) if with_gate else ffn_up
+    return mul(out, g.new_tensor(out.type, [1, out.ne[1], out.ne[2], out.ne[3]]))
+
+
+def vec_fusion_eval():
+    c = []
+
+    def case(type, op, m, use_id, b, with_bias, with_gate, lane_scale, batch_dims):
+        return dict(type=type, glu_op=GLU_OPS.index(op), m=m, n=32, k=256, use_id=use_id, n_mats=16,
+                    n_used=8, b=b, with_bias=with_bias, with_gate=with_gate,
+                    with_lane_scale=lane_scale, batch_dims=list(batch_dims))
+
+    for type in BASE_TYPES:
+        for with_gate in (False, True):
+            for use_id in (False, True):
+                for b in (False, True) if use_id else (False,):
+                    for with_bias in (False, True):
+                        if not with_gate and not with_bias:
+                            continue
+                        for op in ("SWIGLU", "GEGLU") if with_gate else ("SWIGLU",):
+                            for lane_scale in (False, True) if type == "nvfp4" else (False,):
+                                args = (type, op)
+                                rest = (use_id, b, with_bias, with_gate, lane_scale)
+                                c.append(case(*args, 1, *rest, (4, 2)))
+                                c.append(case(*args, 1, *rest, (1, 1)))
+                                if not use_id and with_gate and not with_bias:
+                                    # small multi-token batches (speculative decoding)
+                                    c += [case(*args, mb, *rest, (1, 1)) for mb in (2, 4, 8)]
+    return c
+
+
+register(Family(
+    name="mul_mat_vec_fusion",
+    build=build_mul_mat_vec_fusion,
+    vars=("type", "glu_op", "m", "n", "k", "use_id", "n_mats", "n_used", "b", "with_bias",
+          "with_gate", "with_lane_scale", "batch_dims"),
+    op="MUL_MAT_VEC_FUSION",
+    eval_grid=vec_fusion_eval,
+    init=lambda t, rng, p: init_moe(t, rng, p) if p["use_id"] else None,
+    max_nmse=5e-3,
+    fused=True,
+))

@@ -1,6 +1,6 @@
 """aclnn operators of the RoPE family: the in-place scalar arithmetic of ops-math (Subs, Divs,
-Muls), ops-nn's Threshold and ops-math's ClampMax (in place), IndexSelect,
-RepeatInterleaveIntWithDim, and ops-transformer's RotaryPositionEmbedding.
+Muls), ops-nn's Threshold and ops-math's ClampMax (in place), RepeatInterleaveIntWithDim and
+ops-transformer's RotaryPositionEmbedding (IndexSelect is MUL_MAT_ID's, ops_moe.py).
 
 RotaryPositionEmbedding, as its page documents it for Atlas A2 / A3:
   y = x * cos + rotate(x) * sin, rotate = cat(-x2, x1) of the two halves of the last dim
@@ -67,38 +67,7 @@ def inplace_clamp_max(self_ref, clip_value_max):
     return Plan(lambda a: np.minimum(as_compute(a, x.dtype), hi.value), [x], [x])
 
 
-# ------------------------------------------------------------------ selection ----
-
-INDEX_SELECT_TYPES = {"f32", "f16", "f64", "bf16", "s8", "u8", "s16", "s32", "s64", "bool", "c64", "c128"}
-
-
-@operator("IndexSelect")
-def index_select(self, dim, index, out):
-    """out = self.index_select(dim, index): index 1-D (or a scalar) of INT32 / INT64 values
-    in [0, self.shape[dim]); out has self's dtype and shape, dim resized to index's length."""
-    x, idx, y = tensor(self, "self"), tensor(index, "index"), tensor(out, "out")
-    need_dtype(x, "self", INDEX_SELECT_TYPES)
-    need_same_dtype(x, y, "self", "out")
-    need_dtype(idx, "index", {"s32", "s64"})
-    need_dims((x, "self"), (y, "out"), hi=8)
-    if idx.ndim > 1:
-        raise invalid(f"index has {idx.ndim} dims, should be 0 or 1")
-    n = max(x.ndim, 1)
-    if not -n <= dim < n:
-        raise invalid(f"dim {dim} should be in [{-n}, {n})")
-    d = dim % n
-    count = int(np.prod(idx.dims, dtype=np.int64))
-    expect = tuple(count if i == d else s for i, s in enumerate(x.dims))
-    if y.dims != expect:
-        raise invalid(f"out shape {list(y.dims)} should be {list(expect)}")
-
-    def compute(a, i):
-        i = np.asarray(i, np.int64).reshape(-1)
-        if i.size and (i.min() < 0 or i.max() >= x.dims[d]):   # checked by the kernel
-            i = np.clip(i, 0, x.dims[d] - 1)
-        return np.take(a, i, axis=d)
-    return Plan(compute, [x, idx], [y])
-
+# ------------------------------------------------------------------ repetition ----
 
 @operator("RepeatInterleaveIntWithDim")
 def repeat_interleave_int_with_dim(self, repeats, dim, output_size, out):

@@ -8,7 +8,7 @@ import numpy as np
 from .catalog import Family, register
 from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute
-from .inputs import shape_of, uniform
+from .inputs import kq_mask, shape_of
 from .types import F16, F32, ggml_type
 
 PREC = {"def": 0, "f32": 10}   # enum ggml_prec, as test-backend-ops prints it
@@ -89,18 +89,6 @@ def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, p
     flash_attn_ext_add_sinks(out, s)
     return flash_attn_ext_set_prec(out, prec)
 
-
-
-def kq_mask(t: Tensor, rng: np.random.Generator) -> np.ndarray:
-    """test-backend-ops' init_tensor_kq_mask: uniform [-1, 1], then 20% of the area (in
-    blocks of 64 rows x 128 columns, clipped at the edges, at random places) set to -inf
-    or to 0 -- so that whole masked-out stretches, and sometimes whole rows, occur."""
-    ne0, ne1, ne2, ne3 = t.ne
-    data = uniform(t, rng)
-    for _ in range(int(0.2 * t.nelements() / (128 * 64))):
-        p3, p2, p1, p0 = (int(rng.integers(n)) for n in (ne3, ne2, ne1, ne0))
-        data[p3, p2, p1:p1 + 64, p0:p0 + 128] = -np.inf if rng.integers(2) else 0.0
-    return data
 
 
 def init(t: Tensor, rng: np.random.Generator, params) -> np.ndarray | None:

@@ -2,11 +2,10 @@
 every KV row for every token as sum over heads of relu(q . k) * weight, plus a mask."""
 from __future__ import annotations
 
-import numpy as np
 
 from .catalog import Family, register
 from .graph import Tensor, new_op, set_param
-from .inputs import shape_of
+from .inputs import kq_mask
 from .types import F16, F32
 
 TYPES_K = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
@@ -30,17 +29,6 @@ def build_lightning_indexer(g, hsk, nh, kv, nb, ns, nm, type_K):
     out = lightning_indexer(q, k, w, m)
     out.name = "out"
     return out
-
-
-def kq_mask(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
-    """test-backend-ops' KQ mask: uniform [lo, hi], then about 20% of it covered by 128 x 64
-    blocks (clipped at the edges) of -inf or of 0, each chosen at random."""
-    data = rng.uniform(lo, hi, size=shape_of(t)).astype(np.float32)
-    ne0, ne1, ne2, ne3 = t.ne
-    for _ in range(int(0.2 * t.nelements() / (128 * 64))):
-        p3, p2, p1, p0 = (int(rng.integers(n)) for n in (ne3, ne2, ne1, ne0))
-        data[p3, p2, p1:p1 + 64, p0:p0 + 128] = -np.inf if rng.integers(2) else 0.0
-    return data
 
 
 def init_lightning_indexer(t, rng, p):

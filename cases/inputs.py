@@ -17,6 +17,18 @@ def uniform(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1
     return rng.uniform(lo, hi, size=shape_of(t)).astype(np.float32)
 
 
+def kq_mask(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
+    """test-backend-ops' init_tensor_kq_mask: uniform [lo, hi], then about 20% of the area
+    covered by blocks of 64 rows x 128 columns (clipped at the edges, at random places) of
+    -inf or of 0, so that whole masked-out stretches, and sometimes whole rows, occur."""
+    data = uniform(t, rng, lo, hi)
+    ne0, ne1, ne2, ne3 = t.ne
+    for _ in range(int(0.2 * t.nelements() / (128 * 64))):
+        p3, p2, p1, p0 = (int(rng.integers(n)) for n in (ne3, ne2, ne1, ne0))
+        data[p3, p2, p1:p1 + 64, p0:p0 + 128] = -np.inf if rng.integers(2) else 0.0
+    return data
+
+
 def init_leaf(t: Tensor, rng: np.random.Generator, data=None) -> np.ndarray:
     """The leaf's data as stored: elements of its dtype, or raw blocks (uint8) when quantized."""
     if data is None:

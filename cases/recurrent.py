@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .catalog import Deviation, Family, register
 from .elementwise import sqr
-from .graph import FLAG_PARAM, Tensor, add, cont, new_op, permute, sub, unary, view
+from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
 from .inputs import uniform
 from .misc import ssm_conv
 from .norm import l2_norm
@@ -370,8 +370,8 @@ register(Family(
 
 def build_solve_tri(g, type, ne_lhs, ne_rhs):
     a, b = g.new_tensor(type, ne_lhs, "a"), g.new_tensor(type, ne_rhs, "b")
-    a.flags |= FLAG_PARAM
-    b.flags |= FLAG_PARAM
+    set_param(a)
+    set_param(b)
     return solve_tri(a, b)
 
 

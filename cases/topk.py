@@ -3,7 +3,6 @@ test_topk_moe (TOPK_MOE: the fused expert gating of mixture-of-experts models: g
 probabilities, arg-top-k, the chosen experts' weights, optional norm and scale)."""
 from __future__ import annotations
 
-import collections
 
 import numpy as np
 

@@ -6,7 +6,7 @@ of it, as ggml.c builds it."""
 from __future__ import annotations
 
 from .catalog import Family, register
-from .graph import FLAG_PARAM, Tensor, new_op, view_of
+from .graph import FLAG_PARAM, Tensor, new_op, set_param, view_of
 from .inputs import uniform
 from .softmax import soft_max_ext
 from .types import F32
@@ -58,7 +58,7 @@ def rms_norm_back(a: Tensor, b: Tensor, eps: float) -> Tensor:
 
 def build_cross_entropy_loss(g, type, ne):
     logits = g.new_tensor(type, ne, "logits")
-    logits.flags |= FLAG_PARAM
+    set_param(logits)
     labels = soft_max_ext(g.new_tensor(type, ne, "labels"))  # rows of probabilities
     return cross_entropy_loss(logits, labels)
 
@@ -72,14 +72,14 @@ def build_cross_entropy_loss_back(g, type, ne):
 
 def build_adamw(g, type, ne):
     a = g.new_tensor(type, ne, "a")
-    a.flags |= FLAG_PARAM
+    set_param(a)
     grad, m, v = (g.new_tensor(type, ne, n) for n in ("grad", "grad_m", "grad_v"))
     return opt_step_adamw(a, grad, m, v, g.new_tensor(F32, [7], "adamw_params"))
 
 
 def build_sgd(g, type, ne):
     a = g.new_tensor(type, ne, "a")
-    a.flags |= FLAG_PARAM
+    set_param(a)
     return opt_step_sgd(a, g.new_tensor(type, ne, "grad"), g.new_tensor(F32, [2], "sgd_params"))
 
 

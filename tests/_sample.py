@@ -9,6 +9,7 @@ elsewhere, and is returned in catalog order.
 """
 from __future__ import annotations
 
+import functools
 import zlib
 
 from cannops.backend.base import open_device
@@ -17,9 +18,15 @@ from cannops.cli.execute import test as run_test
 from cannops.cli.results import DEVIATION, NOT_SUPPORTED, OK
 
 
+@functools.lru_cache(maxsize=None)
+def _catalog(mode: str) -> tuple:
+    return tuple(all_cases(mode))
+
+
 def cases_of(*ops: str, mode: str = "test") -> list:
-    """Every catalog case of these op names (test mode: fused cases included)."""
-    return [c for c in all_cases(mode) if c.op in ops]
+    """Every catalog case of these op names (test mode: fused cases included); the catalog
+    is enumerated once per mode and test session."""
+    return [c for c in _catalog(mode) if c.op in ops]
 
 
 def sample(cases: list, n: int) -> list:

@@ -2,7 +2,6 @@
 cases against the NumPy reference (D padded to 16, GQA, ALiBi through pseShift, permuted
 inputs, one query), what the rule refuses as ggml-cann does, and what the simulator refuses
 as the operator's doc says."""
-import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")

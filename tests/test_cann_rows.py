@@ -1,6 +1,5 @@
 """SET_ROWS on CANN-SIM against the NumPy reference (f32 / f16 / bf16 destinations, i32 and
 i64 ids, tiled ids, views); the simulator refuses what aclnnInplaceIndexCopy's page forbids."""
-import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")

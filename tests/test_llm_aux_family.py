@@ -7,7 +7,8 @@ from cannops.backend.reference.indexer import lightning_indexer as ref_indexer
 from cannops.backend.reference.softmax_back import soft_max_back as ref_smb
 from cannops.cases import FAMILIES, Case
 from cannops.cases.graph import Graph
-from cannops.cases.indexer import kq_mask, lightning_indexer
+from cannops.cases.indexer import lightning_indexer
+from cannops.cases.inputs import kq_mask
 from cannops.cases.softmax_back import soft_max_ext_back
 
 from _sample import assert_ok, cases_of, sample

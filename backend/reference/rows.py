@@ -15,7 +15,8 @@ def set_rows(node, src, ids, dst):
     rows = ids[0].astype(np.int64)[np.ix_(np.arange(ne3) % ids.shape[1], np.arange(ne2) % ids.shape[2])]
     i3, i2 = np.ogrid[:ne3, :ne2]
     i3, i2 = i3[..., None], i2[..., None]           # against rows: (ne3, ne2, r)
-    assert ((rows >= 0) & (rows < ne1)).all(), "row id out of range"
+    if not ((rows >= 0) & (rows < ne1)).all():
+        raise ValueError(f"SET_ROWS: a row id outside [0, {ne1})")
     out = np.array(dst, dtype=np.float32 if node.type.is_quantized else dst.dtype)
     out[i3, i2, rows] = src
     mask = np.zeros((ne3, ne2, ne1), bool)

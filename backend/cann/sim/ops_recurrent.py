@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .aclnn import Plan, as_compute, broadcast, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .aclnn import Plan, broadcast, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
 from .ops_matmul import _hf32
 
 MV_TYPES = {"f16", "f32", "bf16"}

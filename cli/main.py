@@ -186,14 +186,17 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
             raise BadInput(str(e)) from None
     if printer is None:
         printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
-    journal = journal_path(results_path) if results_path else None
+    # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside")
+    journal = (journal_path(results_path) if results_path and
+               (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
     try:
         run = execute(cases, devices, opts, printer, journal, resumed)
     except OSError as e:  # the journal could not be created
         raise BadInput(f"cannot write {journal}: {e.strerror or e}") from None
     if results_path:
         write_or_fail(results_path, run.write_json, results_path)
-        _remove(journal)
+        if journal:
+            _remove(journal)
     return run
 
 

@@ -25,7 +25,7 @@ from cannops.cases.catalog import Case
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 
 STDERR_TAIL_LINES = 8
-MIN_START_SECONDS = 10.0  # opening a device in a worker may take this long, or --timeout if longer
+MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
 
 
 def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> None:

@@ -6,11 +6,14 @@ each key names a fault, each value a comma-free op name (several with '+': `abor
 1.5. Every other case is computed by the NumPy reference, so it passes (in `ops grad`,
 the reference runs libggml's backward graph of the case). OPS_FAULTY_DEVICES=N
 lists N of them (FAULTY0, FAULTY1, ...), as a host with several devices of one kind.
+OPS_FAULTY_REOPEN=die|hang: once a worker crashed (abort, segv) on a device, opening that
+device again dies or hangs, as a device left wedged by a crash.
 """
 from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 
 import numpy as np
@@ -38,6 +41,22 @@ class FaultyDevice(Device):
     def __init__(self, name: str = "FAULTY"):
         self.name = name
         self.faults = _faults()
+        reopen = os.environ.get("OPS_FAULTY_REOPEN")
+        if reopen and os.path.exists(self._crash_mark()):
+            if reopen == "hang":
+                time.sleep(3600)
+            os.abort()
+
+    def _crash_mark(self) -> str:
+        # one per run (the workers' parent) and device
+        return os.path.join(tempfile.gettempdir(), f"ops-faulty-{os.getppid()}-{self.name}.crashed")
+
+    def _crash(self, signum: int) -> None:
+        if os.environ.get("OPS_FAULTY_REOPEN"):
+            open(self._crash_mark(), "w").close()
+        if signum == signal.SIGABRT:
+            os.abort()
+        os.kill(os.getpid(), signum)
 
     def supports(self, case, graph):
         return Support(True)
@@ -53,9 +72,9 @@ class FaultyDevice(Device):
     def run(self, case, graph, inputs, check):
         fault = self.faults.get(case.op)
         if fault == "abort":
-            os.abort()
+            self._crash(signal.SIGABRT)
         if fault == "segv":
-            os.kill(os.getpid(), signal.SIGSEGV)
+            self._crash(signal.SIGSEGV)
         if fault == "hang":
             time.sleep(3600)
         mem = reference.compute(graph, inputs)

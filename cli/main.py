@@ -1,6 +1,10 @@
 """`ops`: test, benchmark and chart ggml operator cases on CANN, ggml devices and NumPy."""
 from __future__ import annotations
 
+import math
+import os
+import re
+import signal
 import sys
 
 import click
@@ -9,7 +13,7 @@ from . import __version__
 from .printers import ConsolePrinter, QuietPrinter, write_csv, write_json
 from .results import Run
 from .runner import Options, execute
-from .selection import BadInput, select_cases, select_devices
+from .selection import BadInput, select_cases, select_devices, split_ops_filter
 
 OUTPUTS = ("console", "csv", "json", "junit")
 
@@ -19,19 +23,28 @@ def _devices(wanted, include_reference=False):
     return select_devices(wanted, list_devices(), include_reference)
 
 
+def _apply(f, *options):
+    """Decorate with `options` so that --help lists them in the order given."""
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
 def selection_options(f):
     """What to run where: -o, -p, -b, -j, --timeout, --seed, --shard."""
-    f = click.option("-o", "ops", metavar="OPS", help="Comma list of op names or full case names, e.g. ADD,SSM_CONV.")(f)
-    f = click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX.")(f)
-    f = click.option("-b", "backends", metavar="DEVICE", multiple=True,
-                     help="Device(s) to use (repeat or comma list); default: every device but NUMPY.")(f)
-    f = click.option("-j", "jobs", type=int, default=1, show_default=True, help="Worker processes.")(f)
-    f = click.option("--timeout", type=float, default=None,
+    return _apply(
+        f,
+        click.option("-o", "ops", metavar="OPS", multiple=True,
+                     help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
+        click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),
+        click.option("-b", "backends", metavar="DEVICE", multiple=True,
+                     help="Device(s) to use (repeat or comma list); default: every device but NUMPY."),
+        click.option("-j", "jobs", type=int, default=1, show_default=True, help="Worker processes."),
+        click.option("--timeout", type=float, default=None,
                      help="Seconds a case may take before it is a FAIL (its worker is replaced); "
-                          "default 60 (perf: 600, as one measurement repeats the op for 1 s or more).")(f)
-    f = click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")(f)
-    f = click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases.")(f)
-    return f
+                          "default 60 (perf: 600, as one measurement repeats the op for 1 s or more)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data."),
+        click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."))
 
 
 def output_option(f):
@@ -41,40 +54,97 @@ def output_option(f):
 
 
 def common_options(f):
-    f = selection_options(f)
-    f = output_option(f)
-    f = click.option("--results", "results_path", metavar="FILE", help="Also write the results as JSON to FILE.")(f)
-    return f
+    return _apply(
+        f, selection_options, output_option,
+        click.option("--results", "results_path", metavar="FILE",
+                     help="Also write the results as JSON to FILE (and, while running, each result "
+                          "as it comes to FILE.partial.jsonl, for --resume)."),
+        click.option("--resume", "resume_path", metavar="FILE",
+                     help="Go on with the run that wrote FILE (its --results) and was interrupted or "
+                          "killed: its finished cases are taken, not run again. --results defaults to FILE."))
 
 
 def report_options(f):
     """The CI's instruments: per-op logs and the markdown status report."""
-    f = click.option("--log-dir", metavar="DIR", help="Write one log per op (its case lines and summary) to DIR/OP.log.")(f)
-    f = click.option("--summary-file", metavar="FILE",
+    return _apply(
+        f,
+        click.option("--log-dir", metavar="DIR", help="Write one log per op (its case lines and summary) to DIR/OP.log."),
+        click.option("--summary-file", metavar="FILE",
                      help="Write the markdown status report to FILE (e.g. the CI's step summary); "
-                          "its content is replaced only when it changed.")(f)
-    f = click.option("--baseline", metavar="FILE",
+                          "its content is replaced only when it changed."),
+        click.option("--baseline", metavar="FILE",
                      help="A previous report (markdown) or results file (JSON): the report then lists "
-                          "the ops whose status changed, with the tail of each one's log.")(f)
-    return f
+                          "the ops whose status changed, with the tail of each one's log."))
 
 
 DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0, "grad": 300.0}
 
 
-def _check_common(jobs, timeout):
+MAX_SECONDS = 1e6  # a longer wait overflows the platform's timeouts
+
+
+def check_seconds(flag, value):
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise BadInput(f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:g} (got {value:g})")
+
+
+def _check_common(jobs, timeout, seed):
     if jobs < 1:
         raise BadInput(f"-j must be at least 1 (got {jobs})")
-    if timeout is not None and timeout <= 0:
-        raise BadInput(f"--timeout must be positive (got {timeout:g})")
+    if timeout is not None:
+        check_seconds("--timeout", timeout)
+    if seed < 0:
+        raise BadInput(f"--seed must be at least 0 (got {seed})")
+
+
+def ops_text(ops):
+    """The -o values (repeatable, each a comma list) as one comma list; None when -o is not given."""
+    if not ops:
+        return None
+    text = ",".join(ops)
+    if not split_ops_filter(text):
+        raise BadInput(f"-o {text!r} names no op: no case selected")
+    return text
+
+
+def check_regex(params):
+    if params is None:
+        return
+    try:
+        re.compile(params)
+    except (re.error, RecursionError, OverflowError) as e:
+        why = e if isinstance(e, re.error) else "nested too deeply"
+        raise BadInput(f"bad -p regex {params[:40]!r}{'...' if len(params) > 40 else ''}: {why}") from None
+
+
+def checked_selection(mode, ops, params, shard):
+    """The selected cases; an empty selection is an error (exit 2) that says why."""
+    check_regex(params)
+    cases = select_cases(mode, ops, params, shard)
+    if cases:
+        return cases
+    if shard and select_cases(mode, ops, params):
+        return cases  # a shard of a selection smaller than N may be empty
+    if ops:
+        from cannops.cases.catalog import all_cases
+        has = {c.op for c in all_cases(mode)}
+        none = [op for op in split_ops_filter(ops) if "(" not in op and op not in has]
+        if none:
+            raise BadInput(f"no case selected: {', '.join(none)} {'has' if len(none) == 1 else 'have'} "
+                           f"no {mode} cases")
+    raise BadInput("no case selected" + (f": -p {params!r} matches none of the cases" if params else ""))
 
 
 def _check_writable(path):
     """Fail early (exit 2) on an output path that cannot be written; leave no file behind."""
     if path is None:
         return
-    import os
     existed = os.path.exists(path)
+    if existed and not os.path.isfile(path):
+        # a FIFO or a device: opening it here could block, or be its only reader's EOF
+        if not os.access(path, os.W_OK):
+            raise BadInput(f"cannot write {path}: permission denied")
+        return
     try:
         with open(path, "a"):
             pass
@@ -84,28 +154,86 @@ def _check_writable(path):
         os.remove(path)
 
 
+def write_or_fail(path, write, *args) -> None:
+    """Write an output file; an error (a full disk) is one line and exit status 2."""
+    try:
+        write(*args)
+    except OSError as e:
+        raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
+
+
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             min_seconds=1.0, printer=None) -> Run:
+             resume_path=None, min_seconds=1.0, printer=None) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
-    _check_common(jobs, timeout)
+    from .results import journal_path, load_resume
+    from .runner import new_run
+    _check_common(jobs, timeout, seed)
     timeout = timeout or DEFAULT_TIMEOUT[mode]
+    ops = ops_text(ops)
+    results_path = results_path or resume_path
     _check_writable(results_path)
-    cases = select_cases("support" if mode == "support" else mode, ops, params, shard)
+    cases = checked_selection(mode, ops, params, shard)
     devices = _devices(backends)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, seed=seed, min_seconds=min_seconds,
                    ops_filter=ops, params_filter=params, shard=shard)
+    resumed = None
+    if resume_path:
+        try:
+            resumed = load_resume(resume_path, new_run(opts))
+        except ValueError as e:
+            raise BadInput(str(e)) from None
     if printer is None:
         printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
-    run = execute(cases, devices, opts, printer)
+    # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside")
+    journal = (journal_path(results_path) if results_path and
+               (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
+    try:
+        run = execute(cases, devices, opts, printer, journal, resumed)
+    except OSError as e:  # the journal could not be created
+        raise BadInput(f"cannot write {journal}: {e.strerror or e}") from None
     if results_path:
-        run.write_json(results_path)
+        write_or_fail(results_path, run.write_json, results_path)
+        if journal:
+            _remove(journal)
     return run
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+class _Stdout:
+    """stdout for the final outputs: a reader that went away (`ops ... | head`) stops the
+    writing quietly, the files are still written, and the exit status says SIGPIPE."""
+    broken = False
+
+    @classmethod
+    def write(cls, fn, *args) -> None:
+        if cls.broken:
+            return
+        try:
+            fn(*args)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            cls.broken = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    @classmethod
+    def status(cls, status: int) -> int:
+        return 128 + signal.SIGPIPE if cls.broken and status == 0 else status
 
 
 def emit(run: Run, output: str, slower=None) -> None:
     """The machine-readable forms on stdout (nothing for the console: it printed as it ran)."""
+    _Stdout.write(_emit, run, output, slower)
+
+
+def _emit(run: Run, output: str, slower=None) -> None:
     if output == "csv":
         from .support import run_devices
         if run.mode == "perf" and len(run_devices(run)) > 1:
@@ -157,13 +285,13 @@ def check_report_options(log_dir, summary_file, baseline, markdown=False, can_pr
 def write_reports(run: Run, log_dir, summary_file, base, markdown=False) -> None:
     from .report import markdown_report, write_if_changed, write_logs
     if log_dir:
-        write_logs(run, log_dir)
+        write_or_fail(log_dir, write_logs, run, log_dir)
     if summary_file or markdown:
         text = markdown_report(run, base)
         if summary_file:
-            write_if_changed(summary_file, text)
+            write_or_fail(summary_file, write_if_changed, summary_file, text)
         if markdown:
-            sys.stdout.write(text)
+            _Stdout.write(sys.stdout.write, text)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -181,7 +309,7 @@ def test(log_dir, summary_file, baseline, **kw):
     run = run_mode("test", **kw)
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
-    sys.exit(run.exit_status)
+    sys.exit(_Stdout.status(run.exit_status))
 
 
 @cli.command()
@@ -194,7 +322,7 @@ def grad(log_dir, summary_file, baseline, **kw):
     run = run_mode("grad", **kw)
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
-    sys.exit(run.exit_status)
+    sys.exit(_Stdout.status(run.exit_status))
 
 
 @cli.command()
@@ -210,10 +338,9 @@ def perf(baseline, threshold_pct, **kw):
     """Benchmark each case: runs, us/run, GFLOPS or GB/s; several devices side by side."""
     from .perf_report import (PerfBaselineError, load_perf_baseline, side_by_side_lines, slower_lines,
                               slower_than_baseline)
-    if threshold_pct < 0:
+    if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise BadInput(f"--threshold must be at least 0 (got {threshold_pct:g})")
-    if kw["min_seconds"] <= 0:
-        raise BadInput(f"--min-time must be positive (got {kw['min_seconds']:g})")
+    check_seconds("--min-time", kw["min_seconds"])
     base = None
     if baseline is not None:
         try:
@@ -225,12 +352,12 @@ def perf(baseline, threshold_pct, **kw):
     if kw["output"] == "console":
         lines = side_by_side_lines(run) + (slower_lines(slower, threshold_pct) if slower is not None else [])
         if lines:
-            click.echo("\n".join(lines))
+            _Stdout.write(click.echo, "\n".join(lines))
     emit(run, kw["output"], slower)
     status = run.exit_status
     if status == 0 and slower:
         status = 1
-    sys.exit(status)
+    sys.exit(_Stdout.status(status))
 
 
 @cli.command()
@@ -265,13 +392,13 @@ def support(output, results_in, compute, markdown, log_dir, summary_file, baseli
         mode = "test" if compute else "support"
         run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, **kw)
     if output == "console" and not markdown:
-        print_support_table(run, make_console())
+        _Stdout.write(print_support_table, run, make_console())
     emit(run, output)
     write_reports(run, log_dir, summary_file, base, markdown)
     if results_in is None and run.interrupted:
         sys.exit(run.exit_status or 130)
     # probing finds no failures; computing does, and a failing case fails the command
-    sys.exit(run.exit_status if compute else 0)
+    sys.exit(_Stdout.status(run.exit_status if compute else 0))
 
 
 @cli.command("list")
@@ -285,7 +412,8 @@ def list_(what, ops, params, mode):
         from cannops.cases.catalog import all_op_names
         click.echo("\n".join(all_op_names()))
     elif what == "cases":
-        click.echo("\n".join(c.name for _, c in select_cases(mode, ops, params)))
+        ops = ops_text((ops,)) if ops is not None else None
+        click.echo("\n".join(c.name for _, c in checked_selection(mode, ops, params, None)))
     else:
         from cannops.backend.base import list_devices, unavailable_reasons
         for name, desc in list_devices():
@@ -297,7 +425,9 @@ def list_(what, ops, params, mode):
 @cli.command()
 @click.argument("results", nargs=-1, required=True, metavar="RESULTS...")
 @click.option("--out", "out_path", metavar="FILE", help="Write the merged results here (default: stdout).")
-def merge(results, out_path):
+@click.option("--allow-partial", is_flag=True,
+              help="Merge even when shards are missing; the merged run is then marked partial.")
+def merge(results, out_path, allow_partial):
     """Combine the JSON results of shards (or of several devices) into one results file."""
     from .results import load_run, merge_runs
     runs = []
@@ -307,20 +437,29 @@ def merge(results, out_path):
         except ValueError as e:
             raise BadInput(str(e)) from None
     try:
-        merged = merge_runs(runs)
+        merged = merge_runs(runs, results, allow_partial)
     except ValueError as e:
         raise BadInput(str(e)) from None
     if out_path:
         _check_writable(out_path)
-        merged.write_json(out_path)
+        write_or_fail(out_path, merged.write_json, out_path)
         for dev, c in merged.summary().items():
-            click.echo(f"{dev}: {c['total']} cases, {c['OK']} OK, {c['not supported']} not supported, "
-                       f"{c['FAIL']} FAIL")
+            _Stdout.write(click.echo, f"{dev}: {c['total']} cases, {c['OK']} OK, "
+                                      f"{c['not supported']} not supported, {c['FAIL']} FAIL")
     else:
-        write_json(merged, sys.stdout)
+        _Stdout.write(write_json, merged, sys.stdout)
+    sys.exit(_Stdout.status(0))
 
 
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    if not argv:
+        argv = ["--help"]  # `ops` alone: its help, as `ops --help`
+    # a console that cannot show a character (✅ under LANG=C) gets a '?', not a traceback
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         rv = cli.main(args=argv, prog_name="ops", standalone_mode=False)
     except BadInput as e:
@@ -328,7 +467,7 @@ def main(argv=None):
         sys.exit(2)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except click.Abort:
+    except (click.Abort, KeyboardInterrupt):
         sys.exit(130)
     except click.ClickException as e:
         click.echo(f"ops: error: {e.format_message()}", err=True)

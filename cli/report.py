@@ -234,9 +234,10 @@ def write_if_changed(path: str, text: str) -> bool:
     """Replace the file's content with `text` unless it holds exactly that already (its
     time stamp then stays). Written in place: a CI's step-summary file keeps its inode."""
     try:
-        with open(path, encoding="utf-8") as f:
-            if f.read() == text:
-                return False
+        if os.path.isfile(path):  # not a FIFO or a device: /dev/full reads forever
+            with open(path, encoding="utf-8") as f:
+                if f.read() == text:
+                    return False
     except (OSError, UnicodeDecodeError):
         pass
     with open(path, "w", encoding="utf-8") as f:

@@ -6,12 +6,56 @@ input of `ops support --results` and `ops merge`.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 OK, NOT_SUPPORTED, FAIL, SKIPPED, DEVIATION = "OK", "not supported", "FAIL", "skipped", "known deviation"
 STATUSES = (OK, NOT_SUPPORTED, FAIL, SKIPPED, DEVIATION)
 SCHEMA = "ops-results/1"
+MODES = ("test", "perf", "support", "grad")
+
+# the results file's fields and their JSON types (bool is not a number here)
+_STR, _INT, _NUM = (str,), (int,), (int, float)
+_OPT = type(None)
+RESULT_FIELDS = {
+    "device": _STR, "op": _STR, "params": _STR, "status": _STR, "reason": _STR,
+    "error": (*_NUM, _OPT), "threshold": (*_NUM, _OPT), "metric": _STR, "note": _STR,
+    "seconds": _NUM, "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
+    "memory_kb": _INT, "index": _INT, "ran_on": _STR,
+}
+REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
+DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT)}
+RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
+              "shard": (str, _OPT), "interrupted": (bool,), "version": _STR,
+              "devices": (list,), "results": (list,)}
+
+
+def _check_fields(d, types: dict, required, where: str) -> dict:
+    """`d` as a dict of known fields of the right JSON types; a ValueError names the first wrong one."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected an object, got {type(d).__name__}")
+    for k in required:
+        if k not in d:
+            raise ValueError(f"{where}: missing {k!r}")
+    out = {}
+    for k, v in d.items():
+        if k not in types:
+            continue
+        if not isinstance(v, types[k]) or (isinstance(v, bool) and bool not in types[k]):
+            raise ValueError(f"{where}: {k} is {json.dumps(v)[:40]}, expected "
+                             + " or ".join("null" if t is _OPT else {"str": "a string", "int": "an integer",
+                                            "float": "a number", "bool": "true/false", "list": "a list"}[t.__name__]
+                                            for t in types[k]))
+        out[k] = v
+    return out
+
+
+def result_from_dict(d, where: str = "result") -> "CaseResult":
+    fields = _check_fields(d, RESULT_FIELDS, REQUIRED_RESULT_FIELDS, where)
+    if fields["status"] not in STATUSES:
+        raise ValueError(f"{where}: unknown status {fields['status']!r} (expected one of {', '.join(STATUSES)})")
+    return CaseResult(**fields)
 
 
 @dataclass
@@ -53,8 +97,7 @@ class CaseResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CaseResult":
-        fields = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in fields})
+        return result_from_dict(d)
 
 
 @dataclass
@@ -102,37 +145,76 @@ class Run:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Run":
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"not an ops results file (schema {d.get('schema')!r}, expected {SCHEMA!r})")
-        return cls(mode=d["mode"], seed=d.get("seed", 0), ops_filter=d.get("ops_filter"),
-                   params_filter=d.get("params_filter"), shard=d.get("shard"),
-                   devices=[DeviceInfo(**x) for x in d.get("devices", [])],
-                   results=[CaseResult.from_dict(r) for r in d.get("results", [])],
-                   interrupted=d.get("interrupted", False), version=d.get("version", ""))
+        """A results file's content, its schema checked: a ValueError names the first wrong field."""
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            got = d.get("schema") if isinstance(d, dict) else None
+            raise ValueError(f"not an ops results file (schema {got!r}, expected {SCHEMA!r})")
+        f = _check_fields(d, RUN_FIELDS, ("mode",), "results file")
+        if f["mode"] not in MODES:
+            raise ValueError(f"unknown mode {f['mode']!r} (expected one of {', '.join(MODES)})")
+        devices = [DeviceInfo(**_check_fields(x, DEVICE_FIELDS, ("name",), f"devices[{i}]"))
+                   for i, x in enumerate(f.get("devices", []))]
+        results = [result_from_dict(r, f"results[{i}]") for i, r in enumerate(f.get("results", []))]
+        return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
+                   params_filter=f.get("params_filter"), shard=f.get("shard"), devices=devices,
+                   results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""))
 
     def write_json(self, path: str) -> None:
-        import os
-        import tempfile
-        # write-then-rename: an interrupted write never leaves a half file behind
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ops-results-")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is not what a results file should have
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
-        os.replace(tmp, path)
+        write_file(path, json.dumps(self.to_dict(), indent=1) + "\n")
+
+
+def write_file(path: str, text: str) -> None:
+    """Write `text` to `path`. A regular file (or a new one) is replaced atomically: a temp
+    file beside it, then a rename, so an interrupted write never leaves a half file; a
+    symbolic link is followed (its target is replaced, the link stays); a FIFO, a device
+    (/dev/null, /dev/stdout) or any other special file is written in place. On an error
+    (a full disk) the temp file is removed and the OSError raised."""
+    import os
+    import stat
+    import tempfile
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    target = os.path.realpath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".ops-results-")
+    try:
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask  # mkstemp's 0600 is not what a results file should have
+        os.chmod(tmp, stat.S_IMODE(mode))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = -1
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def load_run(path: str) -> Run:
     """Read a results file; raises ValueError with a one-line reason when it is not one."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{path} is not valid JSON (nested too deeply)") from None
     try:
         return Run.from_dict(data)
     except (KeyError, TypeError, AttributeError) as e:
@@ -141,17 +223,55 @@ def load_run(path: str) -> Run:
         raise ValueError(f"{path}: {e}") from None
 
 
-def merge_runs(runs: list[Run]) -> Run:
-    """One run from shards: same mode and seed; results keyed by (case index, device)."""
+def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> bool:
+    """Shards must be the N slices of one split, each once (a device's unsharded runs: each
+    device once). Returns whether some are missing (allowed with allow_partial)."""
+    sharded = [r for r in runs if r.shard]
+    if sharded and len(sharded) != len(runs):
+        whole = next(p for r, p in zip(runs, paths) if not r.shard)
+        raise ValueError(f"cannot merge shards with an unsharded run ({whole})")
+    if not sharded:
+        seen: dict[str, str] = {}
+        for r, p in zip(runs, paths):
+            for d in {x.device for x in r.results} | {d.name for d in r.devices}:
+                if d in seen:
+                    raise ValueError(f"device {d} is in two unsharded runs: {seen[d]} and {p}")
+                seen[d] = p
+        return False
+    from .selection import parse_shard
+    split = {}
+    for r, p in zip(runs, paths):
+        k, n = parse_shard(r.shard)
+        split.setdefault(n, []).append((k, p))
+    if len(split) > 1:
+        raise ValueError("cannot merge shards of different splits: "
+                         + ", ".join(f"{ks[0][0]}/{n} ({ks[0][1]})" for n, ks in sorted(split.items())))
+    (n, ks), = split.items()
+    given: dict[int, str] = {}
+    for k, p in ks:
+        if k in given:
+            raise ValueError(f"shard {k}/{n} is given twice: {given[k]} and {p}")
+        given[k] = p
+    missing = [f"{k}/{n}" for k in range(1, n + 1) if k not in given]
+    if missing and not allow_partial:
+        raise ValueError(f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         f"(or merge with --allow-partial)")
+    return bool(missing)
+
+
+def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: bool = False) -> Run:
+    """One run from shards: same mode and seed; results keyed by (case index, device). A
+    merge of some shards only (allow_partial) is marked as interrupted: partial results."""
     if not runs:
         raise ValueError("nothing to merge")
     first = runs[0]
     for r in runs[1:]:
         if (r.mode, r.seed, r.ops_filter, r.params_filter) != (first.mode, first.seed, first.ops_filter, first.params_filter):
             raise ValueError("cannot merge results of different runs (mode, seed or filters differ)")
+    partial = _check_shards(runs, paths or [f"run {i + 1}" for i in range(len(runs))], allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter,
                  params_filter=first.params_filter, version=first.version,
-                 interrupted=any(r.interrupted for r in runs))
+                 interrupted=partial or any(r.interrupted for r in runs))
     seen: dict[tuple[int, str], CaseResult] = {}
     for r in runs:
         for d in r.devices:
@@ -164,3 +284,116 @@ def merge_runs(runs: list[Run]) -> Run:
             seen[key] = c
     merged.results = sorted(seen.values(), key=lambda c: (c.index, c.device))
     return merged
+
+
+# --- journal and resume -------------------------------------------------------------------
+
+def journal_path(results_path: str) -> str:
+    return results_path + ".partial.jsonl"
+
+
+class Journal:
+    """The results as they come, one JSON object a line, beside the results file: what a
+    run killed outright (kill -9, a lost machine) leaves for `--resume`. The results file
+    replaces it at the end. A write error (a full disk) only stops the journal."""
+
+    def __init__(self, path: str, run: Run):
+        self.path = path
+        self.f = open(path, "w", encoding="utf-8")
+        self._write({"journal": SCHEMA, **{k: getattr(run, k) for k in RUN_KEYS}})
+
+    def _write(self, obj) -> None:
+        if self.f is None:
+            return
+        try:
+            self.f.write(json.dumps(obj) + "\n")
+            self.f.flush()
+        except OSError:
+            self.close()
+
+    def device(self, info: DeviceInfo) -> None:
+        self._write({"device": asdict(info)})
+
+    def result(self, r: CaseResult) -> None:
+        self._write({"result": r.to_dict()})
+
+    def close(self) -> None:
+        if self.f is not None:
+            try:
+                self.f.close()
+            except OSError:
+                pass
+            self.f = None
+
+    def remove(self) -> None:
+        self.close()
+        try:
+            os.remove(self.path)
+        except OSError:
+            pass
+
+
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard")
+
+
+@dataclass
+class Resumed:
+    """What an earlier run of the same selection left: its results by (index, device)
+    and the devices it opened."""
+    results: dict[tuple[int, str], CaseResult] = field(default_factory=dict)
+    devices: dict[str, DeviceInfo] = field(default_factory=dict)
+
+
+def load_resume(path: str, run: Run) -> Resumed:
+    """The results file `path` of an interrupted or killed run and its journal, checked to
+    be of the same selection as `run`; skipped cases are not kept (they run again).
+    Raises ValueError with a one-line reason."""
+    out = Resumed()
+    found = False
+    want = {k: getattr(run, k) for k in RUN_KEYS}
+
+    def check(header: dict, source: str) -> None:
+        got = {k: header.get(k) for k in RUN_KEYS}
+        if got != want:
+            diff = ", ".join(f"{k} {got[k]!r} (now {want[k]!r})" for k in RUN_KEYS if got[k] != want[k])
+            raise ValueError(f"--resume {source}: another selection: {diff}")
+
+    def keep(r: CaseResult) -> None:
+        if r.status != SKIPPED:
+            out.results[(r.index, r.device)] = r
+
+    if os.path.exists(path):
+        prev = load_run(path)
+        check({k: getattr(prev, k) for k in RUN_KEYS}, path)
+        found = True
+        for d in prev.devices:
+            out.devices[d.name] = d
+        for r in prev.results:
+            keep(r)
+    jpath = journal_path(path)
+    if os.path.exists(jpath):
+        found = True
+        try:
+            with open(jpath, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read {jpath}: {getattr(e, 'strerror', None) or e}") from None
+        for n, line in enumerate(lines, 1):
+            try:
+                obj = json.loads(line)
+                if n == 1:
+                    if not isinstance(obj, dict) or obj.get("journal") != SCHEMA:
+                        raise ValueError("not an ops journal")
+                    check(obj, jpath)
+                elif "device" in obj:
+                    d = DeviceInfo(**obj["device"])
+                    out.devices[d.name] = d
+                else:
+                    keep(result_from_dict(obj["result"], f"{jpath}: line {n}"))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                if n == len(lines) and n > 1:
+                    break  # the line being written when the run was killed
+                raise ValueError(f"{jpath}: line {n}: not a journal line ({e})") from None
+    if not found:
+        raise ValueError(f"--resume {path}: no such results file, nor its journal {jpath}")
+    return out

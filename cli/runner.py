@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cannops import cli as _pkg
 from cannops.cases.catalog import Case
 
-from .results import FAIL, SKIPPED, CaseResult, Run
+from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
 from .workers import WorkerPool, WorkerStartError
 
@@ -45,11 +45,29 @@ def _raise_interrupt(signum, frame):
     raise Interrupted(signum)
 
 
-def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer) -> Run:
-    """Run the cases on each target (a Target, or a plain device name) in turn."""
+def new_run(opts: Options) -> Run:
+    return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
+               params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__)
+
+
+def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,
+            journal_path: str | None = None, resumed: Resumed | None = None) -> Run:
+    """Run the cases on each target (a Target, or a plain device name) in turn. Each
+    result goes to the journal as it comes (see results.Journal); the cases in `resumed`
+    are not run again, their earlier results are taken."""
     devices = [Target(d, (d,)) if isinstance(d, str) else d for d in devices]
-    run = Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
-              params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__)
+    run = new_run(opts)
+    # of a resumed run, only this run's devices and cases (by index and name) count
+    resumed = resumed or Resumed()
+    labels, names = {t.label for t in devices}, {idx: c.name for idx, c in cases}
+    resumed = Resumed({k: r for k, r in resumed.results.items() if k[1] in labels and names.get(k[0]) == r.name},
+                      {n: d for n, d in resumed.devices.items() if n in labels})
+    journal = Journal(journal_path, run) if journal_path else None
+    if journal:  # the journal replaces the resumed one: it starts with what that one held
+        for info in resumed.devices.values():
+            journal.device(info)
+        for r in resumed.results.values():
+            journal.result(r)
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     # each worker gets an equal share of the cores (ggml's CPU backend is multi-threaded)
     threads = max(1, (os.cpu_count() or 1) // max(1, opts.jobs))
@@ -58,19 +76,25 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
         printer.start(len(devices))
         for i, target in enumerate(devices):
             name = target.label
+            earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
             pool = WorkerPool(target.members, opts.jobs, opts.timeout, threads, label=name)
             try:
-                try:
-                    info = pool.start()
-                except WorkerStartError as e:
-                    printer.device_skipped(i, len(devices), name, str(e))
-                    # its cases stay in the results, skipped: the device's ops are unknown
-                    run.results.extend(CaseResult(device=name, op=c.op, params=c.vars, status=SKIPPED,
-                                                  reason=str(e), index=idx) for idx, c in cases)
-                    continue
+                if len(earlier) == len(cases) and name in resumed.devices:
+                    info = resumed.devices[name]  # all done before: no worker needed
+                else:
+                    try:
+                        info = pool.start()
+                    except WorkerStartError as e:
+                        printer.device_skipped(i, len(devices), name, str(e))
+                        # its cases stay in the results, skipped: the device's ops are unknown
+                        run.results.extend(CaseResult(device=name, op=c.op, params=c.vars, status=SKIPPED,
+                                                      reason=str(e), index=idx) for idx, c in cases)
+                        continue
                 run.devices.append(info)
+                if journal:
+                    journal.device(info)
                 printer.device_start(i, len(devices), info, len(cases))
-                done = _run_device(pool, cases, opts, printer, run)
+                done = _run_device(pool, cases, opts, printer, run, earlier, journal)
             finally:
                 pool.close()
             ok = device_passed(done)
@@ -78,6 +102,7 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
             printer.device_end(name, done, ok)
         printer.end(n_ok, len(devices))
     except Interrupted as e:
+        _keep_resumed(run, resumed)
         run.interrupted = True
         printer.interrupted(run)
         raise_after = e
@@ -85,6 +110,7 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
         # the reader of our output went away (`ops test | head`): stop as if interrupted,
         # silently, and still hand back every result for the results file
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _keep_resumed(run, resumed)
         run.interrupted = True
         raise_after = Interrupted(signal.SIGPIPE)
     else:
@@ -92,26 +118,52 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if journal:
+            journal.close()
     run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
     return run
 
 
-def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run):
-    """Feed the pool; print results in case order; keep out-of-order ones on interrupt."""
+def _keep_resumed(run: Run, resumed: Resumed) -> None:
+    """On an interrupt: the resumed results of the devices not reached yet stay in the run."""
+    have = {(r.index, r.device) for r in run.results}
+    run.results.extend(r for key, r in resumed.results.items() if key not in have)
+    names = {d.name for d in run.devices}
+    run.devices.extend(d for n, d in resumed.devices.items() if n not in names)
+
+
+def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earlier=None, journal=None):
+    """Feed the pool the cases not in `earlier` (index -> result of a resumed run); print
+    results in case order; keep out-of-order ones on interrupt."""
     pending: dict[int, object] = {}
     done = []
     next_seq = 0
+    earlier = earlier or {}
+    todo = []
+    for seq, (idx, c) in enumerate(cases):
+        if idx in earlier:
+            pending[seq] = earlier[idx]
+        else:
+            todo.append((seq, c))
+
+    def flush():
+        nonlocal next_seq
+        while next_seq in pending:
+            r = pending.pop(next_seq)
+            run.results.append(r)
+            done.append(r)
+            printer.case(r)
+            next_seq += 1
+
     try:
-        for seq, result in pool.run(((s, c) for s, (_, c) in enumerate(cases)), opts.mode,
-                                    opts.seed, opts.min_seconds):
-            result.index = cases[seq][0]
-            pending[seq] = result
-            while next_seq in pending:
-                r = pending.pop(next_seq)
-                run.results.append(r)
-                done.append(r)
-                printer.case(r)
-                next_seq += 1
+        flush()
+        if todo:
+            for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds):
+                result.index = cases[seq][0]
+                if journal:
+                    journal.result(result)
+                pending[seq] = result
+                flush()
     except (Interrupted, BrokenPipeError):
         for seq in sorted(pending):
             run.results.append(pending[seq])

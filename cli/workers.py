@@ -11,6 +11,7 @@ from __future__ import annotations
 import faulthandler
 import multiprocessing as mp
 import os
+import re
 import signal
 import tempfile
 import time
@@ -21,9 +22,10 @@ from typing import Iterable, Iterator
 
 from cannops.cases.catalog import Case
 
-from .results import FAIL, CaseResult, DeviceInfo
+from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 
 STDERR_TAIL_LINES = 8
+MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
 
 
 def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> None:
@@ -33,10 +35,16 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
+    from cannops.backend import reference
     from cannops.backend.base import open_device
+    from cannops.cases import catalog
 
     from .execute import run_one
     try:
+        # load what every case needs now, so that a case's timeout counts its own run
+        # only, not the imports of the first case a fresh worker gets
+        catalog._load_all()
+        reference._load_all()
         device = open_device(device_name)
         if threads and hasattr(device, "n_threads"):
             device.n_threads = threads
@@ -82,15 +90,28 @@ def _signal_name(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """Device output as text for a console, a log or a report: no control characters (an
+    ESC would restyle the terminal, a BEL ring it); newlines and tabs stay."""
+    return _CONTROL.sub("", text)
+
+
 def _tail(path: str, n: int = STDERR_TAIL_LINES) -> str:
+    """The worker's last output: the device's own lines first (the last n of them), then
+    the head of Python's fatal-error report (which signal, the innermost frames)."""
     try:
         with open(path, errors="replace") as f:
-            lines = [ln.rstrip() for ln in f.read().splitlines() if ln.strip()
+            lines = [clean_text(ln.rstrip()) for ln in f.read().splitlines() if ln.strip()
                      and not ln.startswith("Extension modules:") and "multiprocessing" not in ln
                      and 'File "<string>"' not in ln]
     except OSError:
         return ""
-    return "\n".join(lines[-n:])
+    fatal = next((i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")), len(lines))
+    own = lines[:fatal][-n:]
+    return "\n".join(own + lines[fatal:][:max(3, n - len(own))])
 
 
 class WorkerPool:
@@ -110,6 +131,7 @@ class WorkerPool:
         self.workers: list[_Worker] = []
         self.info: DeviceInfo | None = None
         self._spawned = 0
+        self.broken: str | None = None   # why no worker could replace a crashed one
 
     # --- lifecycle ---
     def _spawn(self, slot: int) -> _Worker:
@@ -119,13 +141,20 @@ class WorkerPool:
         device = self.members[slot % len(self.members)]
         p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
                              daemon=True)
-        p.start()
+        # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
+        # Ctrl-C while it starts is the main process's to handle, with no traceback from it
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            p.start()
+        finally:
+            signal.signal(signal.SIGINT, handler)
         child.close()
         w = _Worker(p, parent, log_path, device=device)
         # wait for the device to open in the worker
-        if not parent.poll(120):
+        limit = max(MIN_START_SECONDS, self.timeout)
+        if not parent.poll(limit):
             self._kill(w)
-            raise WorkerStartError(f"{self.device_name}: worker did not start in 120 s")
+            raise WorkerStartError(f"{self.device_name}: worker did not open the device in {limit:g} s")
         try:
             kind, payload = parent.recv()
         except EOFError:
@@ -159,14 +188,19 @@ class WorkerPool:
             pass
 
     def close(self) -> None:
+        """Idle workers are asked to close their device; busy ones (a case abandoned on an
+        interrupt) are killed at once; all are waited for together, 2 s at most."""
         for w in self.workers:
             if w.process.is_alive() and w.task is None:
                 try:
                     w.conn.send(None)
                 except (OSError, BrokenPipeError):
                     pass
+            elif w.process.is_alive():
+                w.process.kill()
+        deadline = time.monotonic() + 2
         for w in self.workers:
-            w.process.join(2)
+            w.process.join(max(0.0, deadline - time.monotonic()))
             self._kill(w)
         self.workers = []
         self.logdir.cleanup()
@@ -180,9 +214,15 @@ class WorkerPool:
 
     # --- running ---
     def _replace(self, w: _Worker) -> None:
+        """A fresh worker in w's place; if none opens the device, the slot is dropped and
+        the pool goes on with the others (`broken` says why)."""
         self._kill(w)
         slot = self.workers.index(w)
-        self.workers[slot] = self._spawn(slot)
+        try:
+            self.workers[slot] = self._spawn(slot)
+        except WorkerStartError as e:
+            self.workers.pop(slot)
+            self.broken = f"{str(e).splitlines()[0]} (after a crash)"
 
     def _label(self, w: _Worker, result: CaseResult) -> CaseResult:
         if len(self.members) > 1:
@@ -200,6 +240,13 @@ class WorkerPool:
             min_seconds: float = 1.0) -> Iterator[tuple[int, CaseResult]]:
         queue = deque(tasks)
         while queue or any(w.task for w in self.workers):
+            if not self.workers:
+                # the device cannot be reopened: what is left is skipped, with the reason
+                while queue:
+                    seq, case = queue.popleft()
+                    yield seq, CaseResult(self.device_name, case.op, case.vars, SKIPPED,
+                                          reason=f"not run: {self.broken}")
+                return
             for w in self.workers:
                 if w.task is None and queue:
                     seq, case = queue.popleft()
@@ -215,19 +262,20 @@ class WorkerPool:
                     try:
                         _, seq, result = w.conn.recv()
                     except (EOFError, OSError):
-                        w.process.join(5)
-                        out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
-                        self._replace(w)
-                        yield out
+                        yield self._crashed(w)
                         continue
                     w.task = None
+                    result.reason = clean_text(result.reason)
                     yield seq, self._label(w, result)
                 elif w.process.sentinel in ready:
-                    w.process.join(5)
-                    out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
-                    self._replace(w)
-                    yield out
+                    yield self._crashed(w)
                 elif time.monotonic() >= w.started + self.timeout:
                     out = self._crash_result(w, f"timeout: no result after {self.timeout:g} s")
                     self._replace(w)
                     yield out
+
+    def _crashed(self, w: _Worker) -> tuple[int, CaseResult]:
+        w.process.join(5)
+        out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
+        self._replace(w)
+        return out

@@ -22,7 +22,7 @@ RESULT_FIELDS = {
     "device": _STR, "op": _STR, "params": _STR, "status": _STR, "reason": _STR,
     "error": (*_NUM, _OPT), "threshold": (*_NUM, _OPT), "metric": _STR, "note": _STR,
     "seconds": _NUM, "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
-    "memory_kb": _INT, "index": _INT, "ran_on": _STR,
+    "memory_kb": _INT, "index": _INT, "ran_on": _STR, "by": _STR,
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT)}

@@ -40,7 +40,9 @@ class CaseResult:
         return f"{self.op}({self.params})"
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # every field is a plain value: a shallow copy is asdict's result, without its
+        # recursive deep copy (thousands of results per run)
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["name"] = self.name
         return d
 

@@ -15,7 +15,7 @@ import signal
 import tempfile
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable, Iterator
 
@@ -24,6 +24,9 @@ from cannops.cases.catalog import Case
 from .results import FAIL, CaseResult, DeviceInfo
 
 STDERR_TAIL_LINES = 8
+# cases sent ahead to each worker, by mode: probes and most test cases take far less than
+# a round trip between processes on a busy machine; perf measures one case at a time
+PIPELINE = {"support": 32, "test": 4, "grad": 2, "perf": 1}
 
 
 def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> None:
@@ -67,8 +70,15 @@ class _Worker:
     conn: object
     log_path: str
     device: str = ""                # the device this worker opened
-    task: tuple | None = None       # (seq, case)
+    # (seq, case) sent and not answered yet, oldest first: the worker runs them in this
+    # order, so the head is the case it is running now, since `started`
+    tasks: deque = field(default_factory=deque)
     started: float = 0.0
+
+    @property
+    def task(self) -> tuple | None:
+        """The case the worker is running now (None: idle)."""
+        return self.tasks[0] if self.tasks else None
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -196,16 +206,38 @@ class WorkerPool:
         return seq, self._label(w, CaseResult(self.device_name, case.op, case.vars, FAIL, reason=reason,
                                               seconds=time.monotonic() - w.started))
 
+    def _requeue(self, w: _Worker, queue: deque) -> None:
+        """The cases sent to a replaced worker behind the one it failed on go back to the
+        front of the queue, in order (they never ran)."""
+        rest = list(w.tasks)[1:]
+        w.tasks.clear()
+        queue.extendleft(reversed(rest))
+
     def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
             min_seconds: float = 1.0) -> Iterator[tuple[int, CaseResult]]:
+        """Each worker gets up to PIPELINE[mode] cases ahead, so that it never waits on a
+        round trip to this process between two cases (small cases are dominated by it);
+        a case's timeout counts from when its worker finished the one before."""
         queue = deque(tasks)
-        while queue or any(w.task for w in self.workers):
-            for w in self.workers:
-                if w.task is None and queue:
-                    seq, case = queue.popleft()
-                    w.task, w.started = (seq, case), time.monotonic()
-                    w.conn.send((seq, case, mode, seed, min_seconds))
-            busy = [w for w in self.workers if w.task]
+        depth = PIPELINE.get(mode, 1)
+        while queue or any(w.tasks for w in self.workers):
+            for slot in range(len(self.workers)):
+                w = self.workers[slot]
+                while len(w.tasks) < depth and queue:
+                    seq, case = queue[0]
+                    try:
+                        w.conn.send((seq, case, mode, seed, min_seconds))
+                    except OSError:
+                        if w.tasks:   # it died on a case sent before: found below
+                            break
+                        self._replace(w)   # it died idle: no case to blame
+                        w = self.workers[slot]
+                        continue
+                    queue.popleft()
+                    if not w.tasks:
+                        w.started = time.monotonic()
+                    w.tasks.append((seq, case))
+            busy = [w for w in self.workers if w.tasks]
             now = time.monotonic()
             deadline = min(w.started + self.timeout for w in busy)
             ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
@@ -217,17 +249,21 @@ class WorkerPool:
                     except (EOFError, OSError):
                         w.process.join(5)
                         out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
+                        self._requeue(w, queue)
                         self._replace(w)
                         yield out
                         continue
-                    w.task = None
+                    w.tasks.popleft()
+                    w.started = time.monotonic()
                     yield seq, self._label(w, result)
                 elif w.process.sentinel in ready:
                     w.process.join(5)
                     out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
+                    self._requeue(w, queue)
                     self._replace(w)
                     yield out
                 elif time.monotonic() >= w.started + self.timeout:
                     out = self._crash_result(w, f"timeout: no result after {self.timeout:g} s")
+                    self._requeue(w, queue)
                     self._replace(w)
                     yield out

@@ -1,13 +1,20 @@
-"""`make bench`: throughput of `ops` over the whole catalog, printed as figures.
+"""`make bench`: the speed figures of `ops`, printed (benchmarks, never timed tests).
 
-For each measured command: the number of cases and the cases per second (wall clock),
-plus the OK / not supported / FAIL counts, so a slowdown or a change in coverage shows.
-Usage: python bench/run.py [--devices GGML-CPU,CANN-SIM] [--jobs 1,2] [-o OPS]
+* `ops list cases` and `ops support` (the probe, every device): wall seconds;
+* the whole catalog in test mode on GGML-CPU at -j 2 (and the other --jobs): wall seconds,
+  cases per second and the OK / not supported / FAIL counts, so a slowdown or a change in
+  coverage shows;
+* with TBO=<path to a test-backend-ops binary> (environment or --tbo): the same cases run
+  by test-backend-ops too, `test -b CPU` and `perf -b CPU` (perf on --perf-ops), and the
+  ratios ops / test-backend-ops side by side (below 1.0: ops is faster).
+Each figure is the best of --repeat runs: on a shared machine, the least disturbed one.
+Usage: python bench/run.py [--jobs 2,1] [-o OPS] [--tbo PATH] [--perf-ops OPS] [--repeat N]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -15,35 +22,91 @@ import time
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 
 
-def measure(mode: str, device: str, jobs: int, ops: str | None) -> dict:
-    cmd = [*OPS, mode, "-b", device, "-j", str(jobs), "--output", "json"]
+def timed(cmd: list[str], repeat: int = 1) -> tuple[float, str]:
+    """Best wall seconds of `repeat` runs, and the last run's stdout."""
+    best, out = float("inf"), ""
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        best = min(best, time.perf_counter() - t0)
+        out = p.stdout
+    return best, out
+
+
+def ops_run(mode: str, device: str | None, jobs: int, ops: str | None, repeat: int) -> tuple[float, dict]:
+    cmd = [*OPS, mode, "-j", str(jobs), "--output", "json"] + (["-b", device] if device else [])
     if ops:
         cmd += ["-o", ops]
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    seconds = time.perf_counter() - t0
-    doc = json.loads(p.stdout)
-    counts = doc["summary"].get(device, {})
-    return {"mode": mode, "device": device, "jobs": jobs, "cases": counts.get("total", 0),
-            "seconds": seconds, "counts": counts}
+    seconds, out = timed(cmd, repeat)
+    return seconds, json.loads(out)
+
+
+def counts_line(c: dict) -> str:
+    return f"{c.get('OK', 0)} / {c.get('not supported', 0)} / {c.get('FAIL', 0)}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--devices", default="GGML-CPU")
-    ap.add_argument("--jobs", default="1,2")
-    ap.add_argument("-o", dest="ops")
+    ap.add_argument("--jobs", default="2", help="comma list of -j values for the test run (default 2)")
+    ap.add_argument("-o", dest="ops", help="only these ops (default: the whole catalog)")
+    ap.add_argument("--tbo", default=os.environ.get("TBO"), help="a test-backend-ops binary to compare with")
+    ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
+                    help="ops of the perf comparison with test-backend-ops")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
     args = ap.parse_args()
-    print(f"{'command':<34} {'cases':>7} {'seconds':>8} {'cases/s':>8}   OK / not supported / FAIL")
-    for device in args.devices.split(","):
-        runs = [("test", device, int(j)) for j in args.jobs.split(",")] + [("support", device, 2)]
-        for mode, dev, jobs in runs:
-            m = measure(mode, dev, jobs, args.ops)
-            c = m["counts"]
-            label = f"ops {mode} -b {dev} -j {jobs}"
-            print(f"{label:<34} {m['cases']:>7} {m['seconds']:>8.1f} {m['cases'] / m['seconds']:>8.1f}"
-                  f"   {c.get('OK', 0)} / {c.get('not supported', 0)} / {c.get('FAIL', 0)}", flush=True)
+
+    print(f"{'command':<40} {'cases':>7} {'seconds':>8} {'cases/s':>8}   OK / not supported / FAIL")
+    list_cmd = [*OPS, "list", "cases"] + (["-o", args.ops] if args.ops else [])
+    s, out = timed(list_cmd, args.repeat)
+    n = len(out.splitlines())
+    print(f"{'ops list cases':<40} {n:>7} {s:>8.2f} {n / s:>8.0f}", flush=True)
+    s, doc = ops_run("support", None, 1, args.ops, args.repeat)
+    for dev, c in doc["summary"].items():
+        print(f"{'ops support (every device) ' + dev:<40} {c['total']:>7} {s:>8.2f} "
+              f"{c['total'] / s:>8.0f}   {counts_line(c)}", flush=True)
+
+    test_s = {}
+    for j in (int(x) for x in args.jobs.split(",")):
+        s, doc = ops_run("test", "GGML-CPU", j, args.ops, 1)
+        c = doc["summary"].get("GGML-CPU", {})
+        test_s[j] = s
+        print(f"{f'ops test -b GGML-CPU -j {j}':<40} {c.get('total', 0):>7} {s:>8.1f} "
+              f"{c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
+
+    if args.tbo:
+        compare(args, test_s)
     return 0
+
+
+def compare(args, test_s: dict) -> None:
+    """The same cases on test-backend-ops (its -b CPU), side by side with ops' figures."""
+    print()
+    sel = ["-o", args.ops] if args.ops else []
+    tbo_s, _ = timed([args.tbo, "test", "-b", "CPU", *sel])
+    ops_s = test_s.get(2) or min(test_s.values())
+    print(f"test mode: ops {ops_s:.1f} s, test-backend-ops {tbo_s:.1f} s, ratio ops/tbo {ops_s / tbo_s:.2f}")
+    # perf: us/run per case, ops' against test-backend-ops' (csv of both)
+    ops_perf = subprocess.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--output", "csv"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    tbo_perf = subprocess.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops, "--output", "csv"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    import csv
+    import io
+    ours = {f"{r['op']}({r['params']})": float(r["time_us"]) for r in csv.DictReader(io.StringIO(ops_perf))
+            if r.get("status") == "OK"}
+    theirs = {}
+    for r in csv.DictReader(io.StringIO(tbo_perf)):
+        name = f"{r.get('op_name', '')}({r.get('op_params', '')})"
+        try:
+            theirs[name] = float(r.get("avg_time_us") or r.get("time_us") or "nan")
+        except ValueError:
+            continue
+    both = sorted(set(ours) & set(theirs))
+    ratios = sorted(ours[k] / theirs[k] for k in both if theirs[k] > 0)
+    print(f"perf mode ({args.perf_ops}): {len(both)} cases in both; us/run ratio ops/tbo median "
+          f"{ratios[len(ratios) // 2]:.2f}" if ratios else "perf mode: no case in both outputs")
+    for k in both[:40]:
+        print(f"  {k[:90]:<90} {ours[k]:>10.2f} {theirs[k]:>10.2f} {ours[k] / theirs[k]:>6.2f}")
 
 
 if __name__ == "__main__":

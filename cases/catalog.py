@@ -19,7 +19,7 @@ from .types import GGMLType
 Params = Mapping[str, Any]
 
 
-def fmt_value(v: Any) -> str:
+def _fmt_slow(v: Any) -> str:
     """test-backend-ops' var_to_str: bools and ints as integers, floats as %f, arrays as [a,b]."""
     if isinstance(v, bool):
         return "1" if v else "0"
@@ -34,8 +34,30 @@ def fmt_value(v: Any) -> str:
     return str(v)
 
 
+# the exact types seen most (every case name of the catalog is built from these): one
+# dict lookup instead of a chain of isinstance checks
+_FAST: dict[type, Callable[[Any], str]] = {
+    bool: lambda v: "1" if v else "0",
+    int: str,
+    float: lambda v: "%f" % v,
+    str: str,
+    GGMLType: lambda v: v.name,
+}
+
+
+def fmt_value(v: Any) -> str:
+    """test-backend-ops' var_to_str: bools and ints as integers, floats as %f, arrays as [a,b]."""
+    tp = type(v)
+    f = _FAST.get(tp)
+    if f is not None:
+        return f(v)
+    if tp is tuple or tp is list:
+        return "[" + ",".join([fmt_value(x) for x in v]) + "]"
+    return _fmt_slow(v)
+
+
 def fmt_vars(params: Params, names: Iterable[str]) -> str:
-    return ",".join(f"{n}={fmt_value(params[n])}" for n in names)
+    return ",".join([f"{n}={fmt_value(params[n])}" for n in names])
 
 
 @dataclass(frozen=True)
@@ -165,15 +187,21 @@ class Case:
         return out
 
     def __reduce__(self):
-        return (_case_from_family, (self.family.name, self.params, self.mode))
+        # op and vars travel along: a worker need not format the name again
+        return (_case_from_family, (self.family.name, self.params, self.mode, self.op, self.vars))
 
     def __repr__(self) -> str:
         return f"Case({self.name})"
 
 
-def _case_from_family(name: str, params: Params, mode: str) -> Case:
+def _case_from_family(name: str, params: Params, mode: str, op: str | None = None,
+                      vars: str | None = None) -> Case:
     _load_all()
-    return Case(FAMILIES[name], params, mode)
+    if op is None or vars is None:
+        return Case(FAMILIES[name], params, mode)
+    case = Case.__new__(Case)
+    case.family, case.params, case.mode, case.op, case.vars = FAMILIES[name], dict(params), mode, op, vars
+    return case
 
 
 _loaded = False

@@ -37,8 +37,14 @@ class ConsolePrinter:
         self.progress: Progress | None = None
         self.task = None
         self.failed: list[str] = []
+        # plain text is exactly what rich prints without a terminal or colours
+        self.plain = not self.console.is_terminal and self.console.color_system is None
 
     def line(self, *parts) -> None:
+        if self.plain:
+            # piped, no colour: the text itself (rich's rendering costs ~1 ms a line)
+            self.console.file.write("".join(p[0] if isinstance(p, tuple) else p for p in parts) + "\n")
+            return
         text = Text()
         for p in parts:
             text.append(*(p if isinstance(p, tuple) else (p,)))
@@ -158,6 +164,9 @@ class QuietPrinter(ConsolePrinter):
 
     def __init__(self, mode: str):
         super().__init__(mode, make_console(io.StringIO()))
+
+    def line(self, *parts) -> None:
+        pass
 
 
 CSV_FIELDS = ["device", "op", "params", "status", "reason", "by", "error", "threshold", "metric",

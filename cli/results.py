@@ -91,7 +91,9 @@ class CaseResult:
         return self.by or self.device
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # every field is a plain value: a shallow copy is asdict's result, without its
+        # recursive deep copy (thousands of results per run)
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["name"] = self.name
         return d
 

@@ -20,7 +20,11 @@ def main(argv: list[str]) -> int:
         return mod.check_cann_headers()
     for stem in builders:
         mod = importlib.import_module(f"{__package__}.{stem}")
-        ffi = mod.make_ffi()
+        try:
+            ffi = mod.make_ffi()
+        except RuntimeError as e:   # a prefix without a header or a library: one line
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         out = ffi.compile(tmpdir=str(HERE / "_build"), target=None, verbose=False)
         # ffi.compile writes into tmpdir; move the extension next to this file
         out = pathlib.Path(out)

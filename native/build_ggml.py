@@ -20,7 +20,6 @@ CANN). The module carries an rpath to that library folder, and remembers it
 """
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import pathlib
@@ -48,8 +47,15 @@ def ggml_prefix() -> tuple[pathlib.Path, pathlib.Path]:
     inc = prefix / "include"
     libs = [prefix / d for d in ("lib64", "lib") if (prefix / d / "libggml.so").exists()
             or any((prefix / d).glob("libggml.so*"))]
-    if not (inc / "ggml.h").exists() or not libs:
-        raise RuntimeError(f"{prefix}: no include/ggml.h or lib[64]/libggml.so")
+    if not prefix.is_dir():
+        raise RuntimeError(f"GGML_HOME={prefix}: no such directory")
+    missing = [f"include/{h}" for h in HEADERS if not (inc / h).exists()]
+    if not libs:
+        missing.append("lib/libggml.so (or lib64/)")
+    else:
+        missing += [f"{libs[0].name}/lib{n}.so" for n in ("ggml-base",) if not _has_lib(libs[0], n)]
+    if missing:
+        raise RuntimeError(f"{prefix} is not a ggml install prefix: missing {', '.join(missing)}")
     return inc, libs[0]
 
 
@@ -89,24 +95,48 @@ def _int_defines(inc: pathlib.Path, headers: list[str]) -> list[str]:
     return [f"#define {n} ..." for n in names]
 
 
-def _exported(libdir: pathlib.Path, libs: list[str]):
-    """A predicate: does one of the libraries export this symbol?"""
-    handles = []
-    for name in libs:
-        path = sorted(libdir.glob(f"lib{name}.so*"))[0]
-        handles.append(ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL))
-
-    def has(sym: str) -> bool:
-        return any(hasattr(h, sym) for h in handles)
-    return has
+# the libraries in load order: each one's dependencies before it, so that a plain install
+# prefix (no rpath in the libraries, no LD_LIBRARY_PATH) loads from full paths alone
+LOAD_ORDER = {"ggml-base": 0, "ggml": 2}
 
 
-def _functions(decls: str) -> dict:
-    """name -> cffi function type, from cffi's own parse of the declarations."""
+def _lib_path(libdir: pathlib.Path, name: str) -> pathlib.Path:
+    return sorted(libdir.glob(f"lib{name}.so*"))[0]
+
+
+def _functions(decls: str, libdir: pathlib.Path, libs: list[str]) -> dict:
+    """name -> cffi function type of every function the declarations name that one of the
+    libraries exports: cffi's ABI mode (dlopen) over the declarations, public API only."""
     probe = cffi.FFI()
-    probe.cdef(decls, override=True)  # C11 repeats typedefs across headers
-    return {k.split(" ", 1)[1]: v[0] for k, v in probe._parser._declarations.items()
-            if k.startswith("function ")}
+    # C11 repeats typedefs across headers; the ABI probe never lays out a struct, so the
+    # array sizes left to the compiler ([...]) may be any size here
+    probe.cdef(decls.replace("[...]", "[1]"), override=True)
+    handles = []
+    for name in sorted(libs, key=lambda n: LOAD_ORDER.get(n, 1)):
+        try:
+            handles.append(probe.dlopen(str(_lib_path(libdir, name)), probe.RTLD_NOW | probe.RTLD_GLOBAL))
+        except OSError as e:
+            raise RuntimeError(f"cannot load lib{name} from {libdir}: {e}") from None
+    found = {}
+    for sym in dir(handles[0]):
+        for h in handles:
+            try:
+                value = getattr(h, sym)
+            except AttributeError:   # declared, not exported by this library
+                continue
+            except NotImplementedError:   # a constant cffi leaves to the compiler (sizeof)
+                break
+            if isinstance(value, probe.CData) and probe.typeof(value).kind == "function":
+                found[sym] = probe.typeof(value)
+            break
+    return found
+
+
+def _declared(decls: str) -> set[str]:
+    """Every name that the declarations declare (functions, variables, enum constants)."""
+    probe = cffi.FFI()
+    probe.cdef(decls, override=True)
+    return set(dir(probe.dlopen(None)))
 
 
 def _drop_function(text: str, name: str) -> str:
@@ -146,11 +176,11 @@ static const char * cannops_guard_message(void) { return cannops_msg; }
 static const char * cannops_ggml_libdir(void) { return CANNOPS_GGML_LIBDIR; }
 
 #define CANNOPS_GUARD_BEGIN(fail) \
-    jmp_buf jb; jmp_buf * prev = cannops_jmp; \
+    jmp_buf cannops_jb; jmp_buf * cannops_prev = cannops_jmp; \
     cannops_msg[0] = 0; \
-    if (setjmp(jb)) { cannops_jmp = prev; return fail; } \
-    cannops_jmp = &jb;
-#define CANNOPS_GUARD_END cannops_jmp = prev;
+    if (setjmp(cannops_jb)) { cannops_jmp = cannops_prev; return fail; } \
+    cannops_jmp = &cannops_jb;
+#define CANNOPS_GUARD_END cannops_jmp = cannops_prev;
 """
 
 GUARD_CDEF = """
@@ -160,26 +190,71 @@ const char * cannops_ggml_libdir(void);
 """
 
 
-def _guards(funcs: dict, ggml_h_names: set[str]) -> tuple[str, str]:
-    """C bodies and cdef lines of the guarded twins of ggml.h's context/graph functions."""
+def _split_params(text: str) -> list[str]:
+    """A parameter list's top-level items (commas inside parentheses belong to an item)."""
+    items, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            items.append(cur.strip())
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    items.append(cur.strip())
+    return [i for i in items if i and i != "void"]
+
+
+def _param_name(param: str) -> str | None:
+    """The name a parameter declaration gives (ggml's headers name every parameter)."""
+    m = re.search(r"\(\s*\*\s*(\w+)\s*\)", param)   # a function pointer: (*name)(...)
+    if m:
+        return m.group(1)
+    m = re.search(r"(\w+)\s*(\[[^\]]*\])?$", param)
+    return m.group(1) if m and m.group(1) not in ("const", "int", "char", "void") else None
+
+
+def _declaration(decls: str, name: str) -> tuple[str, str] | None:
+    """(result type, parameter list) of a function, as the header writes them."""
+    m = re.search(r"([^;{}]*?)\b" + re.escape(name) + r"\s*\(", decls)
+    if m is None:
+        return None
+    depth, i = 1, m.end()
+    while depth:
+        depth += (decls[i] == "(") - (decls[i] == ")")
+        i += 1
+    return " ".join(m.group(1).split()), " ".join(decls[m.end():i - 1].split())
+
+
+def _guards(funcs: dict, ggml_h_names: set[str], decls: str) -> tuple[str, str]:
+    """C bodies and cdef lines of the guarded twins of ggml.h's context/graph functions.
+    Which functions: from cffi's types (funcs); their declarations: the header's own text,
+    so that every qualifier is kept."""
     src, cdef = [], []
     for name, tp in sorted(funcs.items()):
         if name not in ggml_h_names or tp.ellipsis:
             continue
-        argc = [a.get_c_name() for a in tp.args]
-        res = tp.result.get_c_name()
-        if not any(c.startswith(("struct ggml_context *", "struct ggml_cgraph *")) for c in argc):
+        found = _declaration(decls, name)
+        if found is None:
+            continue
+        res, plist = found
+        params = _split_params(plist)
+        names = [_param_name(p) for p in params]
+        if len(params) != len(tp.args) or None in names:
+            continue
+        if not any(p.startswith(("struct ggml_context *", "struct ggml_cgraph *")) for p in params):
             continue
         if res != "void" and not res.endswith("*"):  # 0 would be ambiguous as a failure mark
             continue
-        params = ", ".join(a.get_c_name(f" a{i}") for i, a in enumerate(tp.args)) or "void"
-        call = f"{name}({', '.join(f'a{i}' for i in range(len(tp.args)))})"
-        decl = tp.result.get_c_name(f" {GUARD_PREFIX}{name}({params})")
+        call = f"{name}({', '.join(names)})"
+        plist = ", ".join(params) or "void"
         if res == "void":  # the twin returns 1 when ggml aborted, else 0
-            decl = f"int {GUARD_PREFIX}{name}({params})"
+            decl = f"int {GUARD_PREFIX}{name}({plist})"
             body = f"CANNOPS_GUARD_BEGIN(1) {call}; CANNOPS_GUARD_END return 0;"
         else:
-            body = f"CANNOPS_GUARD_BEGIN(NULL) {res} r = {call}; CANNOPS_GUARD_END return r;"
+            decl = f"{res} {GUARD_PREFIX}{name}({plist})"
+            # the header's parameter names are kept: the locals are prefixed not to clash
+            body = (f"CANNOPS_GUARD_BEGIN(NULL) {res} cannops_r = {call}; CANNOPS_GUARD_END "
+                    f"return cannops_r;")
         src.append(f"static {decl} {{ {body} }}")
         cdef.append(f"{decl};")
     return "\n".join(src), "\n".join(cdef)
@@ -193,13 +268,12 @@ def make_ffi() -> cffi.FFI:
         headers.append("ggml-cpu.h")
         libs.append("ggml-cpu")
     decls = _preprocess(inc, headers)
-    funcs = _functions(decls)
-    has = _exported(libdir, libs)
-    for name in [n for n in funcs if not has(n)]:
-        decls = _drop_function(decls, name)
-        del funcs[name]
-    ggml_h_names = set(_functions(_preprocess(inc, ["ggml.h"])))
-    guard_src, guard_cdef = _guards(funcs, ggml_h_names)
+    funcs = _functions(decls, libdir, libs)
+    for name in sorted(_declared(decls) - set(funcs)):
+        if re.search(r"\b" + re.escape(name) + r"\s*\(", decls):   # a function not exported
+            decls = _drop_function(decls, name)
+    ggml_h_names = _declared(_preprocess(inc, ["ggml.h"])) & set(funcs)
+    guard_src, guard_cdef = _guards(funcs, ggml_h_names, decls)
 
     ffi = cffi.FFI()
     ffi.cdef(decls + "\n" + "\n".join(_int_defines(inc, headers)) + GUARD_CDEF + guard_cdef,
@@ -213,6 +287,8 @@ def make_ffi() -> cffi.FFI:
         library_dirs=[str(libdir)],
         libraries=libs,
         extra_compile_args=["-O1", "-w"],
-        extra_link_args=[f"-Wl,-rpath,{libdir}"],
+        # DT_RPATH (not RUNPATH): it also serves the libraries' own dependencies
+        # (libggml -> libggml-base, libggml-cpu) on a prefix installed without an rpath
+        extra_link_args=["-Wl,--disable-new-dtags", f"-Wl,-rpath,{libdir}"],
     )
     return ffi

@@ -241,7 +241,7 @@ class GGMLDevice(Device):
             if data.nbytes != size:
                 raise DeviceError(f"input of leaf #{t.index} {label(t)}: {data.nbytes} bytes, "
                                   f"ggml_nbytes = {size}")
-            lib.ggml_backend_tensor_set(p, ffi.cast("void *", data.ctypes.data), 0, size)
+            lib.ggml_backend_tensor_set(p, ffi.from_buffer(data), 0, size)
 
     def _sentinel_data(self, k: int) -> np.ndarray:
         if len(self._pool) < k:
@@ -255,7 +255,7 @@ class GGMLDevice(Device):
         size = lib.ggml_nbytes(p)
         raw = np.empty(size, np.uint8)
         if size:
-            lib.ggml_backend_tensor_get(p, ffi.cast("void *", raw.ctypes.data), 0, size)
+            lib.ggml_backend_tensor_get(p, ffi.from_buffer(raw), 0, size)
         return np.ascontiguousarray(values(t, raw))
 
     # --- the Device interface ---
@@ -278,7 +278,7 @@ class GGMLDevice(Device):
             self._upload(r, graph, inputs)
             guards = self._sentinel_data(len(r.sentinels))
             for (s, _), data in zip(r.sentinels, guards):
-                lib.ggml_backend_tensor_set(s, ffi.cast("void *", data.ctypes.data), 0, data.nbytes)
+                lib.ggml_backend_tensor_set(s, ffi.from_buffer(data), 0, data.nbytes)
             gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
             G.ggml_build_forward_expand(gf, r.ptrs[graph.out.index])
             self._compute(gf)
@@ -288,7 +288,7 @@ class GGMLDevice(Device):
             problems = []
             seen = np.empty(SENTINEL_SIZE, np.float32)
             for (s, after), data in zip(r.sentinels, guards):
-                lib.ggml_backend_tensor_get(s, ffi.cast("void *", seen.ctypes.data), 0, seen.nbytes)
+                lib.ggml_backend_tensor_get(s, ffi.from_buffer(seen), 0, seen.nbytes)
                 if seen.tobytes() != data.tobytes():
                     problems.append(f"sentinel mismatch: {after}")
             return RunResult(outputs, problems)

@@ -66,8 +66,9 @@ class DeviceMemory:
                            f"aclrtMalloc: out of device memory ({size} bytes asked, "
                            f"{self.capacity - self.used} free)")
         raw = np.empty(size + ALIGN, np.uint8)
-        skip = -raw.ctypes.data % ALIGN
-        a = Allocation(raw.ctypes.data + skip, size, raw[skip:skip + size])
+        base = raw.__array_interface__["data"][0]   # the buffer's address
+        skip = -base % ALIGN
+        a = Allocation(base + skip, size, raw[skip:skip + size])
         a.buf[:] = FRESH          # uninitialised memory is not zero on a device
         self.used += size
         bisect.insort(self.starts, a.addr)

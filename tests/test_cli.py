@@ -1,5 +1,6 @@
 """`ops` end to end on the real devices: the acceptance lines of the README."""
 import json
+import os
 import subprocess
 import sys
 
@@ -59,11 +60,18 @@ def test_perf_prints_runs_and_throughput():
 
 @pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="needs the ggml bridge")
 def test_a_case_the_reference_cannot_compute_blames_numpy_not_the_device(tmp_path):
-    # ggml-CPU copies f32 into q4_K; the reference has no q4_K encoder
+    # ggml-CPU copies f32 into q4_K; here the reference is run without its q4_K encoder
+    # (every catalog case ggml-CPU runs now has a reference)
     name = ("CPY(type_src=f32,type_dst=q4_K,ne_src=[256,4,4,4],permute_src=[0,0,0,0],"
             "permute_dst=[0,0,0,0],_src_transpose=0)")
     res = tmp_path / "r.json"
-    p = ops("test", "-b", "GGML-CPU", "-o", name, "--results", str(res))
+    # (a sitecustomize, so that the runner's spawned workers drop it too)
+    (tmp_path / "sitecustomize.py").write_text(
+        "from cannops.cases import quants\nquants.OWN_QUANT.pop('q4_K', None)\n")
+    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    p = subprocess.run([*OPS, "test", "-b", "GGML-CPU", "-o", name, "--results", str(res)],
+                       capture_output=True, text=True, timeout=600, env=env)
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"  {name}: "))
     assert "not supported [NUMPY] no NumPy quantizer for q4_K" in line and "GGML-CPU]" not in line
     r = json.loads(res.read_text())["results"][0]

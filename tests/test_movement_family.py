@@ -285,13 +285,16 @@ def test_cpy_case_thresholds_and_inputs():
 
 
 def test_numpy_device_says_why_a_quantized_type_is_out_of_reach():
-    # no NumPy encoder for q4_K (an iterative search in ggml); q2_K / q1_0 inputs are made
-    # by libggml / cases/quants.py and decoded, so those cases run
-    case = _case("CPY(type_src=f32,type_dst=q4_K,ne_src=[256,4,4,4],permute_src=[0,0,0,0],"
-                 "permute_dst=[0,0,0,0],_src_transpose=0)")
-    s = NumpyDevice().supports(case, case.build())
-    assert not s and "q4_K" in s.reason and "quantizer" in s.reason
-    for name in ("GET_ROWS(type=q2_K,n=256,m=5,r=4,be1=1,be2=1,v=0)",
+    # no NumPy encoder for iq2_xxs (a lattice search in ggml): a copy into it is declined
+    g = Graph()
+    node = cpy(g.new_tensor("f32", [256, 2]), g.new_tensor("iq2_xxs", [256, 2]))
+    why = reference.unsupported(node)
+    assert why and "iq2_xxs" in why and "quantizer" in why
+    # q4_K is encoded by cases/quants.py; q2_K / q1_0 inputs are made by libggml /
+    # cases/quants.py and decoded, so those cases run
+    for name in ("CPY(type_src=f32,type_dst=q4_K,ne_src=[256,4,4,4],permute_src=[0,0,0,0],"
+                 "permute_dst=[0,0,0,0],_src_transpose=0)",
+                 "GET_ROWS(type=q2_K,n=256,m=5,r=4,be1=1,be2=1,v=0)",
                  "GET_ROWS(type=q1_0,n=256,m=5,r=4,be1=1,be2=1,v=0)"):
         ok = _case(name)
         assert NumpyDevice().supports(ok, ok.build())

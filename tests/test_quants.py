@@ -80,10 +80,87 @@ def test_every_matmul_type_decodes_and_the_missing_encoders_say_why():
         assert quants.missing(ggml_type(name), "dequantize") is None, name
     for name in ("q1_0", "q2_0", "nvfp4", "mxfp4", "q4_0", "q8_0", "tq2_0"):
         assert quants.missing(ggml_type(name), "quantize") is None, name
-    why = quants.missing(ggml_type("q4_K"), "quantize")
-    assert why and "q4_K" in why
-    # the reference then declines a copy into q4_K with that reason
+    for name in ("q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"):
+        assert quants.missing(ggml_type(name), "quantize") is None, name
+    why = quants.missing(ggml_type("iq2_xxs"), "quantize")
+    assert why and "iq2_xxs" in why
+    # the reference then declines a copy into iq2_xxs with that reason
     g = Graph()
     from cannops.cases.graph import cpy
-    node = cpy(g.new_tensor("f32", [256, 2]), g.new_tensor("q4_K", [256, 2]))
+    node = cpy(g.new_tensor("f32", [256, 2]), g.new_tensor("iq2_xxs", [256, 2]))
     assert reference.unsupported(node) == why
+
+
+# --- k-quants and iq4: round trips within the format's step, scales as the format implies,
+#     and the bytes against libggml-CPU's own row quantizer (a cross-check only) ---
+
+KQ = ("q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs")
+# worst |decode(encode(x)) - x| for x uniform in [-1, 1]: about a code step, smaller with more bits
+KQ_STEP = {"q2_K": 0.5, "q3_K": 0.3, "q4_K": 0.1, "q5_K": 0.06, "q6_K": 0.02, "iq4_nl": 0.15, "iq4_xs": 0.15}
+
+
+def _uniform(rows, n, seed=0):
+    x = np.random.default_rng(seed).uniform(-1, 1, (rows, n)).astype(np.float32)
+    x[1, :48] = 0          # zero sub-blocks
+    x[2] = 0               # an all-zero row
+    return x
+
+
+@pytest.mark.parametrize("name", KQ)
+def test_kquant_round_trip_is_within_a_step(name):
+    t = ggml_type(name)
+    x = _uniform(8, 512)
+    q = quants.quantize(x, t)
+    assert q.shape == (8, t.row_size(512)) and q.dtype == np.uint8
+    y = quants.dequantize(q, t)
+    assert np.abs(y - x).max() < KQ_STEP[name]
+    np.testing.assert_array_equal(y[2], 0)
+
+
+@pytest.mark.parametrize("name", KQ)
+def test_kquant_bytes_match_libggml_cpu(name):
+    from cannops.native._ggml import ffi, lib
+    t = ggml_type(name)
+    for scale in (1.0, 150.0):
+        x = _uniform(16, 512, seed=int(scale)) * np.float32(scale)
+        ref = np.empty((16, t.row_size(512)), np.uint8)
+        lib.ggml_get_type_traits_cpu(t.value).from_float(ffi.from_buffer("float[]", x),
+                                                           ffi.from_buffer("char[]", ref), x.size)
+        mine = quants.quantize(x, t)
+        np.testing.assert_array_equal(quants.dequantize(mine, t), quants.dequantize(ref, t))
+        if name != "iq4_nl":  # libggml leaves an all-zero iq4_nl block's codes stale (d = 0)
+            np.testing.assert_array_equal(mine, ref)
+
+
+def test_q6_K_scales_are_int8_of_a_shared_f16():
+    # sub-block j holds the constant j + 1: its scale is -(j + 1)/32 (code -32); the largest
+    # in magnitude becomes int8 -128 of d = 0.5/128, the others -8 (j + 1)
+    x = np.repeat(np.arange(1, 17, dtype=np.float32), 16)[None]
+    q = quants.quantize(x, ggml_type("q6_K"))
+    d = q[0, 208:210].view(np.float16)[0]
+    sc = q[0, 192:208].view(np.int8).astype(np.float32)
+    assert sc[15] == -128                               # the largest sub-scale is the int8 extreme
+    np.testing.assert_allclose(d * sc, -np.arange(1, 17) / 32, rtol=1e-2)   # x = -32 * scale
+    np.testing.assert_allclose(quants.dequantize(q, ggml_type("q6_K"))[0], x[0], rtol=1e-2)
+
+
+def test_q4_K_scale_and_min_are_six_bit_of_shared_halves():
+    # one sub-block of 32 spans [0, 15]: scale 1, min 0; the others span [-1, 0]
+    x = np.tile(np.linspace(-1, 0, 32, dtype=np.float32), 8)
+    x[:32] = np.arange(32, dtype=np.float32) % 16
+    q = quants.quantize(x[None], ggml_type("q4_K"))
+    d, dmin = q[0, :4].view(np.float16).astype(np.float32)
+    assert d == np.float32(np.float16(1 / 63))                        # max scale 1 -> d = 1/63
+    assert q[0, 4] & 63 == 63                                          # sub-block 0: scale 63/63
+    assert abs(dmin * 63 - 1) < 0.03 and q[0, 8] & 63 == 0            # max min ~1; sub-block 0: min 0
+    np.testing.assert_allclose(quants.dequantize(q, ggml_type("q4_K"))[0, :32], x[:32], atol=5e-3)
+
+
+def test_iq4_nl_scale_is_the_weighted_fit_of_max_over_minus_127():
+    # values exactly on the table times 0.01: the fit gives d = 0.01 back and every code
+    x = (quants.IQ4NL.astype(np.float32) * np.float32(0.01))[np.arange(32) % 16][None]
+    q = quants.quantize(x, ggml_type("iq4_nl"))
+    assert q[0, :2].view(np.float16)[0] == np.float16(0.01)
+    np.testing.assert_array_equal(q[0, 2:] & 0xF, np.arange(16))
+    expect = quants.IQ4NL[np.arange(32) % 16] * np.float32(np.float16(0.01))
+    np.testing.assert_array_equal(quants.dequantize(q, ggml_type("iq4_nl"))[0], expect)

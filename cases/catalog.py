@@ -60,6 +60,18 @@ def fmt_vars(params: Params, names: Iterable[str]) -> str:
     return ",".join([f"{n}={fmt_value(params[n])}" for n in names])
 
 
+def unique_params(cases) -> list:
+    """A grid without repeats, first occurrence kept: test-backend-ops lists some cases twice
+    (a loop and an explicit line); `ops` lists each name once."""
+    seen, out = set(), []
+    for p in cases:
+        key = repr(sorted(p.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 @dataclass(frozen=True)
 class Deviation:
     reason: str

@@ -3,7 +3,7 @@
 (CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col)."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, register, unique_params
 from .graph import Tensor, cont, new_op, permute
 from .types import F32
 
@@ -78,17 +78,6 @@ def _cwhn(g, input: Tensor, kernel: Tensor) -> tuple[Tensor, Tensor]:
     input = permute(cont(permute(input, 1, 2, 0, 3)), 2, 0, 1, 3)
     kernel = permute(cont(permute(kernel, 2, 3, 1, 0)), 3, 2, 0, 1)
     return input, kernel
-
-
-def _once(cases):
-    """test-backend-ops lists some cases twice (a loop and an explicit line): once here."""
-    seen, out = set(), []
-    for p in cases:
-        key = repr(sorted(p.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
 
 
 # ---------------------------------------------------------------- CONV_2D ----
@@ -232,7 +221,7 @@ def conv_3d_eval_grid():
                                 if _fits_3d(c):
                                     cases.append(c)
         cases.append(_c3(1, 4, 8, 8, 8, 8, 1, 1, 1, (1, 1, 1), (0, 0, 0), (1, 1, 1), kt))   # 1x1x1 kernel
-    return _once(cases)
+    return unique_params(cases)
 
 
 def conv_3d_flops(out, c):
@@ -274,7 +263,7 @@ def conv_transpose_1d_eval_grid():
                                    ([3, 2, 1, 1], [3, 2, 2, 1], 1), ([3, 2, 1, 1], [3, 1, 2, 1], 1),
                                    ([2, 1, 1, 1], [3, 1, 1, 1], 1)):
         cases.append(dict(ne_input=ne_input, ne_kernel=ne_kernel, s0=s, p0=0, d0=1))
-    return _once(cases)
+    return unique_params(cases)
 
 
 register(Family(

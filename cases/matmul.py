@@ -6,7 +6,7 @@ case in test-backend-ops, hence test mode only: it is the separate fused family 
 """
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, register, unique_params
 from .graph import Tensor, add, new_op, permute, set_param, view
 from .types import F32, ggml_type
 
@@ -115,17 +115,6 @@ def _grid_all():
     return c
 
 
-def _unique(cases):
-    """test-backend-ops lists some cases twice (e.g. m=16,n=1,k=256 from two loops): once here."""
-    seen, out = set(), []
-    for p in cases:
-        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in p.items())
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
-
-
 def perf_grid():
     c = [mm("f16", "f32", 16416, 1, 128, (8, 1), (4, 1), (0, 2, 1, 3)),
          mm("f16", "f32", 128, 1, 16416, (8, 1), (4, 1), (0, 1, 2, 3), 2 * 16416)]
@@ -148,7 +137,7 @@ register(Family(
     build=build_mul_mat,
     vars=VARS,
     op="MUL_MAT",
-    eval_grid=lambda: _unique(p for p in _grid_all() if p["o"] == 1),
+    eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] == 1),
     perf_grid=perf_grid,
     max_nmse=5e-4,
     grad_nmax=20000,
@@ -161,7 +150,7 @@ register(Family(
     build=build_mul_mat,
     vars=VARS,
     op="MUL_MAT",
-    eval_grid=lambda: _unique(p for p in _grid_all() if p["o"] > 1),
+    eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] > 1),
     max_nmse=5e-4,
     grad_nmax=20000,
     fused=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .binary import add_id
-from .catalog import Family, register
+from .catalog import Family, register, unique_params
 from .glu import glu_split
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
@@ -65,17 +65,6 @@ def new_ids(g, n_mats, n_used, n_tokens) -> Tensor:
     return view(ids, [n_used, n_tokens], [ids.nb[1]]) if n_used != n_mats else ids
 
 
-def _unique(cases):
-    """test-backend-ops lists a few cases twice: keep the first."""
-    seen, out = set(), []
-    for p in cases:
-        key = repr(sorted(p.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
-
-
 def moe_flops(out, p):
     return 2 * p["m"] * p["k"] * p["n"] * p["n_used"]
 
@@ -126,7 +115,7 @@ register(Family(
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
     op="MUL_MAT_ID",
     # q8_0, q1_0, q2_0 and q4_1 are in both BASE_TYPES and OTHER_TYPES: their shared cases once
-    eval_grid=lambda: _unique(mul_mat_id_eval()),
+    eval_grid=lambda: unique_params(mul_mat_id_eval()),
     perf_grid=mul_mat_id_perf,
     init=init_moe,
     max_nmse=5e-4,
@@ -200,7 +189,7 @@ register(Family(
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "trans_b"),
     op="OUT_PROD",
     # (f32, f32, 256, 16, 16, [1,1], [1,1]) is listed by both sweeps: once here
-    eval_grid=lambda: _unique(out_prod_eval()),
+    eval_grid=lambda: unique_params(out_prod_eval()),
     max_nmse=5e-4,
 ))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference
+from .matmul import mul_mat
 
 
 @reference("MUL_MAT_ID")
@@ -28,12 +29,6 @@ def mul_mat_id(node, as_, b, ids):
 
 @reference("OUT_PROD")
 def out_prod(node, a, b):
-    a = np.asarray(a, dtype=np.float64)                   # (ne03, ne02, k, m)
-    b = np.asarray(b, dtype=np.float64)                   # (ne13, ne12, k, n)
-    ne03, ne02, k, m = a.shape
-    ne13, ne12, _, n = b.shape
-    r3, r2 = ne13 // ne03, ne12 // ne02
-    bg = b.reshape(ne03, r3, ne02, r2, k, n)
-    ag = a[:, None, :, None]                              # (ne03, 1, ne02, 1, k, m)
-    out = np.matmul(np.swapaxes(bg, -1, -2), ag)          # (ne03, r3, ne02, r2, n, m)
-    return out.reshape(ne13, ne12, n, m)
+    """out = b^T a per matrix, a {m, k} and b {n, k} in ggml's ne (NumPy (k, m), (k, n)),
+    batches broadcast as MUL_MAT's: MUL_MAT of the two operands transposed."""
+    return mul_mat(node, np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2))

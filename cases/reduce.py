@@ -85,6 +85,12 @@ def sum_vars(p):
 
 REDUCE_ROWS_PERF = ([8192, 1, 1, 1], [8192, 8192, 1, 1], [128, 8192, 1, 1])
 
+SUM_STRIDED_ROWS = Deviation(when=lambda p: bool(p.get("permute")), reason=(
+    "ggml-CPU's SUM reads each row of its source as ne0 contiguous floats: it checks "
+    "nb0 == sizeof(float) only with a debug assert, and its supports_op accepts any "
+    "layout. With permute=[1,0,2,3] (ne0 strided) it sums overlapping runs of memory "
+    "instead of the view's elements; the reference sums the view."))
+
 register(Family(
     name="sum",
     build=build_sum,
@@ -103,11 +109,8 @@ register(Family(
         dict(type="f32", ne=[33, 256, 1, 1], permute=[1, 0, 2, 3]),  # rows strided
     ],
     perf_grid=lambda: [dict(type="f32", ne=ne) for ne in REDUCE_ROWS_PERF],
-    notes={"GGML-CPU": Deviation(when=lambda p: bool(p.get("permute")), reason=(
-        "ggml-CPU's SUM reads each row of its source as ne0 contiguous floats: it checks "
-        "nb0 == sizeof(float) only with a debug assert, and its supports_op accepts any "
-        "layout. With permute=[1,0,2,3] (ne0 strided) it sums overlapping runs of memory "
-        "instead of the view's elements; the reference sums the view."))},
+    notes={"GGML-CPU": SUM_STRIDED_ROWS},
+    grad_notes={"GGML-CPU": SUM_STRIDED_ROWS},   # its wrong forward is what the differences see
 ))
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from cannops.backend import reference
 from cannops.backend.base import Device, DeviceError, GradUnsupported
-from cannops.cases.catalog import Case
+from cannops.cases.catalog import Case, find_deviation
 
 from .compare import compare
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
@@ -19,13 +19,6 @@ from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
 
 def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
     return CaseResult(device=device.name, op=case.op, params=case.vars, status=status, **kw)
-
-
-def _note(case: Case, device: Device) -> str:
-    for prefix, dev in case.family.notes.items():
-        if device.name.startswith(prefix) and dev.when(case.params):
-            return dev.reason
-    return ""
 
 
 def check_indices(graph) -> list[int]:
@@ -75,12 +68,13 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
             worst = e if worst is None else max(worst, e)
         if not ok:
             reasons.append(why)
-    note = _note(case, device)
+    dev = find_deviation(fam.notes, device.name, case.params, worst)
+    note = dev.reason if dev else ""
     status = OK
     if reasons:
         # a recorded deviation explains a metric miss, never a NaN, inf or overrun
         metric_only = not got.problems and all(f"{fam.err_name} =" in r for r in reasons)
-        status = DEVIATION if note and metric_only else FAIL
+        status = DEVIATION if dev and metric_only else FAIL
     return _result(device, case, status, reason="; ".join(reasons), error=worst,
                    threshold=threshold, metric=fam.err_name, note=note,
                    seconds=time.perf_counter() - t0)
@@ -143,11 +137,12 @@ def grad(device: Device, case: Case, seed: int) -> CaseResult:
         return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
     threshold = fam.grad_setting("max_maa", p)
     expect = fam.grad_setting("grad_expect", p)
-    reasons, notes, worst = [], [], 0.0
+    reasons, notes, worst, nonfinite = [], [], 0.0, False
     for pg in grads:
         bad = np.flatnonzero(~np.isfinite(pg.analytic))
         if bad.size:
             reasons.append(f"[{pg.name}] gradient[{bad[0]}] = {pg.analytic[bad[0]]} is not finite")
+            nonfinite = True
             continue
         err = mean_abs_asymmetry(pg.numeric, pg.analytic, expect)
         if np.isnan(err):
@@ -163,7 +158,13 @@ def grad(device: Device, case: Case, seed: int) -> CaseResult:
             i = int(np.argmax(diff))
             reasons.append(f"[{pg.name}] MAA = {err:.9f} > {threshold:.9f} (max abs error {diff[i]:.6g} "
                            f"at element {i}: backprop {pg.analytic[i]:.6g}, finite differences {pg.numeric[i]:.6g})")
-    return _result(device, case, FAIL if reasons else OK, reason="; ".join(reasons), error=worst,
+    status = OK
+    if reasons:
+        dev = find_deviation(fam.grad_notes, device.name, p, worst)
+        status = DEVIATION if dev and (dev.nonfinite or not nonfinite) else FAIL
+        if status == DEVIATION:
+            notes.insert(0, dev.reason)
+    return _result(device, case, status, reason="; ".join(reasons), error=worst,
                    threshold=threshold, metric="MAA", note="; ".join(notes),
                    seconds=time.perf_counter() - t0)
 

@@ -42,7 +42,9 @@ def selection_options(f):
         click.option("-j", "jobs", type=int, default=1, show_default=True, help="Worker processes."),
         click.option("--timeout", type=float, default=None,
                      help="Seconds a case may take before it is a FAIL (its worker is replaced); "
-                          "default 60 (perf: 600, as one measurement repeats the op for 1 s or more)."),
+                          "default 60 (perf: 600, as one measurement repeats the op for 1 s or more; "
+                          "grad: 900, as finite differences run the forward graph twice per "
+                          "gradient element, thousands of times on a simulator)."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data."),
         click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."))
 
@@ -77,7 +79,7 @@ def report_options(f):
                           "the ops whose status changed, with the tail of each one's log."))
 
 
-DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0, "grad": 300.0}
+DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0, "grad": 900.0}
 
 
 MAX_SECONDS = 1e6  # a longer wait overflows the platform's timeouts

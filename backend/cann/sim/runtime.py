@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import collections
 import itertools
+import math
 import sys
 import time
 import traceback
@@ -143,7 +144,7 @@ class TensorDesc:
 
     @property
     def storage_bytes(self) -> int:
-        n = int(np.prod(self.storage, dtype=np.int64))
+        n = math.prod(self.storage)
         per_byte = dtypes.PACKED.get(self.dtype)
         return -(-n // per_byte) if per_byte else n * self.np_dtype.itemsize
 
@@ -524,13 +525,13 @@ def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims,
     dims = tuple(int(view_dims[i]) for i in range(n_dims))
     storage = tuple(int(storage_dims[i]) for i in range(n_storage))
     if stride == ffi.NULL:
-        strides = tuple(int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(n_dims))
+        strides = tuple(math.prod(dims[i + 1:]) for i in range(n_dims))
     else:
         strides = tuple(int(stride[i]) for i in range(n_dims))
     if any(d < 0 for d in dims + storage) or offset < 0:
         raise SimError(lib.ACLNN_ERR_PARAM_INVALID, f"aclCreateTensor: negative dims {dims} / {storage}")
     # the elements the view reaches must all lie inside the storage
-    n_storage_elems = int(np.prod(storage, dtype=np.int64))
+    n_storage_elems = math.prod(storage)
     if all(dims):
         lo = offset + sum((d - 1) * s for d, s in zip(dims, strides) if s < 0)
         hi = offset + sum((d - 1) * s for d, s in zip(dims, strides) if s > 0)

@@ -132,12 +132,6 @@ VARS = ("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o")
 # the reference multiplies the exact values; test_mul_mat's 5e-4 threshold covers it (worst
 # seen: 3.3e-5), so it is no recorded deviation.
 
-MUL_MAT_FD = {EVERY_DEVICE: fd_limit(
-    "with an f16 A, ggml-CPU rounds B to f16 before the dot products, so the forward that the "
-    "differences probe moves in f16 steps of B (relative 2^-11); with f32 operands the loss "
-    "(a float32 sum) rounds each quotient by up to ulp/(2*eps); backprop is A^T G and G B^T "
-    "computed from the exact operands", max_error=1e-3)}
-
 register(Family(
     name="mul_mat",
     build=build_mul_mat,
@@ -147,11 +141,16 @@ register(Family(
     perf_grid=perf_grid,
     max_nmse=5e-4,
     grad_nmax=20000,
-    grad_notes=MUL_MAT_FD,
+    grad_notes={EVERY_DEVICE: fd_limit(
+        "with an f16 A, ggml-CPU rounds B to f16 before the dot products, so the forward that the "
+        "differences probe moves in f16 steps of B (relative 2^-11); with f32 operands the loss "
+        "(a float32 sum) rounds each quotient by up to ulp/(2*eps); backprop is A^T G and G B^T "
+        "computed from the exact operands", max_error=1e-3)},
     flops=mul_mat_flops,
 ))
 
-# o > 1: run_whole_graph in test-backend-ops, so test mode only and checked on the final sum
+# o > 1: run_whole_graph in test-backend-ops, so test mode only (not support, not grad) and
+# checked on the final sum
 register(Family(
     name="mul_mat_multi_out",
     build=build_mul_mat,
@@ -159,8 +158,6 @@ register(Family(
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] > 1),
     max_nmse=5e-4,
-    grad_nmax=20000,
-    grad_notes=MUL_MAT_FD,
     fused=True,
     flops=mul_mat_flops,
 ))

@@ -3,7 +3,7 @@
 NORM_MUL_ADD, ADD_RMS_NORM and GROUP_NORM_MUL_ADD (checked on their final output only)."""
 from __future__ import annotations
 
-from .catalog import EVERY_DEVICE, Family, fd_limit, register
+from .catalog import Family, register
 from .graph import Tensor, add, mul, new_op, permute, set_param, view, view_of
 from .inputs import uniform
 
@@ -144,14 +144,6 @@ def build_group_norm_mul_add(g, type, ne, num_groups, eps):
 FUSED_EPS = (0.0, 1e-6, 1e-4, 1e-1, 1.0)
 SINGLE_ROWS = (1, 511, 1025, 8192, 33 * 512)
 
-# the single-row cases of the fused RMS norms, checked with a 4-point difference at eps=1
-FUSED_RMS_NORM_FD = {EVERY_DEVICE: (
-    fd_limit("the RMS norm of one element is +-1 whatever its value, so its gradient "
-             "(~eps/|x|^3, about 1e-8) is float32 rounding noise in both estimates",
-             when=lambda p: p["ne"] == [1, 1, 1, 1]),
-    fd_limit("over one long row of inputs in [-10, 10], the float32 rounding of the loss "
-             "dominates the difference quotient (backprop matches the exact float64 gradient "
-             "to MAA 2e-7)", when=lambda p: p["ne"][1:] == [1, 1, 1], max_error=1e-2))}
 
 register(Family(
     name="rms_norm_mul_add",
@@ -160,9 +152,6 @@ register(Family(
     op="RMS_NORM_MUL_ADD",
     init=init_pm10,
     fused=True,
-    grad_eps=1.0,
-    grad_precise=True,
-    grad_notes=FUSED_RMS_NORM_FD,
     eval_grid=lambda: [
         dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc, multi_add=False)
         for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)
@@ -187,9 +176,6 @@ register(Family(
     op="ADD_RMS_NORM",
     init=init_pm10,
     fused=True,
-    grad_eps=1.0,
-    grad_precise=True,
-    grad_notes=FUSED_RMS_NORM_FD,
     eval_grid=lambda: [
         dict(type="f32", ne=[n, 5, 4, 3], eps=eps, broadcast=bc)
         for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)

@@ -175,3 +175,13 @@ def test_a_deviation_explains_only_errors_up_to_its_ceiling(monkeypatch):
     faulty = open_device("FAULTY")
     r = grad(faulty, case, 0)
     assert r.status == "FAIL" and r.error > 0.1
+
+
+def test_grad_mode_runs_what_test_backend_ops_does():
+    """test-backend-ops' grad mode drops the cases that run their whole graph (fused ones,
+    as support mode does) and OPT_STEP_ADAMW."""
+    from cannops.cases import all_cases
+    grad_names = {c.name for c in all_cases("grad")}
+    support = {c.name for c in all_cases("support")}
+    assert grad_names == {n for n in support if not n.startswith("OPT_STEP_ADAMW(")}
+    assert not any(n.startswith(("RMS_NORM_MUL_ADD(", "ADD_RMS_NORM(")) for n in grad_names)

@@ -142,10 +142,11 @@ register(Family(
     max_nmse=5e-4,
     grad_nmax=20000,
     grad_notes={EVERY_DEVICE: fd_limit(
-        "with an f16 A, ggml-CPU rounds B to f16 before the dot products, so the forward that the "
-        "differences probe moves in f16 steps of B (relative 2^-11); with f32 operands the loss "
-        "(a float32 sum) rounds each quotient by up to ulp/(2*eps); backprop is A^T G and G B^T "
-        "computed from the exact operands", max_error=1e-3)},
+        "where the device rounds B before the dot products (ggml-CPU to f16 with an f16 A, "
+        "a CANN cube unit to f16 or HF32), the forward that the differences probe moves in "
+        "steps of 2^-11 relative; otherwise the loss (a float32 sum) rounds each quotient by "
+        "up to ulp/(2*eps); backprop is A^T G and G B^T, right to the MAA threshold",
+        max_error=1e-3)},
     flops=mul_mat_flops,
 ))
 

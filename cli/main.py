@@ -401,6 +401,79 @@ def support(output, results_in, compute, markdown, log_dir, summary_file, baseli
     sys.exit(_Stdout.status(run.exit_status if compute else 0))
 
 
+@cli.command()
+@click.option("-o", "ops", metavar="OPS", multiple=True, required=True,
+              help="Op names to explore (repeat or comma list), e.g. SSM_CONV.")
+@click.option("-b", "backends", metavar="DEVICE", multiple=True,
+              help="Device(s) to use (repeat or comma list); default: every device but NUMPY.")
+@click.option("--examples", type=int, default=100, show_default=True,
+              help="Cases to draw per op and device (before shrinking a failure).")
+@click.option("--seed", type=int, default=None,
+              help="Hypothesis' seed: the same seed draws the same cases; default: a random one, printed.")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds a case may take before it is a FAIL.")
+def fuzz(ops, backends, examples, seed, timeout):
+    """Draw cases around each op's grid (Hypothesis), run them as `ops test` does, and
+    shrink a failure to a minimal case that `ops test -o 'NAME'` reproduces."""
+    import random
+
+    from cannops.cases.catalog import all_op_names
+
+    from .fuzz import cache_dir, fuzz as explore
+    from .selection import _suggest
+    from .workers import WorkerPool, WorkerStartError
+    if examples < 1:
+        raise BadInput(f"--examples must be at least 1 (got {examples})")
+    _check_common(1, timeout, 0 if seed is None else seed)
+    known = all_op_names()
+    names = split_ops_filter(ops_text(ops))
+    for op in names:
+        if op not in known:
+            raise BadInput(f"unknown op {op!r}{_suggest(op, known)}" +
+                           (": ops fuzz takes op names; ops test -o runs a case" if "(" in op else ""))
+    targets = _devices(backends)
+    if not targets:
+        raise BadInput("no device available (see `ops list devices`)")
+    seed = random.randrange(2**31) if seed is None else seed
+    say = click.echo
+    failed = False
+    say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {examples} examples each, "
+        f"--seed {seed} (examples database: {cache_dir()})")
+    for target in targets:
+        pool = WorkerPool(target.members, 1, timeout, label=target.label)
+        try:
+            try:
+                pool.start()
+            except WorkerStartError as e:
+                say(f"  {target.label}: skipped: {e}")
+                failed = True
+                continue
+            for op in names:
+                say("")
+                say(f"{op} on {target.label}:")
+                found = explore(op, pool, examples, seed,
+                                on_first=lambda r: say(f"  failing: {r.name}; shrinking it"))
+                failed |= _print_fuzz(found, say)
+        finally:
+            pool.close()
+    sys.exit(1 if failed else 0)
+
+
+def _print_fuzz(found, say) -> bool:
+    """The outcome of one op on one device; True when it failed."""
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(found.counts.items(), key=lambda kv: -kv[1]))
+    if found.error:
+        say(f"  {found.error}")
+        return True
+    if found.minimal is None:
+        say(f"  no failure ({counts})")
+        return False
+    ConsolePrinter("test").case(found.minimal)
+    say(f"  reproduce: ops test -b {found.device} -o '{found.minimal.name}'")
+    say(f"  cases run while exploring and shrinking: {counts}")
+    return True
+
+
 @cli.command("list")
 @click.argument("what", type=click.Choice(["ops", "cases", "devices"]))
 @click.option("-o", "ops", metavar="OPS", help="With `cases`: only these ops.")

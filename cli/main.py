@@ -468,7 +468,10 @@ def _print_fuzz(found, say) -> bool:
     if found.minimal is None:
         say(f"  no failure ({counts})")
         return False
+    from .compare import worst_lines
     ConsolePrinter("test").case(found.minimal)
+    for line in worst_lines(found.minimal.worst):
+        say(f"    {line}")
     say(f"  reproduce: ops test -b {found.device} -o '{found.minimal.name}'")
     say(f"  cases run while exploring and shrinking: {counts}")
     return True

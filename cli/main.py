@@ -334,22 +334,39 @@ def grad(log_dir, summary_file, baseline, **kw):
                    "now slower by more than --threshold (exit status 1).")
 @click.option("--threshold", "threshold_pct", type=float, default=10.0, show_default=True,
               help="Percent slower than the baseline that flags a case.")
-def perf(baseline, threshold_pct, **kw):
+@click.option("--markdown", is_flag=True,
+              help="Print markdown tables to paste, per op: with --baseline, before / after / speed-up; "
+                   "else the devices side by side.")
+@click.option("--plot", "plot_path", metavar="FILE",
+              help="Draw GB/s or GFLOPS per case, the devices side by side, to FILE (.svg, .png or .pdf).")
+def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     """Benchmark each case: runs, us/run, GFLOPS or GB/s; several devices side by side."""
-    from .perf_report import (PerfBaselineError, load_perf_baseline, side_by_side_lines, slower_lines,
+    from .perf_report import (PLOT_FORMATS, PerfBaselineError, load_perf_baseline, markdown_side_by_side,
+                              markdown_vs_baseline, plot_perf, side_by_side_lines, slower_lines,
                               slower_than_baseline)
     if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise BadInput(f"--threshold must be at least 0 (got {threshold_pct:g})")
     check_seconds("--min-time", kw["min_seconds"])
+    if markdown and kw["output"] != "console":
+        raise BadInput(f"--markdown prints the tables: it cannot go with --output {kw['output']}")
+    if plot_path is not None:
+        if os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
+            raise BadInput(f"--plot {plot_path}: the file name must end in " + ", ".join(f".{f}" for f in PLOT_FORMATS))
+        _check_writable(plot_path)
     base = None
     if baseline is not None:
         try:
             base = load_perf_baseline(baseline)
         except PerfBaselineError as e:
             raise BadInput(str(e)) from None
-    run = run_mode("perf", **kw)
+    run = run_mode("perf", printer=QuietPrinter("perf") if markdown else None, **kw)
     slower = slower_than_baseline(run, base, threshold_pct) if base is not None else None
-    if kw["output"] == "console":
+    if plot_path is not None:
+        write_or_fail(plot_path, plot_perf, run, plot_path)
+    if markdown:
+        lines = markdown_vs_baseline(run, base) if base is not None else markdown_side_by_side(run)
+        _Stdout.write(click.echo, "\n".join(lines).lstrip("\n"))
+    elif kw["output"] == "console":
         lines = side_by_side_lines(run) + (slower_lines(slower, threshold_pct) if slower is not None else [])
         if lines:
             _Stdout.write(click.echo, "\n".join(lines))

@@ -104,17 +104,18 @@ class FuzzOutcome:
 
 
 def domain(st, op: str):
-    """One strategy of (family, params) for every family that makes `op` cases."""
+    """(a strategy of (family, params) over every family that makes `op` cases, family name
+    -> bytes of its largest grid point)."""
     grids: dict[str, tuple] = {}
     for c in all_cases("test"):
         if c.op == op:
-            fam, points = grids.setdefault(c.family.name, (c.family, []))
-            points.append(c.params)
+            grids.setdefault(c.family.name, (c.family, []))[1].append(c.params)
     if not grids:
         raise ValueError(f"{op} has no test cases")
-    return st.one_of([st.tuples(st.just(fam), fam.fuzz_domain(st) if fam.fuzz_domain else generic_domain(st, points))
-                      for fam, points in grids.values()]), {n: max(graph_bytes(Case(f, p).build()) for p in pts)
-                                                             for n, (f, pts) in grids.items()}
+    strategies = [st.tuples(st.just(fam), fam.fuzz_domain(st) if fam.fuzz_domain else generic_domain(st, points))
+                  for fam, points in grids.values()]
+    sizes = {name: max(graph_bytes(Case(fam, p).build()) for p in points) for name, (fam, points) in grids.items()}
+    return st.one_of(strategies), sizes
 
 
 def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None) -> FuzzOutcome:

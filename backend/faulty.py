@@ -3,8 +3,10 @@
 Enabled only when OPS_FAULTY is set, as `OPS_FAULTY="abort=ABS,segv=NEG,hang=EXP,overrun=SQR"`:
 each key names a fault, each value a comma-free op name (several with '+': `abort=ABS+SGN`).
 `badgrad=OP` is a broken backward: `ops grad` gets that op's backprop gradients scaled by
-1.5. Every other case is computed by the NumPy reference, so it passes (in `ops grad`,
-the reference runs libggml's backward graph of the case). OPS_FAULTY_DEVICES=N
+1.5. `mod7=OP` is a kernel wrong at some shapes only: its last output element is off by 1
+when the output's ne[0] % 7 == 3 (for `ops fuzz` to find and shrink). Every other case
+is computed by the NumPy reference, so it passes (in `ops grad`, the reference runs
+libggml's backward graph of the case). OPS_FAULTY_DEVICES=N
 lists N of them (FAULTY0, FAULTY1, ...), as a host with several devices of one kind.
 OPS_FAULTY_REOPEN=die|hang: once a worker crashed (abort, segv) on a device, opening that
 device again dies or hangs, as a device left wedged by a crash.
@@ -86,6 +88,8 @@ class FaultyDevice(Device):
             guard = np.random.default_rng(i).standard_normal(GUARD).astype(np.float32)
             buf[value.size:] = guard
             buf[:value.size] = value.reshape(-1)
+            if fault == "mod7" and graph.tensors[i].ne[0] % 7 == 3:
+                buf[value.size - 1] += 1.0
             if fault == "overrun":
                 buf[value.size:value.size + 7] = 0.0  # a kernel that writes past its end
             if not np.array_equal(buf[value.size:], guard):

@@ -123,6 +123,7 @@ class Family:
            and absent from support mode (as in test-backend-ops)
     flops(out, params) -> int; 0 means memory-bound (GB/s is reported)
     op_size(out, params) -> bytes moved, for GB/s; None: ggml_nbytes of out and its srcs
+    fuzz_domain(strategies) -> strategy of params: the domain `ops fuzz` draws cases from
     grad_*: `ops grad` (test-backend-ops' gradient mode; the leaves build() marks with
     set_param are differentiated): finite-difference step, 4-point estimate, the most
     gradients checked, the values at which a non-smooth gradient is trusted, and the
@@ -157,6 +158,10 @@ class Family:
     grad_expect: tuple[float, ...] | Callable[[Params], tuple[float, ...]] = ()
     max_maa: float | Callable[[Params], float] = 1e-4
     in_grad: bool = True       # listed by `ops grad` (test-backend-ops skips OPT_STEP_ADAMW there)
+    # `ops fuzz`: the family's domain as a Hypothesis strategy of params dicts, made from the
+    # hypothesis.strategies module it is given (this module does not import hypothesis);
+    # None: varied generically from the grid points (cli/fuzz.py)
+    fuzz_domain: Callable[[Any], Any] | None = None
 
     def op_name(self, params: Params) -> str:
         return self.op(params) if callable(self.op) else self.op

@@ -33,9 +33,18 @@ def ssm_conv_eval_grid():
     return cases
 
 
+def ssm_conv_domain(st):
+    """`ops fuzz`: any kernel width, channel count and sequence count, and at least one token
+    (ggml takes n_t = 0, an empty output, which the reference does not compute)."""
+    def case(d_conv, d_inner, n_t, n_s):
+        return dict(type="f32", ne_a=[d_conv - 1 + n_t, d_inner, n_s, 1], ne_b=[d_conv, d_inner, 1, 1])
+    return st.builds(case, st.integers(1, 9), st.integers(1, 2048), st.integers(1, 80), st.integers(1, 4))
+
+
 register(Family(
     name="ssm_conv",
     build=lambda g, type, ne_a, ne_b: ssm_conv(g.new_tensor(type, ne_a, "a"), g.new_tensor(type, ne_b, "b")),
+    fuzz_domain=ssm_conv_domain,
     vars=("type", "ne_a", "ne_b"),
     op="SSM_CONV",
     eval_grid=ssm_conv_eval_grid,

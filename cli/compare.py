@@ -51,3 +51,24 @@ def compare(label: str, ref: np.ndarray, out: np.ndarray, threshold: float,
     if not e <= threshold:
         return False, f"{label} {err_name} = {e:.9f} > {threshold:.9f}", e
     return True, "", e
+
+
+def worst_elements(ref: np.ndarray, out: np.ndarray, n: int = 5) -> list[list]:
+    """The n elements furthest from the reference, as [flat index, got, expected]; NaN and
+    inf differences first."""
+    r, o = to_f32(ref), to_f32(out)
+    if r.shape != o.shape:
+        return []
+    with np.errstate(all="ignore"):
+        diff = np.abs(r.astype(np.float64) - o.astype(np.float64))
+    diff[~np.isfinite(diff)] = np.inf
+    idx = np.argsort(-diff, kind="stable")[:n]
+    return [[int(i), float(o[i]), float(r[i])] for i in idx if diff[i] > 0]
+
+
+def worst_lines(worst: list[list]) -> list[str]:
+    """worst_elements() for a reader, one line each."""
+    if not worst:
+        return []
+    return ["worst elements (flat index: got, expected):",
+            *(f"  [{i}]: {got:.9g}, {want:.9g}" for i, got, want in worst)]

@@ -13,7 +13,7 @@ from cannops.backend import reference
 from cannops.backend.base import Device, DeviceError, GradUnsupported
 from cannops.cases.catalog import Case, find_deviation
 
-from .compare import compare
+from .compare import compare, worst_elements
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
 
 
@@ -57,7 +57,7 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
 
     fam = case.family
     threshold = fam.threshold(case.params)
-    reasons, worst = list(got.problems), None
+    reasons, worst, far = list(got.problems), None, []
     for i in check:
         node = g.tensors[i]
         srcs = [mem.read(s) for s in node.src] if fam.err_srcs else []
@@ -68,6 +68,7 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
             worst = e if worst is None else max(worst, e)
         if not ok:
             reasons.append(why)
+            far = far or worst_elements(mem.read(node), got.outputs[i])
     dev = find_deviation(fam.notes, device.name, case.params, worst)
     note = dev.reason if dev else ""
     status = OK
@@ -76,7 +77,7 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
         metric_only = not got.problems and all(f"{fam.err_name} =" in r for r in reasons)
         status = DEVIATION if dev and metric_only else FAIL
     return _result(device, case, status, reason="; ".join(reasons), error=worst,
-                   threshold=threshold, metric=fam.err_name, note=note,
+                   threshold=threshold, metric=fam.err_name, note=note, worst=far,
                    seconds=time.perf_counter() - t0)
 
 

@@ -336,22 +336,39 @@ def grad(log_dir, summary_file, baseline, **kw):
                    "now slower by more than --threshold (exit status 1).")
 @click.option("--threshold", "threshold_pct", type=float, default=10.0, show_default=True,
               help="Percent slower than the baseline that flags a case.")
-def perf(baseline, threshold_pct, **kw):
+@click.option("--markdown", is_flag=True,
+              help="Print markdown tables to paste, per op: with --baseline, before / after / speed-up; "
+                   "else the devices side by side.")
+@click.option("--plot", "plot_path", metavar="FILE",
+              help="Draw GB/s or GFLOPS per case, the devices side by side, to FILE (.svg, .png or .pdf).")
+def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     """Benchmark each case: runs, us/run, GFLOPS or GB/s; several devices side by side."""
-    from .perf_report import (PerfBaselineError, load_perf_baseline, side_by_side_lines, slower_lines,
+    from .perf_report import (PLOT_FORMATS, PerfBaselineError, load_perf_baseline, markdown_side_by_side,
+                              markdown_vs_baseline, plot_perf, side_by_side_lines, slower_lines,
                               slower_than_baseline)
     if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise BadInput(f"--threshold must be at least 0 (got {threshold_pct:g})")
     check_seconds("--min-time", kw["min_seconds"])
+    if markdown and kw["output"] != "console":
+        raise BadInput(f"--markdown prints the tables: it cannot go with --output {kw['output']}")
+    if plot_path is not None:
+        if os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
+            raise BadInput(f"--plot {plot_path}: the file name must end in " + ", ".join(f".{f}" for f in PLOT_FORMATS))
+        _check_writable(plot_path)
     base = None
     if baseline is not None:
         try:
             base = load_perf_baseline(baseline)
         except PerfBaselineError as e:
             raise BadInput(str(e)) from None
-    run = run_mode("perf", **kw)
+    run = run_mode("perf", printer=QuietPrinter("perf") if markdown else None, **kw)
     slower = slower_than_baseline(run, base, threshold_pct) if base is not None else None
-    if kw["output"] == "console":
+    if plot_path is not None:
+        write_or_fail(plot_path, plot_perf, run, plot_path)
+    if markdown:
+        lines = markdown_vs_baseline(run, base) if base is not None else markdown_side_by_side(run)
+        _Stdout.write(click.echo, "\n".join(lines).lstrip("\n"))
+    elif kw["output"] == "console":
         lines = side_by_side_lines(run) + (slower_lines(slower, threshold_pct) if slower is not None else [])
         if lines:
             _Stdout.write(click.echo, "\n".join(lines))
@@ -401,6 +418,82 @@ def support(output, results_in, compute, markdown, log_dir, summary_file, baseli
         sys.exit(run.exit_status or 130)
     # probing finds no failures; computing does, and a failing case fails the command
     sys.exit(_Stdout.status(run.exit_status if compute else 0))
+
+
+@cli.command()
+@click.option("-o", "ops", metavar="OPS", multiple=True, required=True,
+              help="Op names to explore (repeat or comma list), e.g. SSM_CONV.")
+@click.option("-b", "backends", metavar="DEVICE", multiple=True,
+              help="Device(s) to use (repeat or comma list); default: every device but NUMPY.")
+@click.option("--examples", type=int, default=100, show_default=True,
+              help="Cases to draw per op and device (before shrinking a failure).")
+@click.option("--seed", type=int, default=None,
+              help="Hypothesis' seed: the same seed draws the same cases; default: a random one, printed.")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds a case may take before it is a FAIL.")
+def fuzz(ops, backends, examples, seed, timeout):
+    """Draw cases around each op's grid (Hypothesis), run them as `ops test` does, and
+    shrink a failure to a minimal case that `ops test -o 'NAME'` reproduces."""
+    import random
+
+    from cannops.cases.catalog import all_op_names
+
+    from .fuzz import cache_dir, fuzz as explore
+    from .selection import _suggest
+    from .workers import WorkerPool, WorkerStartError
+    if examples < 1:
+        raise BadInput(f"--examples must be at least 1 (got {examples})")
+    _check_common(1, timeout, 0 if seed is None else seed)
+    known = all_op_names()
+    names = split_ops_filter(ops_text(ops))
+    for op in names:
+        if op not in known:
+            raise BadInput(f"unknown op {op!r}{_suggest(op, known)}" +
+                           (": ops fuzz takes op names; ops test -o runs a case" if "(" in op else ""))
+    targets = _devices(backends)
+    if not targets:
+        raise BadInput("no device available (see `ops list devices`)")
+    seed = random.randrange(2**31) if seed is None else seed
+    say = click.echo
+    failed = False
+    say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {examples} examples each, "
+        f"--seed {seed} (examples database: {cache_dir()})")
+    for target in targets:
+        pool = WorkerPool(target.members, 1, timeout, label=target.label)
+        try:
+            try:
+                pool.start()
+            except WorkerStartError as e:
+                say(f"  {target.label}: skipped: {e}")
+                failed = True
+                continue
+            for op in names:
+                say("")
+                say(f"{op} on {target.label}:")
+                found = explore(op, pool, examples, seed,
+                                on_first=lambda r: say(f"  failing: {r.name}; shrinking it"))
+                failed |= _print_fuzz(found, say)
+        finally:
+            pool.close()
+    sys.exit(1 if failed else 0)
+
+
+def _print_fuzz(found, say) -> bool:
+    """The outcome of one op on one device; True when it failed."""
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(found.counts.items(), key=lambda kv: -kv[1]))
+    if found.error:
+        say(f"  {found.error}")
+        return True
+    if found.minimal is None:
+        say(f"  no failure ({counts})")
+        return False
+    from .compare import worst_lines
+    ConsolePrinter("test").case(found.minimal)
+    for line in worst_lines(found.minimal.worst):
+        say(f"    {line}")
+    say(f"  reproduce: ops test -b {found.device} -o '{found.minimal.name}'")
+    say(f"  cases run while exploring and shrinking: {counts}")
+    return True
 
 
 @cli.command("list")

@@ -139,10 +139,7 @@ def slower_than_baseline(run: Run, baseline: PerfBaseline, threshold_pct: float)
     for r in run.results:
         if r.status != OK or r.time_us <= 0:
             continue
-        base_dev = baseline.get(r.device)
-        if base_dev is None and len(baseline) == 1:
-            base_dev = next(iter(baseline.values()))
-        base = (base_dev or {}).get(r.name)
+        base = _baseline_of(baseline, r.device).get(r.name)
         if base is None:
             continue
         change = (r.time_us / base - 1.0) * 100.0
@@ -161,3 +158,103 @@ def slower_lines(slower, threshold_pct: float) -> list[str]:
             rows.append([dev, name, f"{base:.2f}", f"{base * (1 + change / 100):.2f}", f"{change:+.1f}%"])
     return ["", f"{n} cases more than {threshold_pct:g}% slower than the baseline:", "",
             *md_table(["Device", "Case", "Baseline us/run", "Now us/run", "Change"], rows, {2, 3, 4})]
+
+
+# --- tables to paste and charts ------------------------------------------------------------
+
+def _baseline_of(baseline: PerfBaseline, device: str) -> dict[str, float]:
+    """A device's baseline times; a one-device baseline stands for any device (the same
+    machine under another name)."""
+    base = baseline.get(device)
+    if base is None and len(baseline) == 1:
+        base = next(iter(baseline.values()))
+    return base or {}
+
+
+def _by_op(rows):
+    """[(case name, ...)] grouped by op, in case order."""
+    out: dict[str, list] = {}
+    for row in rows:
+        out.setdefault(row[0].partition("(")[0], []).append(row)
+    return out.items()
+
+
+def _params(name: str) -> str:
+    return name.partition("(")[2][:-1]
+
+
+def markdown_vs_baseline(run: Run, baseline: PerfBaseline) -> list[str]:
+    """Per device and op, like llama.cpp's compare scripts: each case's us/run before (the
+    baseline) and after (this run), and the speed-up before / after (>1: faster now)."""
+    devices, rows = side_by_side(run)
+    out = []
+    for dev in devices:
+        base = _baseline_of(baseline, dev)
+        for op, op_rows in _by_op([(name, by_dev[dev]) for name, by_dev in rows if dev in by_dev]):
+            table = []
+            for name, r in op_rows:
+                before = base.get(name)
+                table.append([_params(name), f"{before:.2f}" if before else "-", f"{r.time_us:.2f}",
+                              f"{before / r.time_us:.2f}" if before else "-"])
+            out += ["", f"### {op} on {dev}", "",
+                    *md_table(["Case", "Before us/run", "After us/run", "Speed-up"], table, {1, 2, 3})]
+    return out
+
+
+def markdown_side_by_side(run: Run) -> list[str]:
+    """Per op, each case's us/run and rate on each device, and each device's speed-up over
+    the first (its time / theirs)."""
+    devices, rows = side_by_side(run)
+    first = devices[0] if devices else ""
+    out = []
+    for op, op_rows in _by_op(rows):
+        table = []
+        for name, by_dev in op_rows:
+            cells = [_params(name)]
+            cells += [f"{by_dev[d].time_us:.2f} ({_rate(by_dev[d])})" if d in by_dev else "-" for d in devices]
+            for d in devices[1:]:
+                x = ratio(by_dev.get(first), by_dev.get(d))
+                cells.append(f"{x:.2f}" if x is not None else "-")
+            table.append(cells)
+        header = ["Case", *(f"{d} us/run" for d in devices), *(f"{d} speed-up over {first}" for d in devices[1:])]
+        out += ["", f"### {op}", "", *md_table(header, table, set(range(1, len(header))))]
+    return out
+
+
+PLOT_FORMATS = ("svg", "png", "pdf")
+
+
+def plot_perf(run: Run, path: str) -> None:
+    """GB/s (memory-bound cases) or GFLOPS per case, the devices' bars side by side: one
+    panel per unit. Text stays text in an SVG (names can be searched)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    devices, rows = side_by_side(run)
+    panels = [(unit, [(n, d) for n, d in rows if d and (unit == "GFLOPS") == any(r.flops for r in d.values())])
+              for unit in ("GFLOPS", "GB/s")]
+    panels = [p for p in panels if p[1]]
+    n_bars = sum(len(r) for _, r in panels)
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig, axes = plt.subplots(max(1, len(panels)), 1, squeeze=False,
+                                 figsize=(11, 1.5 + 0.25 * max(1, n_bars) * max(1, len(devices))),
+                                 height_ratios=[len(r) for _, r in panels] or None)
+        for ax, (unit, panel) in zip(axes[:, 0], panels):
+            y = np.arange(len(panel))
+            h = 0.8 / len(devices)
+            for k, dev in enumerate(devices):
+                vals = [(d[dev].flops / 1e9 if unit == "GFLOPS" else d[dev].bandwidth_gb_s) if dev in d else 0.0
+                        for _, d in panel]
+                ax.barh(y + k * h, vals, h, label=dev)
+            ax.set_yticks(y + h * (len(devices) - 1) / 2, [n for n, _ in panel], fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlabel(unit)
+            ax.legend(fontsize=8)
+        if not panels:
+            axes[0, 0].text(0.5, 0.5, "no case ran", ha="center")
+        fig.suptitle("ops perf: " + ", ".join(devices))
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)

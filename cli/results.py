@@ -22,7 +22,7 @@ RESULT_FIELDS = {
     "device": _STR, "op": _STR, "params": _STR, "status": _STR, "reason": _STR,
     "error": (*_NUM, _OPT), "threshold": (*_NUM, _OPT), "metric": _STR, "note": _STR,
     "seconds": _NUM, "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
-    "memory_kb": _INT, "index": _INT, "ran_on": _STR, "by": _STR,
+    "memory_kb": _INT, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT)}
@@ -80,6 +80,8 @@ class CaseResult:
     memory_kb: int = 0
     index: int = -1             # position in the selected case list (stable across -j and shards)
     ran_on: str = ""            # with -b KIND: the device of that kind the case ran on
+    worst: list = field(default_factory=list)  # FAIL: the elements furthest from the
+                                # reference, [flat index, got, expected], of the first failing node
 
     @property
     def name(self) -> str:

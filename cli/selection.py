@@ -38,21 +38,21 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
     cases = all_cases(mode)
     if ops:
         known = all_op_names()
-        wanted_ops, wanted_names = set(), set()
+        wanted_ops, wanted_names = set(), {}
         for item in split_ops_filter(ops):
             if "(" in item:
                 op = item.split("(", 1)[0]
                 if op not in known:
                     raise BadInput(f"unknown op {op!r}{_suggest(op, known)}")
-                wanted_names.add(item)
+                wanted_names[item] = None
             elif item in known:
                 wanted_ops.add(item)
             else:
                 raise BadInput(f"unknown op {item!r}{_suggest(item, known)}")
         by_name = {c.name for c in cases}
-        for n in wanted_names - by_name:
-            raise BadInput(f"no {mode} case named {n!r}")
-        cases = [c for c in cases if c.op in wanted_ops or c.name in wanted_names]
+        # a name off the grid (e.g. found by `ops fuzz`) is built from its params
+        extra = [_case_off_grid(n, mode) for n in wanted_names if n not in by_name]
+        cases = [c for c in cases if c.op in wanted_ops or c.name in wanted_names] + extra
     if params:
         try:
             rx = re.compile(params)
@@ -64,6 +64,14 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
         k, n = parse_shard(shard)
         indexed = [(i, c) for i, c in indexed if i % n == k - 1]
     return indexed
+
+
+def _case_off_grid(name: str, mode: str) -> Case:
+    from cannops.cases.names import case_from_name
+    try:
+        return case_from_name(name, mode)
+    except ValueError as e:
+        raise BadInput(f"no {mode} case named {name!r}: {e}") from None
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -1,0 +1,124 @@
+"""pytest plugin: `pytest --ops-op SSM_CONV --ops-device GGML-CPU` collects each case as a
+test item named by its case name, so that -k, -x, --lf, --junitxml and pytest-xdist work
+on cases as on tests.
+
+Each item runs as `ops test` runs the case (cli/execute.py), in a worker process of the
+device (cli/workers.py: a crash or a hang is that item's failure); a FAIL shows the error
+figures and the elements furthest from the reference. Without --ops-op the plugin only
+adds its options: nothing is imported, nothing collected.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("ops", "ggml op cases (ops test) as test items")
+    group.addoption("--ops-op", action="append", metavar="OPS", default=[],
+                    help="Op names or full case names (repeat or comma list): one test item per case.")
+    group.addoption("--ops-device", action="append", metavar="DEVICE", default=[],
+                    help="Device(s) to test (repeat or comma list); default: every device but NUMPY.")
+    group.addoption("--ops-seed", type=int, default=0, help="Seed of the input data (as ops test --seed).")
+    group.addoption("--ops-timeout", type=float, default=60.0,
+                    help="Seconds a case may take before it fails (its worker is replaced).")
+
+
+class OpsError(Exception):
+    """A case that is not OK: its result, for the failure report."""
+
+    def __init__(self, result):
+        super().__init__(result.reason)
+        self.result = result
+
+
+class DeviceCases(pytest.Collector):
+    """The cases of one device; its workers start with its first case and stop at the end."""
+
+    def __init__(self, *, target, cases, **kw):
+        super().__init__(**kw)
+        self.target, self.cases, self.pool = target, cases, None
+
+    def collect(self):
+        return [CaseItem.from_parent(self, name=item_name(case), nodeid=f"{self.nodeid}::{item_name(case)}",
+                                     case=case) for case in self.cases]
+
+    def run(self, case):
+        from cannops.cli.workers import WorkerPool
+        opts = self.config.option
+        if self.pool is None:
+            self.pool = WorkerPool(self.target.members, 1, opts.ops_timeout, label=self.target.label)
+            self.pool.start()
+        _, result = next(self.pool.run([(0, case)], "test", opts.ops_seed))
+        return result
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+
+def item_name(case) -> str:
+    """OP[params]: the case name with its params in pytest's parametrisation brackets. pytest
+    reads a node id's first '[' as the start of params that run to its last character: a
+    name ending in ')' would come back from its caches and reports with a ']' more."""
+    return f"{case.op}[{case.vars}]"
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case, **kw):
+        super().__init__(**kw)
+        self.case = case
+        self.extra_keyword_matches.add(case.name)   # -k matches the case name itself too
+
+    def runtest(self):
+        from cannops.cli.results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED
+        r = self.parent.run(self.case)
+        if r.status == NOT_SUPPORTED or r.status == SKIPPED:
+            pytest.skip(f"{r.status} [{r.blamed}]" + (f" {r.reason}" if r.reason else ""))
+        if r.status == FAIL:
+            raise OpsError(r)
+        assert r.status in (OK, DEVIATION), r.status
+
+    def repr_failure(self, excinfo):
+        if not isinstance(excinfo.value, OpsError):
+            return super().repr_failure(excinfo)
+        return failure_text(excinfo.value.result)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.case.name} on {self.parent.target.label}"
+
+
+def failure_text(r) -> str:
+    """A FAIL as `ops test` prints it, with its error figures and worst elements."""
+    from cannops.cli.compare import worst_lines
+    lines = [f"{r.name} on {r.device}: FAIL", *r.reason.splitlines()]
+    if r.error is not None:
+        lines.append(f"{r.metric or 'error'} = {r.error:.9g} (threshold {r.threshold:.9g})")
+    return "\n".join(lines + worst_lines(r.worst))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """The session's collection gets one collector per device, next to the test files."""
+    report = yield
+    if isinstance(collector, pytest.Session) and collector.config.option.ops_op and report.passed:
+        report.result.extend(device_collectors(collector))
+    return report
+
+
+def device_collectors(session) -> list[DeviceCases]:
+    from cannops.backend.base import list_devices
+    from cannops.cli.selection import BadInput, select_cases, select_devices
+    opts = session.config.option
+    try:
+        cases = [c for _, c in select_cases("test", ",".join(opts.ops_op))]
+        targets = select_devices(tuple(opts.ops_device), list_devices())
+    except BadInput as e:
+        raise pytest.UsageError(f"ops: {e}") from None
+    if not targets:
+        raise pytest.UsageError("ops: no device available (see `ops list devices`)")
+    groups = [DeviceCases.from_parent(session, name=t.label, nodeid=f"ops::{t.label}", target=t, cases=cases)
+              for t in targets]
+    for group in groups:
+        session.config.add_cleanup(group.close)
+    return groups

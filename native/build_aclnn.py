@@ -15,7 +15,8 @@ Every api/*.def and ops_*.c is picked up by globbing; the two lists the C code i
 (ops_api_list.h, ops_family_list.h) are generated into native/_build/aclnn_gen/.
 
 `check_cann_headers()` (make check-cann-headers) compiles the same declarations against
-the real CANN headers of $ASCEND_TOOLKIT_HOME and fails on any difference.
+the real CANN headers of the toolkit that the device backend would use (native/toolkit.py)
+and fails on any difference.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+from .toolkit import HOME_VARIABLES, INSTALL_PATHS, find_toolkit
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "aclnn"
@@ -202,7 +205,7 @@ def make_ffi():
         MODULE, PREAMBLE,
         sources=[str(p) for p in sorted(SRC.glob("*.c"))],
         include_dirs=[str(SRC), str(GEN), str(ggml_include())],
-        libraries=["dl"],
+        libraries=["dl", "pthread"],
         extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                             "-Werror=implicit-function-declaration",
                             "-Werror=incompatible-pointer-types"],
@@ -223,37 +226,37 @@ CHECK_MACROS = """
         aclOpExecutor *executor, aclrtStream stream) = &::aclnn##name;
 """
 
-# The aclnn return codes are in an operator-development header that is not part of
-# every installation; they are compared when it is there.
-OP_ERRNO = """
-#if __has_include(<aclnn/opdev/op_errno.h>)
-#include <aclnn/opdev/op_errno.h>
-#define OPS_HAVE_OP_ERRNO 1
-#elif __has_include(<opdev/op_errno.h>)
-#include <opdev/op_errno.h>
-#define OPS_HAVE_OP_ERRNO 1
-#endif
-"""
+# The aclnn return codes (ACLNN_ERR_*): opbase installs them in include/aclnn/opdev.
+OP_ERRNO = "aclnn/opdev/op_errno.h"
 
 
-def check_cann_headers() -> int:
+def _error(message: str) -> int:
+    print(f"check-cann-headers: error: {message}", file=sys.stderr)
+    return 2
+
+
+def check_cann_headers(allow_no_toolkit: bool = False) -> int:
     """Compile our declarations against the real CANN headers: every typedef, enum
     value, return code and entry-point signature must match exactly (C++, so that a
     function pointer initialised from a declared function must have its exact type).
-    Without ASCEND_TOOLKIT_HOME there is nothing to compare with: say so, return 0."""
-    home = os.environ.get("ASCEND_TOOLKIT_HOME")
-    if not home:
-        print("check-cann-headers: no CANN toolkit found (ASCEND_TOOLKIT_HOME unset); "
-              "nothing to check")
-        return 0
-    inc = pathlib.Path(home) / "include"
-    if not (inc / "acl" / "acl.h").exists():
-        print(f"check-cann-headers: {inc}/acl/acl.h not found (ASCEND_TOOLKIT_HOME={home})",
-              file=sys.stderr)
-        return 2
+    0: they match; 1: they differ; 2: no toolkit, or one without the headers to compare
+    with (with allow_no_toolkit, no toolkit at all is 0: a machine without CANN)."""
+    toolkit = find_toolkit()
+    if toolkit is None:
+        looked = ", ".join([f"${v}" for v in HOME_VARIABLES] + list(INSTALL_PATHS))
+        if allow_no_toolkit:
+            print(f"check-cann-headers: no CANN toolkit ({looked}); skipped as asked")
+            return 0
+        return _error(f"no CANN toolkit found (looked at {looked})")
+    inc = toolkit.include
+    print(f"check-cann-headers: toolkit {toolkit.describe()}")
+    for header in ("acl/acl.h", OP_ERRNO):
+        if not (inc / header).exists():
+            return _error(f"{inc / header} not found: the toolkit at {toolkit.describe()} "
+                          "lacks the headers to compare with")
     generate()
     headers = list(dict.fromkeys(h for d in api_defs() for h in _INCLUDE.findall(d.read_text())))
-    unit = "\n".join(["#include <type_traits>", *(f"#include <{h}>" for h in headers), OP_ERRNO,
+    unit = "\n".join(["#include <type_traits>", *(f"#include <{h}>" for h in headers + [OP_ERRNO]),
                       "#define OPS_CHECK_HEADERS 1", '#include "acl_types.h"', CHECK_MACROS,
                       '#include "ops_api_list.h"', ""])
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,8 +2,9 @@
 the CANN simulator, CANN-SIM, wherever no real device is present.
 
 Both run the same native aclnn layer (cannops.native._aclnn, sources in native/aclnn/);
-only the ACL function table it calls through differs. The real libraries are looked up
-through ASCEND_TOOLKIT_HOME (or ASCEND_HOME_PATH) and the usual install paths.
+only the ACL function table it calls through differs. The real libraries are those of
+the toolkit cannops.native.toolkit finds (ASCEND_TOOLKIT_HOME, ASCEND_HOME_PATH, the
+usual install paths); aclnn symbols are looked up in each of its libopapi*.so in turn.
 OPS_CANN=sim forces the simulator even where a device exists.
 
 The ACL runtime is initialised once per process (on the first listing) and finalised
@@ -13,17 +14,14 @@ from __future__ import annotations
 
 import atexit
 import os
-import pathlib
 from dataclasses import dataclass, field
 
 from cannops.native._aclnn import ffi, lib   # ImportError: the native layer is not built
+from cannops.native.toolkit import find_toolkit
 
 from cannops.backend.base import DeviceError
 
 SIM_NAME = "CANN-SIM"
-LIBRARIES = ("libascendcl.so", "libnnopbase.so", "libopapi.so")
-INSTALL_PATHS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann",
-                 "/usr/local/Ascend/latest", "/opt/Ascend/ascend-toolkit/latest")
 
 
 class CANNError(DeviceError):
@@ -43,14 +41,9 @@ def err_text(buf) -> str:
 
 
 def find_cann_libraries() -> list[str] | None:
-    """Paths of libascendcl, libnnopbase and libopapi of the first toolkit found."""
-    homes = [os.environ.get(v) for v in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")]
-    for home in [h for h in homes if h] + list(INSTALL_PATHS):
-        for sub in ("lib64", "lib", "aarch64-linux/lib64", "x86_64-linux/lib64"):
-            d = pathlib.Path(home) / sub
-            if all((d / name).exists() for name in LIBRARIES):
-                return [str(d / name) for name in LIBRARIES]
-    return None
+    """The toolkit's libascendcl, libnnopbase and libopapi*.so, in lookup order."""
+    toolkit = find_toolkit()
+    return (toolkit.libraries() or None) if toolkit else None
 
 
 @dataclass

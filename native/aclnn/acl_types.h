@@ -69,7 +69,9 @@ ACL_CONSTS(OPS_ACL_ERRORS)
 /* runtime return codes (acl/error_codes/rt_error_codes.h) */
 #define OPS_ACL_RT_ERRORS(X)                                                           \
     X(ACL_ERROR_RT_PARAM_INVALID, 107000) X(ACL_ERROR_RT_INVALID_DEVICEID, 107001)     \
-    X(ACL_ERROR_RT_CONTEXT_NULL, 107002)                                               \
+    X(ACL_ERROR_RT_CONTEXT_NULL, 107002) X(ACL_ERROR_RT_ADDR_UNALIGNED, 107008)        \
+    X(ACL_ERROR_RT_INVALID_MEMORY_TYPE, 107016)                                        \
+    X(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, 207000)                                        \
     X(ACL_ERROR_RT_MEMORY_ALLOCATION, 207001) X(ACL_ERROR_RT_MEMORY_FREE, 207002)      \
     X(ACL_ERROR_RT_INTERNAL_ERROR, 507000) X(ACL_ERROR_RT_EVENT_NOT_COMPLETE, 507006)  \
     X(ACL_ERROR_RT_AICORE_EXCEPTION, 507015)
@@ -96,15 +98,12 @@ ACL_OPAQUE(aclIntArray)
 ACL_OPAQUE(aclTensorList)
 ACL_TYPEDEF(int32_t, aclnnStatus)
 
-/* aclnn return codes (the "aclnn返回码" table; opdev/op_errno.h). That header is not
- * always installed, so the check compares these only where it is found. */
+/* aclnn return codes (the "aclnn返回码" table; aclnn/opdev/op_errno.h). */
 #define OPS_ACLNN_ERRORS(X)                                                            \
     X(ACLNN_SUCCESS, 0) X(ACLNN_ERR_PARAM_NULLPTR, 161001)                             \
     X(ACLNN_ERR_PARAM_INVALID, 161002) X(ACLNN_ERR_RUNTIME_ERROR, 361001)              \
     X(ACLNN_ERR_INNER, 561000) X(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, 561003)            \
     X(ACLNN_ERR_INNER_NULLPTR, 561103)
-#if !defined(OPS_CHECK_HEADERS) || defined(OPS_HAVE_OP_ERRNO)
 ACL_CONSTS(OPS_ACLNN_ERRORS)
-#endif
 
 #endif /* OPS_ACL_TYPES_H */

@@ -99,6 +99,7 @@ aclTensor *ops_tensor_ex(struct ops_cann_ctx *ctx, void *data, enum ggml_type ty
                          const int64_t *ne, const size_t *nb, int dims, aclFormat format,
                          size_t offset);
 aclScalar   *ops_scalar_f32(struct ops_cann_ctx *ctx, float value);
+aclScalar   *ops_scalar_i32(struct ops_cann_ctx *ctx, int32_t value);   /* alpha of integer operands */
 /* A contiguous tensor of `dims` dims (ggml order) over new scratch memory (released after
  * the node); *data receives its address. NULL on failure (ctx->rc set). */
 aclTensor   *ops_scratch_tensor(struct ops_cann_ctx *ctx, enum ggml_type type, const int64_t *ne,
@@ -116,7 +117,13 @@ int  ops_same_shape(const struct ggml_tensor *a, const struct ggml_tensor *b);
 int  ops_is_contiguous(const struct ggml_tensor *t);
 int64_t ops_nelements(const struct ggml_tensor *t);
 
+/* aclrtMemcpyAsync: source and destination addresses must be 64-byte aligned. */
+#define OPS_ASYNC_COPY_ALIGN 64
+
 /* ---- running aclnn operators ---- */
+/* An operator the loaded libraries lack: which symbol is in none of them. */
+int ops_missing_op(struct ops_cann_ctx *ctx, const char *op);
+/* The workspace, then the launch; an executor that cannot be launched is released. */
 int ops_launch(struct ops_cann_ctx *ctx, const char *name,
                aclnnStatus (*fn)(void *, uint64_t, aclOpExecutor *, aclrtStream),
                uint64_t workspace_size, aclOpExecutor *executor);
@@ -129,8 +136,7 @@ int ops_launch(struct ops_cann_ctx *ctx, const char *name,
         aclOpExecutor *ex_ = NULL;                                                      \
         if ((ctx)->rc) return (ctx)->rc;                                                \
         if (!ACL.aclnn##OP##GetWorkspaceSize || !ACL.aclnn##OP)                         \
-            return ops_fail((ctx), ACLNN_ERR_INNER_FIND_KERNEL_ERROR,                   \
-                            "aclnn" #OP " is not provided by this CANN installation");  \
+            return ops_missing_op((ctx), "aclnn" #OP);                                  \
         int rc_ = ACL.aclnn##OP##GetWorkspaceSize(__VA_ARGS__, &ws_, &ex_);             \
         if (rc_ != 0) return ops_acl_fail((ctx), rc_, "aclnn" #OP "GetWorkspaceSize"); \
         rc_ = ops_launch((ctx), "aclnn" #OP, ACL.aclnn##OP, ws_, ex_);                  \

@@ -23,6 +23,9 @@ int ops_cann_simulated(void);              /* 1: simulator, 0: real CANN, -1: no
 int ops_cann_device_count(uint32_t *count, char *err, size_t n);
 const char *ops_cann_soc_name(void);
 int ops_cann_finalize(char *err, size_t n);   /* aclFinalize; the table stays bound */
+/* Where an entry point was found: 0 and the library's path in err ("CANN simulator" when
+ * simulated), or ACLNN_ERR_INNER_FIND_KERNEL_ERROR and the libraries it is in none of. */
+int ops_cann_find_symbol(const char *name, char *err, size_t n);
 
 /* One device: its stream and its memory pool. */
 struct ops_cann_ctx *ops_cann_ctx_new(int32_t device, char *err, size_t n);
@@ -55,9 +58,20 @@ int ops_cann_test_missing_sync(struct ops_cann_ctx *ctx, const float *x, int64_t
                                float *before_sync, float *after_sync, char *err, size_t n);
 int ops_cann_test_use_after_free(struct ops_cann_ctx *ctx, const void *data, size_t size,
                                  void *read_back, char *err, size_t n);
-int ops_cann_test_view_outside_storage(char *err, size_t n);
+int ops_cann_test_view_outside_storage(struct ops_cann_ctx *ctx, char *err, size_t n);
 int ops_cann_test_executor_reuse(struct ops_cann_ctx *ctx, char *err, size_t n);
 int ops_cann_test_short_workspace(struct ops_cann_ctx *ctx, char *err, size_t n);
-int ops_cann_test_leak(size_t size, char *err, size_t n);
+int ops_cann_test_leak(struct ops_cann_ctx *ctx, size_t size, char *err, size_t n);
+/* One aclrtMemcpyAsync of 256 bytes: how (OPS_TEST_COPY_*) says what is wrong with it. */
+enum { OPS_TEST_COPY_ALIGNED_D2D, OPS_TEST_COPY_UNALIGNED_D2D, OPS_TEST_COPY_PAGEABLE_H2D,
+       OPS_TEST_COPY_PINNED_H2D, OPS_TEST_COPY_H2H };
+int ops_cann_test_async_copy(struct ops_cann_ctx *ctx, int how, char *err, size_t n);
+/* A new thread creates a stream and allocates, having made ctx's context current in it
+ * (set_context) or not. */
+int ops_cann_test_thread_context(struct ops_cann_ctx *ctx, int set_context, char *err, size_t n);
+/* An operator whose workspace cannot be allocated (the layer's own launch path), and
+ * an executor made by GetWorkspaceSize and then forgotten (a leak). */
+int ops_cann_test_workspace_failure(struct ops_cann_ctx *ctx, char *err, size_t n);
+int ops_cann_test_executor_dropped(struct ops_cann_ctx *ctx, char *err, size_t n);
 
 #endif /* OPS_CANN_API_H */

@@ -37,11 +37,13 @@ static int op_leaky_relu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
 }
 
 /* dst = src0, before the region is written: a device-to-device copy on the stream when
- * both are contiguous (as ggml-cann does), an aclnnInplaceCopy otherwise. */
+ * both are contiguous (as ggml-cann does) and 64-byte aligned (aclrtMemcpyAsync requires
+ * it of both addresses; a view may start anywhere), an aclnnInplaceCopy otherwise. */
 static int copy_src0(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     struct ggml_tensor *src0 = dst->src[0];
     if (src0->data == dst->data) return 0;
-    if (ops_is_contiguous(src0) && ops_is_contiguous(dst)) {
+    if (ops_is_contiguous(src0) && ops_is_contiguous(dst) &&
+        ((uintptr_t) src0->data | (uintptr_t) dst->data) % OPS_ASYNC_COPY_ALIGN == 0) {
         size_t n = (size_t) ops_nelements(dst) * ops_elem_size(dst->type);
         int rc = ACL.aclrtMemcpyAsync(dst->data, n, src0->data, n, ACL_MEMCPY_DEVICE_TO_DEVICE, ctx->stream);
         return rc ? ops_acl_fail(ctx, rc, "aclrtMemcpyAsync") : 0;

@@ -56,15 +56,61 @@ int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what) {
 
 /* ------------------------------------------------------------- binding ---- */
 
-static void *g_libs[8];
+/* The libraries symbols are looked up in, in order: libascendcl, libnnopbase, then
+ * every libopapi*.so of the toolkit (newer CANN splits the aclnn operators over one
+ * library per operator repository; Python's toolkit discovery gives the order). */
+#define OPS_MAX_LIBS 16
+static void *g_libs[OPS_MAX_LIBS];
+static char  g_lib_names[OPS_MAX_LIBS][256];
 static int   g_n_libs;
 
-static void *find_symbol(const char *name) {
+static int find_symbol_in(const char *name, void **p) {
     for (int i = 0; i < g_n_libs; i++) {
-        void *p = dlsym(g_libs[i], name);
-        if (p) return p;
+        if ((*p = dlsym(g_libs[i], name))) return i;
     }
-    return NULL;
+    return -1;
+}
+
+static void *find_symbol(const char *name) {
+    void *p = NULL;
+    find_symbol_in(name, &p);
+    return p;
+}
+
+/* "name is in none of libascendcl.so, libnnopbase.so, libopapi_math.so" */
+static void missing_symbol(const char *name, char *err, size_t n) {
+    char list[1024] = "";
+    for (int i = 0; i < g_n_libs; i++) {
+        const char *base = strrchr(g_lib_names[i], '/');
+        base = base ? base + 1 : g_lib_names[i];
+        if (strlen(list) + strlen(base) + 3 < sizeof list)
+            strcat(strcat(list, i ? ", " : ""), base);
+    }
+    ops_set_err(err, n, "%s is in none of %s", name, g_n_libs ? list : "(no library loaded)");
+}
+
+int ops_cann_find_symbol(const char *name, char *err, size_t n) {
+    void *p = NULL;
+    if (g_mode == 1) {
+        ops_set_err(err, n, "CANN simulator");
+        return 0;
+    }
+    int i = find_symbol_in(name, &p);
+    if (i < 0) {
+        missing_symbol(name, err, n);
+        return ACLNN_ERR_INNER_FIND_KERNEL_ERROR;
+    }
+    ops_set_err(err, n, "%s", g_lib_names[i]);
+    return 0;
+}
+
+int ops_missing_op(struct ops_cann_ctx *ctx, const char *op) {
+    char name[128], msg[1200];
+    snprintf(name, sizeof name, "%sGetWorkspaceSize", op);
+    if (find_symbol(name)) snprintf(name, sizeof name, "%s", op);
+    missing_symbol(name, msg, sizeof msg);
+    return ops_fail(ctx, ACLNN_ERR_INNER_FIND_KERNEL_ERROR, "%s: this CANN installation lacks %s",
+                    msg, op);
 }
 
 static int open_libraries(const char *libs, char *err, size_t n) {
@@ -72,13 +118,14 @@ static int open_libraries(const char *libs, char *err, size_t n) {
     snprintf(list, sizeof list, "%s", libs);
     for (char *save = NULL, *path = strtok_r(list, ":", &save); path;
          path = strtok_r(NULL, ":", &save)) {
-        if (g_n_libs == (int) (sizeof g_libs / sizeof g_libs[0])) break;
+        if (g_n_libs == OPS_MAX_LIBS) break;
         /* RTLD_GLOBAL: libopapi resolves libnnopbase's symbols through the global scope */
         void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
         if (!h) {
             ops_set_err(err, n, "dlopen %s: %s", path, dlerror());
             return ACL_ERROR_FAILURE;
         }
+        snprintf(g_lib_names[g_n_libs], sizeof g_lib_names[0], "%s", path);
         g_libs[g_n_libs++] = h;
     }
     /* ACL runtime entries are required; an aclnn operator missing from an older CANN
@@ -88,7 +135,7 @@ static int open_libraries(const char *libs, char *err, size_t n) {
 #define ACL_FN(ret, name, params)                                         \
     *(void **) (&ACL.name) = find_symbol(#name);                          \
     if (!ACL.name && strlen(missing) + sizeof(#name) + 2 < sizeof missing) \
-        strcat(strcat(missing, " "), #name);
+        strcat(strcat(missing, missing[0] ? ", " : ""), #name);
 #define ACLNN_OP(name, ...)                                                          \
     *(void **) (&ACL.aclnn##name##GetWorkspaceSize) = find_symbol("aclnn" #name      \
                                                                   "GetWorkspaceSize"); \
@@ -98,7 +145,9 @@ static int open_libraries(const char *libs, char *err, size_t n) {
 #undef ACL_FN
 #undef ACLNN_OP
     if (missing[0]) {
-        ops_set_err(err, n, "CANN libraries lack:%s", missing);
+        char where[1200];
+        missing_symbol(missing, where, sizeof where);
+        ops_set_err(err, n, "CANN libraries lack ACL entry points: %s", where);
         return ACL_ERROR_FAILURE;
     }
     return 0;
@@ -153,9 +202,18 @@ const char *ops_cann_soc_name(void) {
 
 /* ------------------------------------------------------------- context ---- */
 
-/* The context current on this thread, so that switching costs nothing when one
- * device is used at a time. */
+/* The context current on this thread (ACL's current context is per thread), so that
+ * switching costs nothing when one device is used at a time. A device reset may destroy
+ * a context and a later aclrtSetDevice hand out the same pointer: each reset starts a
+ * new epoch, and a thread's cache is trusted only within the epoch it was made in. */
 static _Thread_local aclrtContext t_current;
+static _Thread_local unsigned     t_epoch;
+static unsigned                   g_epoch = 1;
+
+static void remember_current(aclrtContext c) {
+    t_current = c;
+    t_epoch = __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
+}
 
 struct ops_cann_ctx *ops_cann_ctx_new(int32_t device, char *err, size_t n) {
     if (!g_initialised) {
@@ -182,7 +240,7 @@ struct ops_cann_ctx *ops_cann_ctx_new(int32_t device, char *err, size_t n) {
         free(ctx);
         return NULL;
     }
-    t_current = ctx->acl_context;   /* aclrtSetDevice made it current */
+    remember_current(ctx->acl_context);   /* aclrtSetDevice made it current here */
     return ctx;
 }
 
@@ -202,10 +260,11 @@ static int pool_free_unused(struct ops_cann_ctx *ctx, int all) {
 }
 
 int ops_use(struct ops_cann_ctx *ctx) {
-    if (t_current == ctx->acl_context) return 0;
+    if (t_current == ctx->acl_context && t_epoch == __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE))
+        return 0;
     int rc = ACL.aclrtSetCurrentContext(ctx->acl_context);
     if (rc) return ops_acl_fail(ctx, rc, "aclrtSetCurrentContext");
-    t_current = ctx->acl_context;
+    remember_current(ctx->acl_context);
     return 0;
 }
 
@@ -223,6 +282,7 @@ int ops_cann_ctx_free(struct ops_cann_ctx *ctx, char *err, size_t n) {
         r = ACL.aclrtResetDevice(ctx->device);
         if (!rc) rc = r;
         t_current = NULL;   /* the device's context may be gone with the reset */
+        __atomic_add_fetch(&g_epoch, 1, __ATOMIC_RELEASE);
     }
     if (rc) ops_set_err(err, n, "releasing device %d failed: error %d: %s", ctx->device, rc,
                         ops_recent_msg());
@@ -404,13 +464,29 @@ int ops_cann_synchronize(struct ops_cann_ctx *ctx, char *err, size_t n) {
 
 /* ------------------------------------------------------------- launch ---- */
 
+/* An executor that will not be launched. Only its launch releases an ordinary executor
+ * (acl_meta.h); made repeatable, its release passes to the caller, who destroys it with
+ * aclDestroyAclOpExecutor (the aclSetAclOpExecutorRepeatable / aclDestroyAclOpExecutor
+ * docs). The failure that stopped the launch stays the one reported. */
+static int drop_executor(struct ops_cann_ctx *ctx, const char *name, aclOpExecutor *executor) {
+    int rc = ACL.aclSetAclOpExecutorRepeatable(executor);
+    if (!rc) rc = ACL.aclDestroyAclOpExecutor(executor);
+    if (rc) {   /* appended: the executor's host memory is lost */
+        size_t used = ctx->err ? strlen(ctx->err) : 0;
+        if (ctx->err && used < ctx->errn)
+            snprintf(ctx->err + used, ctx->errn - used, "; releasing the executor of %s failed: "
+                     "error %d: %s", name, rc, ops_recent_msg());
+    }
+    return ctx->rc;
+}
+
 int ops_launch(struct ops_cann_ctx *ctx, const char *name,
                aclnnStatus (*fn)(void *, uint64_t, aclOpExecutor *, aclrtStream),
                uint64_t workspace_size, aclOpExecutor *executor) {
     void *ws = NULL;
     if (workspace_size > 0) {
         ws = ops_scratch(ctx, workspace_size);
-        if (!ws) return ctx->rc;
+        if (!ws) return drop_executor(ctx, name, executor);
     }
     int rc = fn(ws, workspace_size, executor, ctx->stream);
     return rc ? ops_acl_fail(ctx, rc, name) : 0;

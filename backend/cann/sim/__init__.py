@@ -16,7 +16,20 @@ It is stricter than hardware, so that the native layer's mistakes show:
   * an aclOpExecutor runs once; a workspace smaller than GetWorkspaceSize asked for is
     rejected (non-contiguous inputs really are gathered into the workspace);
   * device memory is counted against the simulated device's capacity, and whatever is
-    still allocated at aclFinalize is reported as a leak.
+    still allocated, created or never launched when the device closes (its last
+    aclrtResetDevice) or at aclFinalize is reported as a leak: device and pinned host
+    memory, streams, events, descriptors, and executors that were neither launched nor
+    (made repeatable and) destroyed;
+  * dtype rules are opbase's (opdev/data_type_utils.h): PromoteType's table, and CanCast,
+    which refuses float -> integral, complex -> real and anything but bool -> bool;
+  * the runtime's documented limits: aclrtMalloc addresses are 64-byte aligned and never
+    more (odd multiples of 64); aclrtMemcpyAsync wants both addresses 64-byte aligned
+    (ACL_ERROR_RT_ADDR_UNALIGNED), pinned host memory from aclrtMallocHost for
+    host<->device copies (ACL_ERROR_RT_INVALID_MEMORY_TYPE) and no host-to-host copy
+    (ACL_ERROR_RT_FEATURE_NOT_SUPPORT); memory kinds must match the pointers;
+  * the current context is per thread: a thread that has not called aclrtSetDevice or
+    aclrtSetCurrentContext cannot create streams or events, allocate, copy or set memory
+    (ACL_ERROR_RT_CONTEXT_NULL).
 
 `install()` attaches the Python implementations to the `extern "Python"` entry points of
 cannops.native._aclnn; runtime.py holds the runtime, aclnn.py the operator framework and

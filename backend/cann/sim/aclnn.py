@@ -7,7 +7,9 @@ documented code), and returns a `Plan`: the inputs and outputs it touches and a
 NumPy `compute(*inputs) -> result(s)`. The framework then
   * asks for workspace to gather every non-contiguous input (and really gathers it
     there at run time, so a short or reused workspace corrupts nothing silently);
-  * hands out a single-use aclOpExecutor;
+  * hands out a single-use aclOpExecutor, which its launch releases (or, once made
+    repeatable with aclSetAclOpExecutorRepeatable, aclDestroyAclOpExecutor): one that
+    gets neither is reported as a leak when the device closes;
   * at launch, checks executor, workspace and stream, and queues the plan on the
     stream; it runs when the stream is synchronised, reading device memory then.
 """
@@ -22,7 +24,7 @@ import numpy as np
 from cannops.native._aclnn import ffi, lib
 
 from . import dtypes
-from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, guarded
+from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, entry, guarded
 
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
@@ -45,6 +47,7 @@ class Plan:
     name: str = ""
     workspace: int = 0
     staged: list[int] = field(default_factory=list)   # workspace offset per input, -1: direct
+    repeatable: bool = False
 
 
 # ------------------------------------------------------------------- checks ----
@@ -174,20 +177,45 @@ def _launch(name: str, workspace, ws_size, executor, stream) -> None:
     plan = STATE.executors.get(executor, what)
     if plan.name != name:
         raise invalid(f"{what}: the executor was made by aclnn{plan.name}GetWorkspaceSize")
+    if not plan.repeatable:   # the launch releases the executor, whatever it answers
+        STATE.executors.pop(executor, what)
+        _launched.add(h)
     s = STATE.streams.get(stream, what)
-    ws = int(ffi.cast("uintptr_t", workspace))
-    if int(ws_size) < plan.workspace:
-        raise invalid(f"{what}: workspaceSize {int(ws_size)} is smaller than the "
+    ws, ws_size = int(ffi.cast("uintptr_t", workspace)), int(ws_size)
+    if ws_size < plan.workspace:
+        raise invalid(f"{what}: workspaceSize {ws_size} is smaller than the "
                       f"{plan.workspace} bytes aclnn{name}GetWorkspaceSize asked for")
     if plan.workspace:
         if not ws:
             raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, f"{what}: workspace is nullptr")
-        a = STATE.memory.find(ws, plan.workspace)
+        a = STATE.memory.find(ws, ws_size)
         if a is None or not a.live:
-            raise invalid(f"{what}: workspace [{ws:#x}, +{plan.workspace}) is not live device memory")
-    STATE.executors.pop(executor, what)
-    _launched.add(h)
+            raise invalid(f"{what}: workspace [{ws:#x}, +{ws_size}) is not inside one live "
+                          "device allocation")
     s.queue.append(lambda: execute(plan, ws))
+
+
+@entry
+def aclSetAclOpExecutorRepeatable(executor):
+    """The executor may be launched again and again; aclDestroyAclOpExecutor releases it."""
+    _executor(executor, "aclSetAclOpExecutorRepeatable").repeatable = True
+    return 0
+
+
+@entry
+def aclDestroyAclOpExecutor(executor):
+    what = "aclDestroyAclOpExecutor"
+    if not _executor(executor, what).repeatable:
+        raise invalid(f"{what}: the executor is not repeatable: its launch releases it "
+                      "(aclSetAclOpExecutorRepeatable hands its release to the caller)")
+    STATE.executors.pop(executor, what)
+    return 0
+
+
+def _executor(executor, what: str) -> Plan:
+    if executor == ffi.NULL:   # the docs' code for a null executor
+        raise SimError(lib.ACLNN_ERR_INNER_NULLPTR, f"{what}: executor is nullptr")
+    return STATE.executors.get(executor, what)
 
 
 def execute(plan: Plan, ws: int) -> None:

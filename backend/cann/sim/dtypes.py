@@ -1,6 +1,10 @@
 """aclDataType in the simulator: NumPy dtypes, and the two rules of the aclnn docs that
 most operators refer to: type promotion ("互推导关系": tensor-tensor and tensor-scalar
-tables) and type conversion ("互转换关系")."""
+tables) and type conversion ("互转换关系").
+
+The tensor-tensor table and the conversion rule are those of opbase's public
+`opdev/data_type_utils.h` (PromoteType's lookup table and CanCast), which the aclnn
+operators call in their parameter checks; the tensor-scalar table is the docs' one."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -63,23 +67,24 @@ def _table(text: str) -> dict[tuple[str, str], str | None]:
     return {(r[0], c): (None if v == "x" else v) for r in rows[1:] for c, v in zip(cols, r[1:])}
 
 
-# Tensor-tensor promotion (row: one input, column: the other).
+# Tensor-tensor promotion, PromoteType(row, column): the first operand is the row. The
+# table is not symmetric where opbase's is not (an unsigned type with a complex one).
 _TT = _table("""
       f32  f16  f64  bf16 s8   u8   s16  u16  s32  u32  s64  u64  bool c32  c64  c128
 f32   f32  f32  f64  f32  f32  f32  f32  x    f32  x    f32  x    f32  c64  c64  c128
 f16   f32  f16  f64  f32  f16  f16  f16  x    f16  x    f16  x    f16  c32  c64  c128
 f64   f64  f64  f64  f64  f64  f64  f64  x    f64  x    f64  x    f64  c128 c128 c128
-bf16  f32  f32  f64  bf16 bf16 bf16 bf16 x    bf16 x    bf16 x    bf16 c32  c64  c128
+bf16  f32  f32  f64  bf16 bf16 bf16 bf16 x    bf16 x    bf16 x    bf16 c64  c64  c128
 s8    f32  f16  f64  bf16 s8   s16  s16  x    s32  x    s64  x    s8   c32  c64  c128
 u8    f32  f16  f64  bf16 s16  u8   s16  x    s32  x    s64  x    u8   c32  c64  c128
 s16   f32  f16  f64  bf16 s16  s16  s16  x    s32  x    s64  x    s16  c32  c64  c128
-u16   x    x    x    x    x    x    x    u16  x    x    x    x    x    x    x    x
+u16   x    x    x    x    x    x    x    u16  x    x    x    x    x    x    c64  c128
 s32   f32  f16  f64  bf16 s32  s32  s32  x    s32  x    s64  x    s32  c32  c64  c128
-u32   x    x    x    x    x    x    x    x    x    u32  x    x    x    x    x    x
+u32   x    x    x    x    x    x    x    x    x    u32  x    x    x    x    c64  c128
 s64   f32  f16  f64  bf16 s64  s64  s64  x    s64  x    s64  x    s64  c32  c64  c128
-u64   x    x    x    x    x    x    x    x    x    x    x    u64  x    x    x    x
+u64   x    x    x    x    x    x    x    x    x    x    x    u64  x    x    c128 c128
 bool  f32  f16  f64  bf16 s8   u8   s16  x    s32  x    s64  x    bool c32  c64  c128
-c32   c64  c32  c128 c32  c32  c32  c32  x    c32  x    c32  x    c32  c32  c64  c128
+c32   c64  c32  c128 c64  c32  c32  c32  x    c32  x    c32  x    c32  c32  c64  c128
 c64   c64  c64  c128 c64  c64  c64  c64  x    c64  x    c64  x    c64  c64  c64  c128
 c128  c128 c128 c128 c128 c128 c128 c128 x    c128 x    c128 x    c128 c128 c128 c128
 """)
@@ -118,18 +123,14 @@ def promote_scalar(tensor: int, scalar: int) -> int | None:
 
 
 def can_cast(src: int, dst: int) -> bool:
-    """互转换关系: ints and floats convert among themselves and to each other and to
-    complex; complex converts to complex and floats; bool to ints, floats, complex."""
+    """CanCast: a value converts to any type but these: complex to a non-complex type,
+    a floating type to an integral one (bool aside), anything but bool to bool."""
     s, d = short(src), short(dst)
-    if s == d:
-        return True
-    if s in INTS or s in FLOATS:
-        return d in INTS | FLOATS | COMPLEX
-    if s in COMPLEX:
-        return d in COMPLEX | FLOATS
-    if s == "bool":
-        return d in INTS | FLOATS | COMPLEX
-    return False
+    if s in COMPLEX and d not in COMPLEX:
+        return False
+    if s in FLOATS and d in INTS:
+        return False
+    return s == "bool" or d != "bool"
 
 
 def compute_dtype(acl: int) -> np.dtype:

@@ -13,6 +13,7 @@ import collections
 import itertools
 import math
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -27,7 +28,11 @@ from . import dtypes
 SOC_NAME = "Ascend910B1"          # whose aclnn rules the simulator follows
 DEVICE_COUNT = 1
 DEVICE_MEMORY = 8 << 30           # bytes of simulated device memory
-ALIGN = 512                       # aclrtMalloc alignment
+HOST_PINNED = 4 << 30             # bytes of aclrtMallocHost memory
+# aclrtMalloc returns 64-byte aligned addresses (its doc), and here never more than
+# that: every address is an odd multiple of 64, so code that assumes more fails.
+ALIGN = 64
+ASYNC_COPY_ALIGN = 64             # aclrtMemcpyAsync: src and dst 64-byte aligned (its doc)
 FRESH, POISON = 0xA5, 0xFF        # bytes of new and of freed memory
 QUARANTINE_BYTES = 256 << 20      # freed memory kept poisoned before it really goes
 
@@ -51,8 +56,12 @@ class Allocation:
 
 
 class DeviceMemory:
-    def __init__(self, capacity: int):
+    """Allocations by address: device memory (aclrtMalloc), or pinned host memory
+    (aclrtMallocHost) which only async copies care about."""
+
+    def __init__(self, capacity: int, malloc: str = "aclrtMalloc", free: str = "aclrtFree"):
         self.capacity = capacity
+        self.malloc_name, self.free_name = malloc, free
         self.used = 0
         self.starts: list[int] = []            # sorted addresses of known allocations
         self.by_addr: dict[int, Allocation] = {}
@@ -61,14 +70,15 @@ class DeviceMemory:
 
     def malloc(self, size: int) -> int:
         if size == 0:
-            raise SimError(lib.ACL_ERROR_INVALID_PARAM, "aclrtMalloc: size is 0")
+            raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{self.malloc_name}: size is 0")
         if self.used + size > self.capacity:
             raise SimError(lib.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                           f"aclrtMalloc: out of device memory ({size} bytes asked, "
+                           f"{self.malloc_name}: out of memory ({size} bytes asked, "
                            f"{self.capacity - self.used} free)")
-        raw = np.empty(size + ALIGN, np.uint8)
+        raw = np.empty(size + 2 * ALIGN, np.uint8)
         base = raw.__array_interface__["data"][0]   # the buffer's address
         skip = -base % ALIGN
+        skip += ALIGN if (base + skip) % (2 * ALIGN) == 0 else 0   # 64-aligned, not 128
         a = Allocation(base + skip, size, raw[skip:skip + size])
         a.buf[:] = FRESH          # uninitialised memory is not zero on a device
         self.used += size
@@ -79,9 +89,9 @@ class DeviceMemory:
     def free(self, addr: int) -> None:
         a = self.by_addr.get(addr)
         if a is None:
-            raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"aclrtFree: {addr:#x} is not an allocation")
+            raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{self.free_name}: {addr:#x} is not an allocation")
         if not a.live:
-            raise SimError(lib.ACL_ERROR_RT_MEMORY_FREE, f"aclrtFree: {addr:#x} freed twice")
+            raise SimError(lib.ACL_ERROR_RT_MEMORY_FREE, f"{self.free_name}: {addr:#x} freed twice")
         a.live = False
         a.buf[:] = POISON
         self.used -= a.size
@@ -233,8 +243,10 @@ class State:
         self.device_refs = [0] * DEVICE_COUNT
         self.contexts = Handles("aclrtContext", 0x5D_0000_0000)
         self.device_context: dict[int, int] = {}     # device -> its default context
-        self.current: int | None = None              # device of the current context
+        # the current context is per thread (acl_rt.h): thread ident -> context handle
+        self.current: dict[int, int] = {}
         self.memory = DeviceMemory(DEVICE_MEMORY)
+        self.host = DeviceMemory(HOST_PINNED, "aclrtMallocHost", "aclrtFreeHost")
         self.streams = Handles("aclrtStream", 0x5E_0000_0000)
         self.events = Handles("aclrtEvent", 0x5F_0000_0000)
         self.tensors = Handles("aclTensor", 0x7E_0000_0000)
@@ -243,7 +255,8 @@ class State:
         self.tensor_lists = Handles("aclTensorList", 0x82_0000_0000)   # -> tensor handles
         self.executors = Handles("aclOpExecutor", 0x81_0000_0000)
         self.last_error = ""
-        self.leaks: list[str] = []          # what aclFinalize found still allocated
+        self.leaks: list[str] = []          # what device close / aclFinalize found still held
+        self.reported: set[int] = set()     # ids of the objects a leak report named already
         self._keep: list = []               # C strings handed out
 
     def c_string(self, text: str):
@@ -255,11 +268,52 @@ class State:
 STATE = State()
 
 
-def need_device(what: str) -> None:
+def current_device() -> int | None:
+    """The device of this thread's current context (None: none, or it was destroyed)."""
+    ctx = STATE.current.get(threading.get_ident())
+    return STATE.contexts.objects.get(ctx) if ctx is not None else None
+
+
+def need_device(what: str) -> int:
+    """Runtime calls that create or touch device resources need a current context on
+    the calling thread: aclrtSetDevice or aclrtSetCurrentContext made in that thread."""
     if not STATE.initialised:
         raise SimError(lib.ACL_ERROR_UNINITIALIZE, f"{what}: aclInit has not been called")
-    if STATE.current is None:
-        raise SimError(lib.ACL_ERROR_RT_CONTEXT_NULL, f"{what}: no current context (aclrtSetDevice)")
+    d = current_device()
+    if d is None:
+        raise SimError(lib.ACL_ERROR_RT_CONTEXT_NULL,
+                       f"{what}: this thread has no current context (call aclrtSetDevice or "
+                       "aclrtSetCurrentContext in the thread first)")
+    return d
+
+
+def report_leaks(when: str) -> list[str]:
+    """What is still allocated, created or never launched (each object named once):
+    printed on stderr and kept in STATE.leaks."""
+    found = []
+
+    def fresh(objs):
+        new = [o for o in objs if id(o) not in STATE.reported]
+        STATE.reported.update(id(o) for o in new)
+        return new
+    for mem, what in ((STATE.memory, "device allocation(s)"), (STATE.host, "aclrtMallocHost block(s)")):
+        live = fresh(mem.live())
+        if live:
+            found.append(f"{len(live)} {what}, {sum(a.size for a in live)} bytes, never freed")
+    for kind in ("streams", "events", "tensors", "scalars", "int_arrays", "tensor_lists"):
+        handles = getattr(STATE, kind)
+        n = len(fresh(handles.objects.values()))
+        if n:
+            found.append(f"{n} {handles.kind}(s) never destroyed")
+    # an executor made by GetWorkspaceSize is released by its launch (aclnnXxx) or, once
+    # made repeatable, by aclDestroyAclOpExecutor: one that got neither is lost
+    n = len(fresh(STATE.executors.objects.values()))
+    if n:
+        found.append(f"{n} aclOpExecutor(s) neither launched nor destroyed")
+    if found:
+        STATE.leaks += found
+        print(f"CANN-SIM: leak at {when}: " + "; ".join(found), file=sys.stderr)
+    return found
 
 
 # ----------------------------------------------------------- entry points ----
@@ -285,18 +339,7 @@ def aclFinalize():
     if not STATE.initialised:
         raise SimError(lib.ACL_ERROR_REPEAT_FINALIZE if STATE.finalised else lib.ACL_ERROR_UNINITIALIZE,
                        "aclFinalize: ACL is not initialised")
-    live = STATE.memory.live()
-    found = []
-    if live:
-        found.append(f"{len(live)} device allocation(s), {sum(a.size for a in live)} bytes, never freed")
-    # (an executor that was never launched belongs to the runtime: not the caller's leak)
-    for kind in ("streams", "events", "tensors", "scalars", "int_arrays", "tensor_lists"):
-        n = len(getattr(STATE, kind).objects)
-        if n:
-            found.append(f"{n} {getattr(STATE, kind).kind}(s) never destroyed")
-    STATE.leaks = found
-    if found:
-        print("CANN-SIM: leak at aclFinalize: " + "; ".join(found), file=sys.stderr)
+    report_leaks("aclFinalize")
     STATE.initialised, STATE.finalised = False, True
     return 0
 
@@ -328,7 +371,7 @@ def aclrtSetDevice(device_id):
     STATE.device_refs[d] += 1
     if d not in STATE.device_context:
         STATE.device_context[d] = STATE.contexts.new(d)
-    STATE.current = d
+    STATE.current[threading.get_ident()] = STATE.device_context[d]
     return 0
 
 
@@ -338,23 +381,23 @@ def aclrtResetDevice(device_id):
     if STATE.device_refs[d] == 0:
         raise SimError(lib.ACL_ERROR_RT_CONTEXT_NULL, f"aclrtResetDevice: device {d} is not set")
     STATE.device_refs[d] -= 1
-    if STATE.device_refs[d] == 0:   # the last reference: its default context goes
+    if STATE.device_refs[d] == 0:   # the last reference: the device closes, its context goes
+        report_leaks(f"aclrtResetDevice({d})")
         del STATE.contexts.objects[STATE.device_context.pop(d)]
-        if STATE.current == d:
-            STATE.current = None
     return 0
 
 
 @entry
 def aclrtGetCurrentContext(context):
     need_device("aclrtGetCurrentContext")
-    context[0] = ffi.cast("void *", STATE.device_context[STATE.current])
+    context[0] = ffi.cast("void *", STATE.current[threading.get_ident()])
     return 0
 
 
 @entry
 def aclrtSetCurrentContext(context):
-    STATE.current = STATE.contexts.get(context, "aclrtSetCurrentContext", lib.ACL_ERROR_INVALID_PARAM)
+    STATE.contexts.get(context, "aclrtSetCurrentContext", lib.ACL_ERROR_INVALID_PARAM)
+    STATE.current[threading.get_ident()] = int(ffi.cast("uintptr_t", context))
     return 0
 
 
@@ -417,8 +460,22 @@ def aclrtFree(dev_ptr):
     return 0
 
 
-def _copy_plan(dst, dest_max, src, count, kind, what):
+@entry
+def aclrtMallocHost(host_ptr, size):
+    need_device("aclrtMallocHost")
+    host_ptr[0] = ffi.cast("void *", STATE.host.malloc(int(size)))
+    return 0
+
+
+@entry
+def aclrtFreeHost(host_ptr):
+    STATE.host.free(int(ffi.cast("uintptr_t", host_ptr)))
+    return 0
+
+
+def _copy_plan(dst, dest_max, src, count, kind, what, asynchronous=False):
     """Check a copy now (as the runtime does at the call) and return the copy itself."""
+    need_device(what)
     count, dest_max = int(count), int(dest_max)
     if count > dest_max:
         raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: count {count} > destMax {dest_max}")
@@ -428,6 +485,8 @@ def _copy_plan(dst, dest_max, src, count, kind, what):
     if kind not in (lib.ACL_MEMCPY_HOST_TO_HOST, lib.ACL_MEMCPY_HOST_TO_DEVICE,
                     lib.ACL_MEMCPY_DEVICE_TO_HOST, lib.ACL_MEMCPY_DEVICE_TO_DEVICE):
         raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: memcpy kind {kind} not simulated")
+    if asynchronous:
+        _check_async_copy(d, s, count, kind, dev_dst, dev_src, what)
     for addr, on_dev, role in ((d, dev_dst, "dst"), (s, dev_src, "src")):
         if on_dev:
             STATE.memory.bytes(addr, count, f"{what} {role}", write=role == "dst")
@@ -442,6 +501,30 @@ def _copy_plan(dst, dest_max, src, count, kind, what):
     return copy
 
 
+def _check_async_copy(d, s, count, kind, dev_dst, dev_src, what):
+    """aclrtMemcpyAsync's documented limits (acl_rt API reference, aclrtMemcpyAsync):
+    no host-to-host copy (ACL_ERROR_RT_FEATURE_NOT_SUPPORT), both addresses 64-byte
+    aligned, and the host side of a host<->device copy allocated by aclrtMallocHost.
+    The docs give no code for the last two: a misaligned address is refused with
+    ACL_ERROR_RT_ADDR_UNALIGNED, and ordinary (pageable) host memory, which the docs say
+    "does not report an error but fails unpredictably when the task runs", with
+    ACL_ERROR_RT_INVALID_MEMORY_TYPE, at the call, where the simulator can name it."""
+    if kind == lib.ACL_MEMCPY_HOST_TO_HOST:
+        raise SimError(lib.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                       f"{what}: ACL_MEMCPY_HOST_TO_HOST is not supported asynchronously")
+    for addr, role in ((d, "dst"), (s, "src")):
+        if addr % ASYNC_COPY_ALIGN:
+            raise SimError(lib.ACL_ERROR_RT_ADDR_UNALIGNED,
+                           f"{what}: {role} {addr:#x} is not {ASYNC_COPY_ALIGN}-byte aligned "
+                           f"(offset {addr % ASYNC_COPY_ALIGN})")
+    for addr, on_dev, role in ((d, dev_dst, "dst"), (s, dev_src, "src")):
+        pinned = None if on_dev else STATE.host.find(addr, count)
+        if not on_dev and (pinned is None or not pinned.live):
+            raise SimError(lib.ACL_ERROR_RT_INVALID_MEMORY_TYPE,
+                           f"{what}: host {role} [{addr:#x}, +{count}) is not memory from "
+                           "aclrtMallocHost (an asynchronous host<->device copy needs it)")
+
+
 @entry
 def aclrtMemcpy(dst, dest_max, src, count, kind):
     if count:
@@ -454,12 +537,13 @@ def aclrtMemcpy(dst, dest_max, src, count, kind):
 def aclrtMemcpyAsync(dst, dest_max, src, count, kind, stream):
     s = STATE.streams.get(stream, "aclrtMemcpyAsync", lib.ACL_ERROR_INVALID_PARAM)
     if count:
-        s.queue.append(_copy_plan(dst, dest_max, src, count, kind, "aclrtMemcpyAsync"))
+        s.queue.append(_copy_plan(dst, dest_max, src, count, kind, "aclrtMemcpyAsync", True))
     return 0
 
 
 @entry
 def aclrtMemset(dev_ptr, max_count, value, count):
+    need_device("aclrtMemset")
     if int(count) > int(max_count):
         raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"aclrtMemset: count {count} > maxCount {max_count}")
     if count:

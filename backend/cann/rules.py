@@ -86,8 +86,10 @@ RULES: dict[str, Rule] = {
     "UNARY:SIGMOID": unary("Sigmoid"),
     "UNARY:SILU": unary("Silu"),
     "UNARY:GELU": unary("Gelu"),
-    "UNARY:GELU_ERF": unary("Gelu"),
-    "UNARY:GELU_QUICK": unary("GeluV2"),
+    # the operators whose documented formula is the op's; ggml-cann maps GELU_ERF to
+    # aclnnGelu (the tanh form) and GELU_QUICK to aclnnGeluV2(0) (erf-GELU, not x*sigmoid(1.702x))
+    "UNARY:GELU_ERF": unary("GeluV2"),
+    "UNARY:GELU_QUICK": unary("FastGelu"),
     "UNARY:HARDSIGMOID": unary("Hardsigmoid"),
     "UNARY:HARDSWISH": unary("Hardswish"),
     "UNARY:SOFTPLUS": unary("Softplus"),

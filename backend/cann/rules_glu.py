@@ -20,7 +20,8 @@ RULES.update({
     "GLU:REGLU": _glu("Relu", "InplaceMul"),
     "GLU:GEGLU": _glu("GeGluV3", "Gelu", "InplaceMul"),
     "GLU:GEGLU_ERF": _glu("GeGluV3", "GeluV2", "InplaceMul"),
-    "GLU:GEGLU_QUICK": _glu("GeluV2", "InplaceMul"),
+    # aclnnFastGelu is x*sigmoid(1.702x) as ggml's; ggml-cann's aclnnGeluV2(0) is erf-GELU
+    "GLU:GEGLU_QUICK": _glu("FastGelu", "InplaceMul"),
     "GLU:SWIGLU": _glu("SwiGlu", "Silu", "InplaceMul"),
     "GLU:SWIGLU_OAI": _glu("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
 })

@@ -99,6 +99,7 @@ aclTensor *ops_tensor_ex(struct ops_cann_ctx *ctx, void *data, enum ggml_type ty
                          const int64_t *ne, const size_t *nb, int dims, aclFormat format,
                          size_t offset);
 aclScalar   *ops_scalar_f32(struct ops_cann_ctx *ctx, float value);
+aclScalar   *ops_scalar_i32(struct ops_cann_ctx *ctx, int32_t value);   /* alpha of integer operands */
 /* A contiguous tensor of `dims` dims (ggml order) over new scratch memory (released after
  * the node); *data receives its address. NULL on failure (ctx->rc set). */
 aclTensor   *ops_scratch_tensor(struct ops_cann_ctx *ctx, enum ggml_type type, const int64_t *ne,

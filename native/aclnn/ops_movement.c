@@ -144,7 +144,8 @@ static int gather_batched(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, voi
     aclTensor *row_ids = ops_tensor_ex(ctx, idx->data, idx->type, idx->ne, idx->nb, 3, ACL_FORMAT_ND, 0);
     aclTensor *slice_bases = ops_tensor_ex(ctx, bases, GGML_TYPE_I32, b_ne, b_nb3, 3, ACL_FORMAT_ND, 0);
     aclTensor *flat_ids = ops_tensor_ex(ctx, ids, GGML_TYPE_I32, idx->ne, id_nb, 3, ACL_FORMAT_ND, 0);
-    OPS_ACLNN(ctx, Add, row_ids, slice_bases, ops_scalar_f32(ctx, 1.0f), flat_ids);
+    /* alpha must cast to the promoted type, INT32: an integer 1, never a float */
+    OPS_ACLNN(ctx, Add, row_ids, slice_bases, ops_scalar_i32(ctx, 1), flat_ids);
     const int64_t r_ne[2] = { src->ne[0], n_rows };
     aclTensor *rows = ops_tensor_ex(ctx, base, dst->type, r_ne, nb, 2, ACL_FORMAT_ND, 0);
     OPS_ACLNN(ctx, GatherV2, rows, (int64_t) 0, flat_ids, ops_tensor(ctx, dst));

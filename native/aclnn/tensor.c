@@ -107,9 +107,9 @@ aclTensor *ops_scratch_tensor(struct ops_cann_ctx *ctx, enum ggml_type type, con
     return *data ? ops_tensor_ex(ctx, *data, type, ne, nb, dims, ACL_FORMAT_ND, 0) : NULL;
 }
 
-aclScalar *ops_scalar_f32(struct ops_cann_ctx *ctx, float value) {
+static aclScalar *scalar_of(struct ops_cann_ctx *ctx, void *value, aclDataType type) {
     if (ctx->rc) return NULL;
-    aclScalar *s = ACL.aclCreateScalar(&value, ACL_FLOAT);
+    aclScalar *s = ACL.aclCreateScalar(value, type);
     if (!s) {
         ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "aclCreateScalar returned NULL: %s", ops_recent_msg());
         return NULL;
@@ -117,6 +117,10 @@ aclScalar *ops_scalar_f32(struct ops_cann_ctx *ctx, float value) {
     ops_keep_scalar(ctx, s);
     return s;
 }
+
+aclScalar *ops_scalar_f32(struct ops_cann_ctx *ctx, float value) { return scalar_of(ctx, &value, ACL_FLOAT); }
+
+aclScalar *ops_scalar_i32(struct ops_cann_ctx *ctx, int32_t value) { return scalar_of(ctx, &value, ACL_INT32); }
 
 aclIntArray *ops_int_array(struct ops_cann_ctx *ctx, const int64_t *values, uint64_t count) {
     if (ctx->rc) return NULL;

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Family, register
+from .tolerances import dot_products
 from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute
 from .inputs import kq_mask, shape_of
@@ -198,6 +199,7 @@ def flops(out: Tensor, p) -> int:
 
 register(Family(
     name="flash_attn_ext",
+    strict=dot_products(lambda p: p["type_K"]),
     build=build,
     vars=("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias", "logit_softcap", "prec",
           "type_K", "type_V", "permute"),

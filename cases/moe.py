@@ -11,6 +11,7 @@ import numpy as np
 
 from .binary import add_id
 from .catalog import Family, register, unique_params
+from .tolerances import dot_products
 from .glu import glu_split
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
@@ -111,6 +112,7 @@ def mul_mat_id_perf():
 
 register(Family(
     name="mul_mat_id",
+    strict=dot_products(lambda p: p["type_a"]),
     build=build_mul_mat_id,
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
     op="MUL_MAT_ID",
@@ -144,6 +146,7 @@ def mmid_fusion(type_a, type_b, n_mats, n_used, b, m, n, k, o=1, mul=False):
 
 register(Family(
     name="mul_mat_id_fusion",
+    strict=dot_products(lambda p: p["type_a"]),
     build=build_mul_mat_id_fusion,
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k", "o", "mul"),
     op="MUL_MAT_ID_FUSION",
@@ -185,6 +188,7 @@ def out_prod_eval():
 
 register(Family(
     name="out_prod",
+    strict=dot_products(lambda p: p["type_a"]),
     build=build_out_prod,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "trans_b"),
     op="OUT_PROD",
@@ -222,6 +226,7 @@ def hadamard(m, n, k, bs=(1, 1)):
 
 register(Family(
     name="mul_mat_hadamard",
+    strict=dot_products(lambda p: p["type_a"]),
     build=build_mul_mat_hadamard,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
     op="MUL_MAT_HADAMARD",
@@ -314,6 +319,7 @@ def vec_fusion_eval():
 
 register(Family(
     name="mul_mat_vec_fusion",
+    strict=dot_products(lambda p: p["type"]),
     build=build_mul_mat_vec_fusion,
     vars=("type", "glu_op", "m", "n", "k", "use_id", "n_mats", "n_used", "b", "with_bias",
           "with_gate", "with_lane_scale", "batch_dims"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, register
+from .catalog import Family, Tolerance, register
 from .elementwise import sqr
 from .graph import UNARY_OPS, add, mul, new_op, set_param, unary, view
 from .inputs import uniform
@@ -32,6 +32,16 @@ WITH_GRAD = frozenset({"ABS", "SGN", "NEG", "STEP", "RELU", "SILU", "EXPM1", "SO
 GRAD_EXPECT = {"ABS": (-1.0, 1.0), "SGN": (0.0,), "STEP": (0.0,), "RELU": (0.0, 1.0)}
 
 
+# ggml's CPU evaluates the f32 GELU and GELU_QUICK activations (GEGLU's and GEGLU_QUICK's
+# too) through a table of f16 values: the input and the result are rounded to f16
+F16_GELU_TABLE = Tolerance(
+    "ggml-CPU computes GELU / GELU_QUICK through an f16 table (GGML_GELU_FP16, "
+    "GGML_GELU_QUICK_FP16): the input rounded to f16 moves the result by |x f'(x)| 2^-11, "
+    "up to 2^-8 relative on the negative tail, and the gated forms multiply an f16 "
+    "activation (~0 there) by gates up to 150", rtol=2 ** -7, atol=1e-4, device="GGML-CPU",
+    when=lambda p: p["op"] in ("GELU", "GELU_QUICK", "GEGLU", "GEGLU_QUICK"))
+
+
 def build_unary(g, op, type, ne_a, v):
     return unary(view_or_leaf(g, type, ne_a, v, param=op in WITH_GRAD), op)
 
@@ -50,6 +60,7 @@ register(Family(
     init=init_unary,
     grad_eps=15.0,
     grad_expect=lambda p: GRAD_EXPECT.get(p["op"], ()),
+    strict=(F16_GELU_TABLE,),
     eval_grid=lambda: (
         dict(op=op, type=type, ne_a=ne, v=v)
         for type in ("f16", "f32") for v in (0, 1) for op in UNARY_OPS if op != "XIELU"

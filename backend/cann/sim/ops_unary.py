@@ -107,8 +107,10 @@ def gelu_v2(x, approximate, y):
 
 @operator("FastGelu")
 def fast_gelu(self, out):
-    # the docs' x / (1 + exp(-1.702 x)), written as x * sigmoid(1.702 x) without overflow
-    return _unary(self, out, F, F, "same", lambda v: v * (0.5 * (1 + np.tanh(0.851 * v))))
+    # the docs' x / (1 + exp(-1.702 x)) in the kernel's form, which neither overflows nor
+    # cancels: x / (1 + exp(-1.702 |x|)) * exp(0.851 (x - |x|))
+    return _unary(self, out, F, F, "same",
+                  lambda v: v / (1 + np.exp(-1.702 * np.abs(v))) * np.exp(0.851 * (v - np.abs(v))))
 
 
 @operator("Hardsigmoid")

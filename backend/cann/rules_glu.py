@@ -23,5 +23,8 @@ RULES.update({
     # aclnnFastGelu is x*sigmoid(1.702x) as ggml's; ggml-cann's aclnnGeluV2(0) is erf-GELU
     "GLU:GEGLU_QUICK": _glu("FastGelu", "InplaceMul"),
     "GLU:SWIGLU": _glu("SwiGlu", "Silu", "InplaceMul"),
-    "GLU:SWIGLU_OAI": _glu("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
+    "GLU:SWIGLU_OAI": Rule(("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
+                           {"src0": FLOAT, "dst": FLOAT}, ((_one_type, "GLU inputs and output must have one type"),),
+                           beyond="every case: ggml-cann v0.20.2 has no SWIGLU_OAI; composed of aclnnClamp, "
+                                  "Muls, Sigmoid, Mul, InplaceAdds, InplaceMul, each documented for floats"),
 })

@@ -120,11 +120,11 @@ def test_every_loosening_says_why_and_loosens():
 
 def test_correct_results_pass_strict_on_ggml_cpu():
     """A sample across the catalog (the broad runs are in README's figures)."""
-    picked = sample([c for c in all_cases() if c.op not in ("FLASH_ATTN_EXT", "CONV_2D", "IM2COL_3D")], 60)
+    picked = sample([c for c in all_cases() if c.op not in ("FLASH_ATTN_EXT", "CONV_2D", "IM2COL_3D")], 40)
     results = run_cases_strict("GGML-CPU", picked)
     bad = [f"{r.name}: {r.reason}" for r in results if r.status == FAIL]
     assert not bad, "\n".join(bad[:5])
-    assert sum(r.status == OK for r in results) > 30
+    assert sum(r.status == OK for r in results) > 20
 
 
 def run_cases_strict(device_name, cases):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from .binary import add_id
-from .catalog import Family, register, unique_params
+from .catalog import Family, Tolerance, register, unique_params
+from .unary import f16_gelu_table
 from .tolerances import dot_products
 from .glu import glu_split
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
 from .movement import get_rows, repeat
-from .types import F32, I32
+from .types import F32, I32, ggml_type
 
 
 # --- constructors (ggml.c) ---
@@ -319,7 +320,11 @@ def vec_fusion_eval():
 
 register(Family(
     name="mul_mat_vec_fusion",
-    strict=dot_products(lambda p: p["type"]),
+    strict=dot_products(lambda p: p["type"]) + (
+        f16_gelu_table(lambda p: p["glu_op"] == 1),
+        Tolerance("quantized gate and up products, each with its q8 activation error, meet in "
+                  "the GLU and multiply: the errors add and scale with the other product",
+                  rtol=2 ** -4, atol_rms=2 ** -3, when=lambda p: ggml_type(p["type"]).is_quantized)),
     build=build_mul_mat_vec_fusion,
     vars=("type", "glu_op", "m", "n", "k", "use_id", "n_mats", "n_used", "b", "with_bias",
           "with_gate", "with_lane_scale", "batch_dims"),

@@ -36,6 +36,19 @@ def dot_products(operand: Callable[[Params], str]) -> tuple[Tolerance, ...]:
     )
 
 
+RUNNING_SUMS = Tolerance(
+    "running sums along rows of up to ~376,000 elements, accumulated in f32", atol_rms=2 ** -13)
+
+ILL_CONDITIONED = Tolerance(
+    "forward substitution with random triangular matrices: rounding grows with the "
+    "condition number, huge for uniform entries, so single solutions may carry f32 errors "
+    "beyond their own size; only the NMSE can judge these", rtol=1.0, atol_rms=2.0 ** 8)
+
+QUANTIZED_DST = Tolerance(
+    "quantized destination: an element on a rounding boundary may land one quantization step "
+    "either way (a 4-bit step is ~1/8 of its block's range)", atol_rms=2 ** -2,
+    when=lambda p: _quantized(p["type_dst"]))
+
 ROTATION_ANGLES = Tolerance(
     "rotation angles p * base^(-2i/n) reach thousands of radians and are formed in f32 "
     "(ggml: theta *= theta_scale per pair), their rounding moves an output by ~1e-4 of the "

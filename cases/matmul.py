@@ -7,7 +7,7 @@ case in test-backend-ops, hence test mode only: it is the separate fused family 
 from __future__ import annotations
 
 from .catalog import Family, register, unique_params
-from .tolerances import dot_products
+from .tolerances import CANN_CUBE_F32, dot_products
 from .graph import Tensor, add, new_op, permute, set_param, view
 from .types import F32, ggml_type
 
@@ -141,7 +141,7 @@ register(Family(
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] == 1),
     perf_grid=perf_grid,
     max_nmse=5e-4,
-    strict=dot_products(lambda p: p["type_a"]),
+    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
     grad_nmax=20000,
     flops=mul_mat_flops,
 ))
@@ -154,7 +154,7 @@ register(Family(
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] > 1),
     max_nmse=5e-4,
-    strict=dot_products(lambda p: p["type_a"]),
+    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
     grad_nmax=20000,
     fused=True,
     flops=mul_mat_flops,

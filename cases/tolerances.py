@@ -36,6 +36,14 @@ def dot_products(operand: Callable[[Params], str]) -> tuple[Tolerance, ...]:
     )
 
 
+# ggml-cann's matrix products (and the native layer's, as ggml-cann) run f32 operands with
+# cubeMathType USE_FP16 or ALLOW_FP32_DOWN_PRECISION: rounded to f16 / HF32 on the cube unit
+CANN_CUBE_F32 = Tolerance(
+    "f32 matrix products on CANN run with cubeMathType USE_FP16 / ALLOW_FP32_DOWN_PRECISION "
+    "(as ggml-cann): the operands are rounded to f16 or HF32, 2^-11 relative per term",
+    rtol=2 ** -10, atol_rms=2 ** -9, device="CANN")
+
+
 RUNNING_SUMS = Tolerance(
     "running sums along rows of up to ~376,000 elements, accumulated in f32", atol_rms=2 ** -13)
 

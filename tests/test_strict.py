@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from _sample import cases_of, run_cases, sample
+from _sample import cases_of, sample
 
 from cannops.backend.base import Device, RunResult, Support
 from cannops.backend import reference
@@ -109,17 +109,17 @@ def test_defaults_per_output_type_and_family_loosening():
 
 
 def test_every_loosening_says_why_and_loosens():
-    fams = {f.name: f for f in FAMILIES.values()} if FAMILIES else {}
     all_cases()                                        # every family registered
-    for fam in FAMILIES.values():
+    loosened = [fam for fam in FAMILIES.values() if fam.strict]
+    assert len(loosened) >= 10
+    for fam in loosened:
         for t in fam.strict:
             assert isinstance(t, Tolerance) and len(t.reason) > 20, fam.name
             assert min(t.rtol, t.atol, t.atol_rms) >= 0 and max(t.rtol, t.atol, t.atol_rms) > 0, fam.name
-    assert fams is not None
 
 
 def test_correct_results_pass_strict_on_ggml_cpu():
-    """A sample across the catalog (the broad runs are in README's figures)."""
+    """A sample across the catalog (the broad runs: the report of issue 10)."""
     picked = sample([c for c in all_cases() if c.op not in ("FLASH_ATTN_EXT", "CONV_2D", "IM2COL_3D")], 40)
     results = run_cases_strict("GGML-CPU", picked)
     bad = [f"{r.name}: {r.reason}" for r in results if r.status == FAIL]
@@ -158,12 +158,10 @@ def test_results_record_strict(tmp_path):
 
 def test_a_strict_failure_in_junit_and_on_the_fail_line():
     from cannops.cli.junit import junit_xml
-    from cannops.cli.results import Run
+    from cannops.cli.results import DeviceInfo, Run
     case = _f32_cases("GELU_QUICK")[0]
     r = run_test(Formula(_erf), case, 0, strict=True)
-    run = Run(mode="test", strict=strict.STANDARD, results=[r])
-    from cannops.cli.results import DeviceInfo
-    run.devices.append(DeviceInfo("FORMULA"))
+    run = Run(mode="test", strict=strict.STANDARD, results=[r], devices=[DeviceInfo("FORMULA")])
     root = ET.fromstring(junit_xml(run).split("\n", 1)[1])
     f = root.find(".//failure")
     assert "strict:" in f.get("message") and "worst element" in f.text

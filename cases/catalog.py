@@ -106,6 +106,22 @@ def find_deviation(notes: Mapping[str, "Deviation | tuple[Deviation, ...]"], dev
     return None
 
 
+@dataclass(frozen=True)
+class Tolerance:
+    """A looser per-element bound for `ops test --strict` (cli/strict.py) than the output
+    type's default, |out - ref| <= atol + rtol * |ref|: for the cases `when` picks, on the
+    devices whose name starts with `device` ("" for every device), and why the op (or that
+    device's implementation of it) is less precise than its output type. `atol_rms` is an
+    absolute part in units of the reference's root mean square: for sums and dot products,
+    whose rounding error scales with the terms, not with a result that cancels to ~0."""
+    reason: str
+    rtol: float = 0.0
+    atol: float = 0.0
+    atol_rms: float = 0.0
+    when: Callable[[Params], bool] = lambda params: True
+    device: str = ""
+
+
 @dataclass(eq=False)
 class Family:
     """One test-backend-ops test struct (e.g. test_unary), declared as data.
@@ -124,6 +140,7 @@ class Family:
     flops(out, params) -> int; 0 means memory-bound (GB/s is reported)
     op_size(out, params) -> bytes moved, for GB/s; None: ggml_nbytes of out and its srcs
     fuzz_domain(strategies) -> strategy of params: the domain `ops fuzz` draws cases from
+    strict: looser per-element bounds of `ops test --strict` (Tolerance), each with its reason
     grad_*: `ops grad` (test-backend-ops' gradient mode; the leaves build() marks with
     set_param are differentiated): finite-difference step, 4-point estimate, the most
     gradients checked, the values at which a non-smooth gradient is trusted, and the
@@ -152,6 +169,7 @@ class Family:
     # the same for `ops grad`, where the key EVERY_DEVICE names a limit of the
     # finite-difference check itself (test-backend-ops fails those cases too)
     grad_notes: Mapping[str, "Deviation | tuple[Deviation, ...]"] = field(default_factory=dict)
+    strict: tuple[Tolerance, ...] = ()
     grad_eps: float | Callable[[Params], float] = 1e-1
     grad_precise: bool | Callable[[Params], bool] = False
     grad_nmax: int = 10000

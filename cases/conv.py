@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from .catalog import Family, register, unique_params
+from .tolerances import dot_products
 from .graph import Tensor, cont, new_op, permute
 from .types import F32
 
@@ -141,6 +142,7 @@ def conv_2d_flops(out, p):
 
 register(Family(
     name="conv_2d",
+    strict=dot_products(lambda p: p["type_kernel"]),
     build=build_conv_2d,
     vars=("ne_input", "ne_kernel", "type_kernel", "stride0", "stride1", "padding0", "padding1",
           "dilation0", "dilation1", "cwhn"),
@@ -168,6 +170,7 @@ def _dw(ne_input, ne_kernel, type_kernel, stride, padding, dilation, cwhn):
 
 register(Family(
     name="conv_2d_dw",
+    strict=dot_products(lambda p: p["type_kernel"]),
     build=build_conv_2d_dw,
     vars=("ne_input", "ne_kernel", "type_kernel", "stride", "padding", "dilation", "cwhn"),
     op="CONV_2D_DW",
@@ -232,6 +235,7 @@ def conv_3d_flops(out, c):
 
 register(Family(
     name="conv_3d",
+    strict=dot_products(lambda p: p["type_kernel"]),
     build=build_conv_3d,
     vars=CONV_3D_VARS,
     op="CONV_3D",
@@ -268,6 +272,7 @@ def conv_transpose_1d_eval_grid():
 
 register(Family(
     name="conv_transpose_1d",
+    strict=dot_products(lambda p: "f32"),
     build=build_conv_transpose_1d,
     vars=("ne_input", "ne_kernel", "s0", "p0", "d0"),
     op="CONV_TRANSPOSE_1D",
@@ -289,6 +294,7 @@ def _ct2(shapes):
 
 register(Family(
     name="conv_transpose_2d",
+    strict=dot_products(lambda p: p["kernel_type"]),
     build=build_conv_transpose_2d,
     vars=("kernel_type", "ne_input", "ne_kernel", "stride"),
     op="CONV_TRANSPOSE_2D",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .catalog import Family, register
 from .graph import GLU_OPS, new_op
 from .inputs import uniform
-from .unary import SHAPES, view_or_leaf
+from .unary import F16_GELU_TABLE, SHAPES, view_or_leaf
 
 GROW = (3, 1, 1, 1)  # v=1: a view into a tensor 3x wider in dim 0
 
@@ -70,6 +70,7 @@ register(Family(
     vars=("type", "ne_a", "v", "swapped"),
     op=lambda p: p["op"],
     init=init_wide,
+    strict=(F16_GELU_TABLE,),
     eval_grid=grid_glu,
     perf_grid=lambda: perf_swiglu(split=False),
 ))
@@ -81,6 +82,7 @@ register(Family(
     vars=lambda p: f"type={p['type']},ne_a=[{','.join(map(str, p['ne_a']))}],v={p['v']},split",
     op=lambda p: p["op"],
     init=init_wide,
+    strict=(F16_GELU_TABLE,),
     eval_grid=grid_glu_split,
     perf_grid=lambda: perf_swiglu(split=True),
 ))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from .catalog import Family, register
+from .tolerances import dot_products
 from .graph import Tensor, new_op, set_param
 from .inputs import kq_mask
 from .types import F16, F32
@@ -49,6 +50,7 @@ def lightning_indexer_eval_grid():
 
 register(Family(
     name="lightning_indexer",
+    strict=dot_products(lambda p: p["type_K"]),
     build=build_lightning_indexer,
     vars=("hsk", "nh", "kv", "nb", "ns", "nm", "type_K"),
     op="LIGHTNING_INDEXER",

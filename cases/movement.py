@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register
+from .tolerances import QUANTIZED_DST
 from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute, set_param,
                     transpose, view)
 from .inputs import shape_of, uniform
@@ -374,7 +375,7 @@ def init_cpy(t, rng, p):
 
 
 register(Family(
-    name="cpy", build=build_cpy, vars=_cpy_vars, op="CPY", init=init_cpy,
+    name="cpy", build=build_cpy, vars=_cpy_vars, op="CPY", init=init_cpy, strict=(QUANTIZED_DST,),
     eval_grid=_cpy_grid, perf_grid=_cpy_perf_grid, max_nmse=cpy_max_nmse,
     op_size=lambda out, p: out.nbytes() + out.src[0].nbytes(),
     notes={"GGML-CPU": Deviation(

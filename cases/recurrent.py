@@ -11,6 +11,7 @@ argument order and are meant for reuse (the grad mode builds on them).
 from __future__ import annotations
 
 from .catalog import Deviation, Family, register
+from .tolerances import ILL_CONDITIONED
 from .elementwise import sqr
 from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
 from .inputs import uniform
@@ -395,6 +396,7 @@ def _tri(n, k, b2, b3):
 
 register(Family(
     name="solve_tri",
+    strict=(ILL_CONDITIONED,),
     build=build_solve_tri,
     vars=("type", "ne_lhs", "ne_rhs"),
     op="SOLVE_TRI",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Deviation, Family, fmt_vars, register
+from .tolerances import RUNNING_SUMS
 from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter
 from .inputs import shape_of, uniform
@@ -220,6 +221,7 @@ def build_cumsum(g, type, ne):
 
 register(Family(
     name="cumsum",
+    strict=(RUNNING_SUMS,),
     build=build_cumsum,
     vars=("type", "ne"),
     op="CUMSUM",

@@ -4,6 +4,7 @@ the fused test-mode chain test_rms_norm_mul_rope (RMS_NORM -> MUL -> ROPE, + SET
 from __future__ import annotations
 
 from .catalog import Family, register
+from .tolerances import ROTATION_ANGLES
 from .graph import Tensor, add, mul, new_op, set_param, view, view_of
 from .norm import rms_norm
 from .rows import set_rows
@@ -145,6 +146,7 @@ def rope_perf_grid():
 
 register(Family(
     name="rope",
+    strict=(ROTATION_ANGLES,),
     build=build_rope,
     # `forward` is not printed: the op name (ROPE / ROPE_BACK) tells it
     vars=("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v", "inplace"),
@@ -191,6 +193,7 @@ def rms_norm_mul_rope_eval_grid():
 
 register(Family(
     name="rms_norm_mul_rope",
+    strict=(ROTATION_ANGLES,),
     build=lambda g, set_rows, **p: build_rms_norm_mul_rope(g, set_rows_=set_rows, **p),
     vars=("ne", "eps", "multi_add", "set_rows", "broadcast", "mode"),
     op="RMS_NORM_MUL_ROPE",
@@ -234,6 +237,7 @@ def init_rope_set_rows(t, rng, p):
 
 register(Family(
     name="rope_set_rows",
+    strict=(ROTATION_ANGLES,),
     build=build_rope_set_rows,
     vars=("type", "type_idx", "ne_a", "mode"),
     op="ROPE_SET_ROWS",

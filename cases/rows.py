@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Family, register
+from .tolerances import QUANTIZED_DST
 from .graph import Tensor, view, view_of
 from .inputs import shape_of
 from .movement import ALL_TYPES
@@ -99,6 +100,7 @@ def set_rows_eval_grid():
 
 register(Family(
     name="set_rows",
+    strict=(QUANTIZED_DST,),
     build=build_set_rows,
     vars=("type_src", "type_dst", "type_idx", "ne", "nr23", "r", "v"),
     op="SET_ROWS",

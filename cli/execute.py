@@ -14,6 +14,8 @@ from cannops.backend.base import Device, DeviceError, GradUnsupported
 from cannops.cases.catalog import Case, find_deviation
 
 from .compare import compare, worst_elements
+from .strict import bound as strict_bound
+from .strict import check as strict_check
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
 
 
@@ -34,7 +36,9 @@ def support(device: Device, case: Case) -> CaseResult:
     return _result(device, case, OK if s else NOT_SUPPORTED, reason=s.reason)
 
 
-def test(device: Device, case: Case, seed: int) -> CaseResult:
+def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseResult:
+    """NMSE (the family's metric) on every checked node; with `strict`, a per-element
+    bound too (cli/strict.py)."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -57,28 +61,39 @@ def test(device: Device, case: Case, seed: int) -> CaseResult:
 
     fam = case.family
     threshold = fam.threshold(case.params)
-    reasons, worst, far = list(got.problems), None, []
+    reasons, worst, elems, far = list(got.problems), None, None, []
     for i in check:
         node = g.tensors[i]
+        ref = mem.read(node)
         srcs = [mem.read(s) for s in node.src] if fam.err_srcs else []
         err_fn = (lambda r, o: fam.err(r, o, case.params, *srcs)) if fam.err else None
-        ok, why, e = compare(f"[{node.op_desc}]", mem.read(node), got.outputs[i], threshold,
-                             err_fn, fam.err_name, device.name)
+        label = f"[{node.op_desc}]"
+        ok, why, e = compare(label, ref, got.outputs[i], threshold, err_fn, fam.err_name, device.name)
         if e is not None:
             worst = e if worst is None else max(worst, e)
         if not ok:
             reasons.append(why)
-            far = far or worst_elements(mem.read(node), got.outputs[i])
+        if strict and fam.err is None:   # a family's own metric (sets, ties) stays its judge
+            s = strict_check(label, ref, got.outputs[i], strict_bound(case, device.name, node), device.name)
+            if elems is None or elems.ok and (not s.ok or s.max_abs > elems.max_abs):
+                elems = s   # the first node that failed, else the one with the largest error
+            if not s.ok and ok:
+                reasons.append(s.reason)
+            ok = ok and s.ok
+        if not ok:
+            far = far or worst_elements(ref, got.outputs[i])
     dev = find_deviation(fam.notes, device.name, case.params, worst)
     note = dev.reason if dev else ""
     status = OK
     if reasons:
         # a recorded deviation explains a metric miss, never a NaN, inf or overrun
-        metric_only = not got.problems and all(f"{fam.err_name} =" in r for r in reasons)
+        metric_only = not got.problems and all(f"{fam.err_name} =" in r or "strict:" in r for r in reasons)
         status = DEVIATION if dev and metric_only else FAIL
+    extra = {} if elems is None else dict(max_abs=elems.max_abs, max_rel=elems.max_rel,
+                                          worst_index=elems.worst)
     return _result(device, case, status, reason="; ".join(reasons), error=worst,
-                   threshold=threshold, metric=fam.err_name, note=note, worst=far,
-                   seconds=time.perf_counter() - t0)
+                   threshold=threshold, metric=fam.err_name, note=note, strict=strict, worst=far,
+                   seconds=time.perf_counter() - t0, **extra)
 
 
 def not_gradable(graph) -> str | None:
@@ -214,7 +229,8 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
                    memory_kb=size // 1024)
 
 
-def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0) -> CaseResult:
+def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,
+            strict: bool = False) -> CaseResult:
     try:
         if mode == "support":
             return support(device, case)
@@ -222,6 +238,6 @@ def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float
             return perf(device, case, seed, min_seconds)
         if mode == "grad":
             return grad(device, case, seed)
-        return test(device, case, seed)
+        return test(device, case, seed, strict)
     except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
         return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

@@ -33,6 +33,9 @@ def _testcase(r: CaseResult, mode: str, slower: dict | None) -> tuple[ET.Element
         if r.error is not None:
             detail += f"\n{r.metric or 'error'} = {r.error:.9g}" + (
                 f" (threshold {r.threshold:.9g})" if r.threshold is not None else "")
+        if r.max_abs is not None:
+            detail += (f"\nstrict: max abs error {r.max_abs:.9g}, max rel error {r.max_rel:.9g}, "
+                       f"worst element {r.worst_index}")
         f.text = _text(detail)
         outcome = "failure"
     elif r.status in (NOT_SUPPORTED, SKIPPED):
@@ -65,7 +68,8 @@ def junit_xml(run: Run, slower: dict[str, dict[str, tuple[float, float]]] | None
         props = ET.SubElement(suite, "properties")
         for k, v in (("device", device), ("mode", run.mode), ("seed", run.seed),
                      ("ops_filter", run.ops_filter), ("params_filter", run.params_filter),
-                     ("shard", run.shard), ("version", run.version), ("interrupted", run.interrupted)):
+                     ("shard", run.shard), ("version", run.version), ("interrupted", run.interrupted),
+                     ("strict", run.strict)):
             if v is not None:
                 text = str(v).lower() if isinstance(v, bool) else str(v)
                 ET.SubElement(props, "property", name=k, value=_text(text))

@@ -165,7 +165,7 @@ def write_or_fail(path, write, *args) -> None:
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             resume_path=None, min_seconds=1.0, printer=None) -> Run:
+             resume_path=None, min_seconds=1.0, printer=None, strict=False) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
     from .results import journal_path, load_resume
     from .runner import new_run
@@ -179,7 +179,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, seed=seed, min_seconds=min_seconds,
-                   ops_filter=ops, params_filter=params, shard=shard)
+                   ops_filter=ops, params_filter=params, shard=shard, strict=strict)
     resumed = None
     if resume_path:
         try:
@@ -304,6 +304,9 @@ def cli():
 
 @cli.command()
 @common_options
+@click.option("--strict", is_flag=True,
+              help="Also bound every element: |out-ref| <= atol + rtol*|ref| (per-dtype defaults, "
+                   "looser where a family says why); test-backend-ops has no such check.")
 @report_options
 def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""

@@ -170,6 +170,7 @@ class QuietPrinter(ConsolePrinter):
 
 
 CSV_FIELDS = ["device", "op", "params", "status", "reason", "by", "error", "threshold", "metric",
+              "strict", "max_abs", "max_rel", "worst_index",
               "n_runs", "time_us", "flops", "bandwidth_gb_s", "memory_kb", "seconds"]
 
 

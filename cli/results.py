@@ -23,11 +23,13 @@ RESULT_FIELDS = {
     "error": (*_NUM, _OPT), "threshold": (*_NUM, _OPT), "metric": _STR, "note": _STR,
     "seconds": _NUM, "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
     "memory_kb": _INT, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
+    "strict": (bool,), "max_abs": (*_NUM, _OPT), "max_rel": (*_NUM, _OPT), "worst_index": (int, _OPT),
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT)}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "interrupted": (bool,), "version": _STR,
+              "strict": (str, _OPT),
               "devices": (list,), "results": (list,)}
 
 
@@ -82,6 +84,12 @@ class CaseResult:
     ran_on: str = ""            # with -b KIND: the device of that kind the case ran on
     worst: list = field(default_factory=list)  # FAIL: the elements furthest from the
                                 # reference, [flat index, got, expected], of the first failing node
+    # test --strict (cli/strict.py): whether the per-element check ran, and its figures on
+    # the checked node that failed it (else the one with the largest error)
+    strict: bool = False
+    max_abs: float | None = None
+    max_rel: float | None = None
+    worst_index: int | None = None  # flat element index, ggml order
 
     @property
     def name(self) -> str:
@@ -123,6 +131,7 @@ class Run:
     results: list[CaseResult] = field(default_factory=list)
     interrupted: bool = False
     version: str = ""
+    strict: str | None = None           # test --strict: the standard applied (cli/strict.py)
     exit_status: int = 0                # of the command that made it; not saved
 
     def by_device(self, device: str) -> list[CaseResult]:
@@ -141,7 +150,7 @@ class Run:
         return {
             "schema": SCHEMA, "tool": "ops", "version": self.version, "mode": self.mode,
             "seed": self.seed, "ops_filter": self.ops_filter, "params_filter": self.params_filter,
-            "shard": self.shard, "interrupted": self.interrupted,
+            "shard": self.shard, "interrupted": self.interrupted, "strict": self.strict,
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
@@ -161,7 +170,8 @@ class Run:
         results = [result_from_dict(r, f"results[{i}]") for i, r in enumerate(f.get("results", []))]
         return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
                    params_filter=f.get("params_filter"), shard=f.get("shard"), devices=devices,
-                   results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""))
+                   results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
+                   strict=f.get("strict"))
 
     def write_json(self, path: str) -> None:
         write_file(path, json.dumps(self.to_dict(), indent=1) + "\n")
@@ -270,10 +280,11 @@ def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: b
         raise ValueError("nothing to merge")
     first = runs[0]
     for r in runs[1:]:
-        if (r.mode, r.seed, r.ops_filter, r.params_filter) != (first.mode, first.seed, first.ops_filter, first.params_filter):
-            raise ValueError("cannot merge results of different runs (mode, seed or filters differ)")
+        if (r.mode, r.seed, r.ops_filter, r.params_filter, r.strict) != (
+                first.mode, first.seed, first.ops_filter, first.params_filter, first.strict):
+            raise ValueError("cannot merge results of different runs (mode, seed, filters or --strict differ)")
     partial = _check_shards(runs, paths or [f"run {i + 1}" for i in range(len(runs))], allow_partial)
-    merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter,
+    merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
                  params_filter=first.params_filter, version=first.version,
                  interrupted=partial or any(r.interrupted for r in runs))
     seen: dict[tuple[int, str], CaseResult] = {}
@@ -337,7 +348,7 @@ class Journal:
             pass
 
 
-RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard")
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "strict")
 
 
 @dataclass

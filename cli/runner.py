@@ -35,6 +35,7 @@ class Options:
     ops_filter: str | None = None
     params_filter: str | None = None
     shard: str | None = None
+    strict: bool = False       # test: the per-element check too (cli/strict.py)
 
 
 def device_passed(results) -> bool:
@@ -46,8 +47,10 @@ def _raise_interrupt(signum, frame):
 
 
 def new_run(opts: Options) -> Run:
+    from .strict import STANDARD
     return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
-               params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__)
+               params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__,
+               strict=STANDARD if opts.strict else None)
 
 
 def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,
@@ -158,7 +161,7 @@ def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earli
     try:
         flush()
         if todo:
-            for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds):
+            for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds, opts.strict):
                 result.index = cases[seq][0]
                 if journal:
                     journal.result(result)

@@ -58,9 +58,9 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
         msg = conn.recv()
         if msg is None:
             break
-        seq, case, mode, seed, min_seconds = msg
+        seq, case, mode, seed, min_seconds, strict = msg
         os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-        result = run_one(device, case, mode, seed, min_seconds)
+        result = run_one(device, case, mode, seed, min_seconds, strict)
         conn.send(("result", seq, result))
     device.close()
 
@@ -237,7 +237,7 @@ class WorkerPool:
                                               seconds=time.monotonic() - w.started))
 
     def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
-            min_seconds: float = 1.0) -> Iterator[tuple[int, CaseResult]]:
+            min_seconds: float = 1.0, strict: bool = False) -> Iterator[tuple[int, CaseResult]]:
         queue = deque(tasks)
         while queue or any(w.task for w in self.workers):
             if not self.workers:
@@ -251,7 +251,7 @@ class WorkerPool:
                 if w.task is None and queue:
                     seq, case = queue.popleft()
                     w.task, w.started = (seq, case), time.monotonic()
-                    w.conn.send((seq, case, mode, seed, min_seconds))
+                    w.conn.send((seq, case, mode, seed, min_seconds, strict))
             busy = [w for w in self.workers if w.task]
             now = time.monotonic()
             deadline = min(w.started + self.timeout for w in busy)

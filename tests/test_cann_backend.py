@@ -175,3 +175,40 @@ def test_real_libraries_give_cann0_cann1(tmp_path):
     p = subprocess.run([sys.executable, "-c", "from cannops.backend import cann; print(cann.list_devices()[0][0])"],
                        capture_output=True, text=True, env=dict(env, OPS_CANN="sim"), timeout=120)
     assert p.stdout.strip() == "CANN-SIM", p.stderr
+
+
+# The catalog cases that ggml-cann v0.20.2's supports_op refuses although aclnn could run
+# them (issue 10's list): the rules either refuse them as ggml-cann does, saying so, or
+# accept them with the rule's `beyond` reason. Counts are the support-mode catalog's.
+_REFUSED_LIKE_GGML_CANN = {
+    "SOFT_MAX": (lambda c: c.params.get("sinks"), 107),                  # attention sinks
+    "CONT": (lambda c: "type=i" in c.name, 12),                          # i32 / i16
+    "CPY": (lambda c: "type_src=i32,type_dst=i32" in c.name, 2),
+    "SCALE": (lambda c: c.params.get("bias", 0.0) != 0.0, 3),
+    "SUM": (lambda c: c.params.get("permute") == [1, 0, 2, 3], 1),      # rows not contiguous
+}
+_KEPT_BEYOND_GGML_CANN = {
+    "ADD_ID": (lambda c: True, 36),
+    "REPEAT_BACK": (lambda c: True, 10),
+    "SWIGLU_OAI": (lambda c: True, 8),
+    "PAD": (lambda c: c.params.get("circular"), 6),
+    "GET_ROWS": (lambda c: "type=i32" in c.name, 4),
+    "ROLL": (lambda c: True, 2),
+}
+
+
+def test_rules_follow_ggml_cann_or_say_why(dev):
+    support = [c for c in all_cases("support")]
+    for op, (picks, n) in _REFUSED_LIKE_GGML_CANN.items():
+        picked = [c for c in support if c.op == op and picks(c)]
+        assert len(picked) == n, op
+        for c in picked:
+            s = dev.supports(c, c.build())
+            assert not s and "ggml-cann v0.20.2" in s.reason, (c.name, s.reason)
+        others = [c for c in support if c.op == op and not picks(c)]
+        assert any(dev.supports(c, c.build()) for c in others), op     # partial, not refused
+    for op, (picks, n) in _KEPT_BEYOND_GGML_CANN.items():
+        kept = [c for c in support if c.op == op and picks(c) and dev.supports(c, c.build())]
+        assert len(kept) == n, op
+        for c in kept:
+            assert "ggml-cann v0.20.2" in rules.RULES[rules.rule_key(c.build().out)].beyond, c.name

@@ -171,3 +171,21 @@ def test_tensor_lists_leave_no_leak():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "leak" not in p.stderr
+
+
+def test_add_refuses_a_float_alpha_on_integer_operands():
+    """aclnnAdd's alpha must cast to the promoted type: FLOAT never casts to INT32 (the
+    batched GET_ROWS offsets its int32 row ids with an INT32 alpha for that reason)."""
+    from cannops.backend.cann.sim.aclnn import OPS
+    t = SimTensors()
+    i32 = t.rt.aclCreateScalar(ffi.new("int32_t *", 1), lib.ACL_INT32)
+    try:
+        a, b, out = (t.tensor([4, 3], lib.ACL_INT32) for _ in range(3))
+        e = rejected(OPS["Add"], a, b, t.scalar_f32(1.0), out)
+        assert e.code == lib.ACLNN_ERR_PARAM_INVALID and "alpha" in str(e)
+        OPS["Add"](a, b, i32, out)                            # an integer alpha is accepted
+        f = t.tensor([4, 3], lib.ACL_FLOAT)
+        OPS["Add"](f, f, t.scalar_f32(1.0), f)                # and a float one on floats
+    finally:
+        t.rt.aclDestroyScalar(i32)
+        t.close()

@@ -153,16 +153,15 @@ def test_a_closed_output_pipe_still_leaves_the_results_file(tmp_path):
 
 
 def test_a_known_deviation_covers_only_its_cases():
-    from cannops.backend.base import Device
-    from cannops.cases.catalog import FAMILIES, Case
-    from cannops.cli.execute import _note
-
-    class Dev(Device):
-        name = "GGML-CPU"
-    fam = FAMILIES["sum"]
-    permuted = Case(fam, dict(type="f32", ne=[33, 256, 1, 1], permute=[1, 0, 2, 3]))
-    plain = Case(fam, dict(type="f32", ne=[33, 256, 1, 1]))
-    assert "reads each row" in _note(permuted, Dev())
-    assert _note(plain, Dev()) == ""        # a plain SUM that missed would be a FAIL
-    Dev.name = "GGML-CUDA0"
-    assert _note(permuted, Dev()) == ""     # another device: no excuse either
+    from cannops.cases.catalog import FAMILIES, Deviation, find_deviation
+    notes = FAMILIES["sum"].notes
+    permuted = dict(type="f32", ne=[33, 256, 1, 1], permute=[1, 0, 2, 3])
+    plain = dict(type="f32", ne=[33, 256, 1, 1])
+    assert "reads each row" in find_deviation(notes, "GGML-CPU", permuted).reason
+    assert find_deviation(notes, "GGML-CPU", plain) is None      # a plain SUM that missed: FAIL
+    assert find_deviation(notes, "GGML-CUDA0", permuted) is None  # another device: no excuse either
+    # a ceiling: the deviation explains errors up to max_error only
+    capped = {"GGML": (Deviation("small", max_error=1e-3), Deviation("any", when=lambda p: "permute" in p))}
+    assert find_deviation(capped, "GGML-CPU", plain, 5e-4).reason == "small"
+    assert find_deviation(capped, "GGML-CPU", plain, 5e-3) is None
+    assert find_deviation(capped, "GGML-CPU", permuted, 5e-3).reason == "any"

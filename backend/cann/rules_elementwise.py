@@ -34,5 +34,7 @@ RULES.update({
                 ((_same_type, "src0 and dst types differ"),
                  (_src1_converts, "src1 converts into dst only between float types"))),
     "ADD_ID": Rule(("GatherV2", "Add"), {"src0": FLOAT, "src1": FLOAT, "src2": frozenset({"i32"}), "dst": FLOAT},
-                   ((_dst_of_a_type, "src0 and dst types differ"),)),
+                   ((_dst_of_a_type, "src0 and dst types differ"),),
+                   beyond="every case: ggml-cann v0.20.2 has no ADD_ID; aclnnGatherV2 picks each "
+                          "row's bias, aclnnAdd adds it, both documented for these types"),
 })

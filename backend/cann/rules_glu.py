@@ -20,7 +20,11 @@ RULES.update({
     "GLU:REGLU": _glu("Relu", "InplaceMul"),
     "GLU:GEGLU": _glu("GeGluV3", "Gelu", "InplaceMul"),
     "GLU:GEGLU_ERF": _glu("GeGluV3", "GeluV2", "InplaceMul"),
-    "GLU:GEGLU_QUICK": _glu("GeluV2", "InplaceMul"),
+    # aclnnFastGelu is x*sigmoid(1.702x) as ggml's; ggml-cann's aclnnGeluV2(0) is erf-GELU
+    "GLU:GEGLU_QUICK": _glu("FastGelu", "InplaceMul"),
     "GLU:SWIGLU": _glu("SwiGlu", "Silu", "InplaceMul"),
-    "GLU:SWIGLU_OAI": _glu("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
+    "GLU:SWIGLU_OAI": Rule(("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
+                           {"src0": FLOAT, "dst": FLOAT}, ((_one_type, "GLU inputs and output must have one type"),),
+                           beyond="every case: ggml-cann v0.20.2 has no SWIGLU_OAI; composed of aclnnClamp, "
+                                  "Muls, Sigmoid, Mul, InplaceAdds, InplaceMul, each documented for floats"),
 })

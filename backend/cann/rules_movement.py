@@ -53,13 +53,18 @@ def _get_rows_types(node) -> bool:
     return s == d or (s in FLOAT | {"q8_0"} and d in FLOAT)
 
 
+_F32_ONLY = ("non-f32 types (none in the catalog): ggml-cann v0.20.2 takes f32 only, the aclnn "
+             "operators document the others")
+
 RULES.update({
     "REPEAT": Rule(("Repeat",), {"src0": ELEMENTS, "dst": ELEMENTS},
                    ((_same_type, "src0 and dst types differ"),
                     (_few_repeats, "aclnnRepeat repeats at most 4 dims at once (3 when the "
                                    "outermost is not repeated)"))),
     "REPEAT_BACK": Rule(("ReduceSum", "InplaceCopy"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                        ((_same_type, "src0 and dst types differ"),)),
+                        ((_same_type, "src0 and dst types differ"),),
+                        beyond="every case: ggml-cann v0.20.2 has no REPEAT_BACK; it is one "
+                               "aclnnReduceSum over the repeats (keepDim), documented for these types"),
     # block-quantized sources are concatenated as the bytes of their rows
     "CONCAT": Rule(("Cat",), {}, ((_same_type, "src0 and dst types differ"),
                                   (lambda n: n.src[1].type == n.type, "src1 and dst types differ"))),
@@ -68,12 +73,16 @@ RULES.update({
     # slices: row ids offset by aclnnArange + aclnnAdd, one gather
     "GET_ROWS": Rule(("GatherV2", "Cast", "Mul", "Arange", "Add"),
                      {"src0": FLOAT | I32 | {"q8_0"}, "src1": I32, "dst": FLOAT | I32},
-                     ((_get_rows_types, "src0 does not convert to dst"),)),
+                     ((_get_rows_types, "src0 does not convert to dst"),),
+                     beyond="i32 rows: ggml-cann v0.20.2 gathers floats and q8_0 only; "
+                            "aclnnGatherV2 documents INT32 self"),
     "PAD": Rule(("ConstantPadNd", "CircularPad2d"), {"src0": ELEMENTS, "dst": ELEMENTS},
                 ((_same_type, "src0 and dst types differ"),
                  (_circular_ok, "circular padding (aclnnCircularPad2d) takes f32 / f16 / bf16 / "
                                 "i8 / i32, pads below each padded dim's size and a bounded "
-                                "innermost output dim"))),
+                                "innermost output dim")),
+                beyond="circular padding: ggml-cann v0.20.2 refuses it (a TODO there); "
+                       "aclnnCircularPad2d is documented for it, within the limits checked above"),
     "PAD_REFLECT_1D": Rule(("ReflectionPad1d",), {"src0": ELEMENTS, "dst": ELEMENTS},
                            ((_same_type, "src0 and dst types differ"),
                             (lambda n: _merge23(n.src[0]) and _merge23(n),
@@ -81,13 +90,17 @@ RULES.update({
                             (lambda n: all(0 <= n.param_i32(i) < n.src[0].ne[0] for i in (0, 1)),
                              "reflection pads must be below the row length"))),
     "ROLL": Rule(("Roll",), {"src0": ROLL_TYPES, "dst": ROLL_TYPES},
-                 ((_same_type, "src0 and dst types differ"),)),
+                 ((_same_type, "src0 and dst types differ"),),
+                 beyond="every case: ggml-cann v0.20.2 has no ROLL; aclnnRoll is its operator "
+                        "(shifts and dims as ggml's), documented for these types"),
     "ARANGE": Rule(("Arange",), {"dst": F32}),
-    "FILL": Rule(("InplaceFillScalar",), {"dst": ELEMENTS}),
+    # ggml-cann v0.20.2 takes FILL, TRI and DIAG of f32 only; no catalog case has another
+    # type, and the aclnn operators document the others (checked on CANN-SIM by hand)
+    "FILL": Rule(("InplaceFillScalar",), {"dst": ELEMENTS}, beyond=_F32_ONLY),
     "TRI": Rule(("Tril", "Triu"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                ((_same_type, "src0 and dst types differ"),)),
+                ((_same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
     "DIAG": Rule(("InplaceFillScalar", "InplaceCopy"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                 ((_same_type, "src0 and dst types differ"),)),
+                 ((_same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
     # the -inf mask needs a float type
     "DIAG_MASK_INF": Rule(("InplaceFillScalar", "InplaceTriu", "Tril", "InplaceAdd"),
                           {"src0": FLOAT, "dst": FLOAT}, ((_same_type, "src0 and dst types differ"),)),

@@ -36,7 +36,7 @@ static int activation(struct ops_cann_ctx *ctx, enum act act, aclTensor *x, aclT
         case ACT_RELU:       OPS_ACLNN(ctx, Relu, x, y); break;
         case ACT_GELU_TANH:  OPS_ACLNN(ctx, Gelu, x, y); break;     /* the docs' tanh form */
         case ACT_GELU_ERF:   OPS_ACLNN(ctx, GeluV2, x, (int64_t) 0, y); break;   /* 0: none */
-        case ACT_GELU_QUICK: OPS_ACLNN(ctx, GeluV2, x, (int64_t) 0, y); break;   /* as ggml-cann */
+        case ACT_GELU_QUICK: OPS_ACLNN(ctx, FastGelu, x, y); break;  /* x * sigmoid(1.702 x); ggml-cann's GeluV2(0) is erf-GELU */
         case ACT_SILU:       OPS_ACLNN(ctx, Silu, x, y); break;
     }
     return 0;

@@ -1,6 +1,8 @@
-/* GGML_OP_UNARY: one aclnn operator per ggml_unary_op, chosen as ggml-cann chooses it
- * (so GELU and GELU_ERF share aclnnGelu, GELU_QUICK is aclnnGeluV2 with approximate=0,
- * STEP is x > 0 and ELU / SOFTPLUS pass ggml's fixed constants). */
+/* GGML_OP_UNARY: one aclnn operator per ggml_unary_op whose documented formula is the
+ * ggml op's: GELU is aclnnGelu (the tanh form), GELU_ERF aclnnGeluV2 with approximate 0
+ * (none: x * Phi(x)), GELU_QUICK aclnnFastGelu (x / (1 + exp(-1.702 x))). ggml-cann maps
+ * GELU_ERF to aclnnGelu and GELU_QUICK to aclnnGeluV2(0), two other formulas. STEP is
+ * x > 0 and ELU / SOFTPLUS pass ggml's fixed constants. */
 #include "ops_cann.h"
 
 /* self -> out operators: aclnnX(self, out) */
@@ -20,12 +22,13 @@ SIMPLE_UNARY(op_relu, Relu)
 SIMPLE_UNARY(op_sigmoid, Sigmoid)
 SIMPLE_UNARY(op_silu, Silu)
 SIMPLE_UNARY(op_gelu, Gelu)
+SIMPLE_UNARY(op_gelu_quick, FastGelu)
 SIMPLE_UNARY(op_hardsigmoid, Hardsigmoid)
 SIMPLE_UNARY(op_hardswish, Hardswish)
 
-static int op_gelu_quick(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+static int op_gelu_erf(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
-    OPS_ACLNN(ctx, GeluV2, x, (int64_t) 0, y);
+    OPS_ACLNN(ctx, GeluV2, x, (int64_t) 0, y);   /* approximate 0: none, the erf form */
     return 0;
 }
 
@@ -62,7 +65,7 @@ OPS_FAMILY(unary) = {
     { GGML_OP_UNARY, GGML_UNARY_OP_SIGMOID,     op_sigmoid },
     { GGML_OP_UNARY, GGML_UNARY_OP_SILU,        op_silu },
     { GGML_OP_UNARY, GGML_UNARY_OP_GELU,        op_gelu },
-    { GGML_OP_UNARY, GGML_UNARY_OP_GELU_ERF,    op_gelu },
+    { GGML_OP_UNARY, GGML_UNARY_OP_GELU_ERF,    op_gelu_erf },
     { GGML_OP_UNARY, GGML_UNARY_OP_GELU_QUICK,  op_gelu_quick },
     { GGML_OP_UNARY, GGML_UNARY_OP_HARDSIGMOID, op_hardsigmoid },
     { GGML_OP_UNARY, GGML_UNARY_OP_HARDSWISH,   op_hardswish },

@@ -1,5 +1,5 @@
 """Element-wise aclnn operators of one tensor (ops-math / ops-nn: abs, neg, sign, exp,
-tanh, relu, sigmoid, silu, gelu, gelu_v2, hardsigmoid, hardswish, elu, gt_scalar,
+tanh, relu, sigmoid, silu, gelu, gelu_v2, fast_gelu, hardsigmoid, hardswish, elu, gt_scalar,
 softplus). Per operator: the dtypes the docs list for Atlas A2/A3 (the simulated
 Ascend910B1), the dtype relation between self and out, and the formula."""
 from __future__ import annotations
@@ -103,6 +103,14 @@ def gelu_v2(x, approximate, y):
     if approximate not in (0, 1):
         raise invalid(f"approximate {approximate} should be 0 (none) or 1 (tanh)")
     return _unary(x, y, F, F, "same", _gelu_tanh if approximate else _gelu_erf, out_name="y")
+
+
+@operator("FastGelu")
+def fast_gelu(self, out):
+    # the docs' x / (1 + exp(-1.702 x)) in the kernel's form, which neither overflows nor
+    # cancels: x / (1 + exp(-1.702 |x|)) * exp(0.851 (x - |x|))
+    return _unary(self, out, F, F, "same",
+                  lambda v: v / (1 + np.exp(-1.702 * np.abs(v))) * np.exp(0.851 * (v - np.abs(v))))
 
 
 @operator("Hardsigmoid")

@@ -28,6 +28,9 @@ DEVICE_COUNT = 1
 DEVICE_MEMORY = 8 << 30           # bytes of simulated device memory
 ALIGN = 512                       # aclrtMalloc alignment
 FRESH, POISON = 0xA5, 0xFF        # bytes of new and of freed memory
+# a byte's two INT4 elements (low nibble first), sign-extended: one table look-up per byte
+INT4_PAIRS = ((np.arange(256)[:, None] >> np.array([0, 4])) & 0xF).astype(np.int8)
+INT4_PAIRS[INT4_PAIRS >= 8] -= 16
 QUARANTINE_BYTES = 256 << 20      # freed memory kept poisoned before it really goes
 
 
@@ -167,13 +170,12 @@ class TensorDesc:
                           tuple(s * item for s in self.strides))
 
     def _unpacked(self, mem: np.ndarray, write: bool) -> np.ndarray:
-        """INT4: the storage's nibbles as sign-extended int8 elements (a copy: read-only)."""
+        """INT4: the storage's nibbles as sign-extended int8 elements (a read-only copy)."""
         if write:
             raise SimError(lib.ACLNN_ERR_PARAM_INVALID, "writing INT4 tensors is not simulated")
-        raw = np.frombuffer(mem, np.uint8)
-        nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1).astype(np.int8)
-        elems = np.where(nib >= 8, nib - 16, nib).astype(np.int8)
-        return np.lib.stride_tricks.as_strided(elems[self.offset:], self.dims, self.strides).copy()
+        elems = INT4_PAIRS[np.frombuffer(mem, np.uint8)].reshape(-1)   # low nibble first
+        return np.lib.stride_tricks.as_strided(elems[self.offset:], self.dims, self.strides,
+                                               writeable=False)
 
     def describe(self) -> str:
         return f"{dtypes.name(self.dtype)}{list(self.dims)}"

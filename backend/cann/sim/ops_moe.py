@@ -17,7 +17,7 @@ import numpy as np
 from cannops.native._aclnn import lib
 
 from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
-from .ops_matmul import _check
+from .ops_matmul import _check, product
 from .ops_movement import _dim, _need_nd
 from .runtime import SimError
 
@@ -53,7 +53,7 @@ def index_select(self, dim, index, out):
 
 @operator("BatchMatMul")
 def batch_matmul(self, mat2, out, cube_math_type):
-    a, b, y, rounding = _check(self, mat2, out, cube_math_type, 3, 3)
+    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 3, 3)
     if a.dims[2] != b.dims[1]:
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if a.dims[0] != b.dims[0] and 1 not in (a.dims[0], b.dims[0]):
@@ -61,4 +61,4 @@ def batch_matmul(self, mat2, out, cube_math_type):
     shape = (max(a.dims[0], b.dims[0]), a.dims[1], b.dims[2])
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return Plan(lambda x1, x2: np.matmul(rounding(x1), rounding(x2)), [a, b], [y])
+    return Plan(product(rounding, rounds), [a, b], [y])

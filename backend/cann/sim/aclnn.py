@@ -13,6 +13,7 @@ NumPy `compute(*inputs) -> result(s)`. The framework then
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -149,7 +150,7 @@ def _prepare(name: str, args) -> Plan:
     plan.name = name
     offset = 0
     for t in plan.inputs:
-        nbytes = int(np.prod(t.dims, dtype=np.int64)) * t.np_dtype.itemsize
+        nbytes = math.prod(t.dims) * t.np_dtype.itemsize
         if nbytes and not t.is_contiguous():
             plan.staged.append(offset)
             offset += -(-nbytes // WS_ALIGN) * WS_ALIGN

@@ -12,6 +12,8 @@ aclnnMatmul (ops_matmul.py's checks).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cannops.native._aclnn import lib
@@ -34,7 +36,7 @@ def index_select(self, dim, index, out):
     need_dims((x, "self"), (y, "out"), lo=0, hi=8)
     need_dims((idx, "index"), lo=0, hi=1)
     d = _dim(int(dim), x.ndim, "dim")
-    n_idx = int(np.prod(idx.dims, dtype=np.int64))
+    n_idx = math.prod(idx.dims)
     expect = x.dims[:d] + (n_idx,) + x.dims[d + 1:] if x.ndim else (n_idx,)
     if y.dims != expect:
         raise invalid(f"out shape {list(y.dims)} should be {list(expect)} (self {list(x.dims)}, "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import itertools
+import math
 import sys
 import time
 import traceback
@@ -144,9 +146,9 @@ class TensorDesc:
     def ndim(self) -> int:
         return len(self.dims)
 
-    @property
+    @functools.cached_property   # storage and dtype never change
     def storage_bytes(self) -> int:
-        n = int(np.prod(self.storage, dtype=np.int64))
+        n = math.prod(self.storage)   # math.prod: np.prod costs microseconds a call
         per_byte = dtypes.PACKED.get(self.dtype)
         return -(-n // per_byte) if per_byte else n * self.np_dtype.itemsize
 
@@ -173,7 +175,7 @@ class TensorDesc:
         """INT4: the storage's nibbles as sign-extended int8 elements (a read-only copy)."""
         if write:
             raise SimError(lib.ACLNN_ERR_PARAM_INVALID, "writing INT4 tensors is not simulated")
-        elems = INT4_PAIRS[np.frombuffer(mem, np.uint8)].reshape(-1)   # low nibble first
+        elems = np.take(INT4_PAIRS, np.frombuffer(mem, np.uint8), axis=0).reshape(-1)   # low nibble first
         return np.lib.stride_tricks.as_strided(elems[self.offset:], self.dims, self.strides,
                                                writeable=False)
 
@@ -523,16 +525,16 @@ def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims,
     if not dtypes.known(dtype):
         raise SimError(lib.ACLNN_ERR_PARAM_INVALID,
                        f"aclCreateTensor: data type {dtypes.name(dtype)} is not simulated")
-    dims = tuple(int(view_dims[i]) for i in range(n_dims))
-    storage = tuple(int(storage_dims[i]) for i in range(n_storage))
+    dims = tuple(ffi.unpack(view_dims, n_dims)) if n_dims else ()
+    storage = tuple(ffi.unpack(storage_dims, n_storage)) if n_storage else ()
     if stride == ffi.NULL:
-        strides = tuple(int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(n_dims))
+        strides = tuple(math.prod(dims[i + 1:]) for i in range(n_dims))
     else:
-        strides = tuple(int(stride[i]) for i in range(n_dims))
+        strides = tuple(ffi.unpack(stride, n_dims)) if n_dims else ()
     if any(d < 0 for d in dims + storage) or offset < 0:
         raise SimError(lib.ACLNN_ERR_PARAM_INVALID, f"aclCreateTensor: negative dims {dims} / {storage}")
     # the elements the view reaches must all lie inside the storage
-    n_storage_elems = int(np.prod(storage, dtype=np.int64))
+    n_storage_elems = math.prod(storage)
     if all(dims):
         lo = offset + sum((d - 1) * s for d, s in zip(dims, strides) if s < 0)
         hi = offset + sum((d - 1) * s for d, s in zip(dims, strides) if s > 0)

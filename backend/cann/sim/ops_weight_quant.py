@@ -130,7 +130,7 @@ def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qof
         """wq * scale in f32, in place (exact: both have at most 11 significant bits)."""
         if group_size and k % group_size == 0:   # each group's rows times its scale row
             groups = wq.reshape(k // group_size, group_size, n)
-            if np.shares_memory(groups, wq):
+            if np.may_share_memory(groups, wq):   # a view (reshape copies what it cannot view)
                 groups *= np.asarray(sv, np.float32).reshape(-1, 1, n)
                 return wq
         wq *= per_k(sv)

@@ -24,7 +24,7 @@ def ggml_is_contiguous(t) -> bool:
     return True
 
 
-def _quant_layout_ok(node) -> bool:
+def quant_layout_ok(node) -> bool:
     # the handler finds the scales region after the weights' own data: a view into a larger
     # tensor (whose scales lie after the whole tensor) is refused
     w = node.src[0]
@@ -32,15 +32,15 @@ def _quant_layout_ok(node) -> bool:
         ggml_is_contiguous(w) and ggml_is_contiguous(node.src[1]) and w.view_src is None)
 
 
-def _quant_k_ok(node) -> bool:
+def quant_k_ok(node) -> bool:
     return node.src[0].type.name not in QUANT or node.src[0].ne[0] <= MAX_K
 
 
 RULES.update({
     "MUL_MAT": Rule(("Cast", "Mm", "Matmul", "WeightQuantBatchMatmulV2"),
                     {"src0": FLOAT | QUANT, "src1": FLOAT, "dst": frozenset({"f32"})},
-                    ((_quant_layout_ok, "q4_0 / q8_0 src0: ggml-cann takes contiguous src0 and "
+                    ((quant_layout_ok, "q4_0 / q8_0 src0: ggml-cann takes contiguous src0 and "
                                         "src1 only (and here src0 no view)"),
-                     (_quant_k_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes k up "
+                     (quant_k_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes k up "
                                    f"to {MAX_K}"))),
 })

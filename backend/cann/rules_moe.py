@@ -1,20 +1,19 @@
 """Rules of MUL_MAT_ID and OUT_PROD (native/aclnn/ops_moe.c), after ggml-cann v0.20.2's
-supports_op: MUL_MAT_ID for f32 / f16 experts (q4_0 / q8_0 take ggml-cann's quantized path,
-not realised here yet), OUT_PROD for f32 / f16 src0."""
+supports_op: MUL_MAT_ID for f32 / f16 experts, and q4_0 / q8_0 experts when src0 and src1
+are contiguous (ggml-cann's quantized path; it refuses them on 310P, which these rules, for
+Atlas A2 / A3, do not model); OUT_PROD for f32 / f16 src0."""
 from __future__ import annotations
 
 from .rules import RULES, Rule
+from .rules_matmul import MAX_K, QUANT, quant_k_ok, quant_layout_ok
 
 F32 = frozenset({"f32"})
 F16_F32 = frozenset({"f32", "f16"})
+MAX_M = 65535   # aclnnWeightQuantBatchMatmulV2's n range: ggml-cann's MUL_MAT_ID does not slice
 
 
 def _experts_known(node) -> bool:
-    return node.src[0].type.name in F16_F32 | {"q4_0", "q8_0"}
-
-
-def _experts_float(node) -> bool:
-    return node.src[0].type.name in F16_F32
+    return node.src[0].type.name in F16_F32 | QUANT
 
 
 def _b_pairs(node) -> bool:
@@ -22,12 +21,20 @@ def _b_pairs(node) -> bool:
     return node.src[1].ne[1] in (1, node.src[2].ne[0])
 
 
+def _quant_m_ok(node) -> bool:
+    return node.src[0].type.name not in QUANT or node.src[0].ne[1] <= MAX_M
+
+
 RULES.update({
-    "MUL_MAT_ID": Rule(("IndexSelect", "BatchMatMul"),
+    "MUL_MAT_ID": Rule(("IndexSelect", "BatchMatMul", "Cast", "WeightQuantBatchMatmulV2"),
                        {"src1": F16_F32, "src2": frozenset({"i32"}), "dst": F32},
                        ((_experts_known, "ggml-cann has no MUL_MAT_ID for this src0 type"),
-                        (_experts_float, "q4_0 / q8_0 experts: ggml-cann's quantized path "
-                                         "(aclnnWeightQuantBatchMatmulV2) is to be done in this layer"),
+                        (quant_layout_ok, "q4_0 / q8_0 src0: ggml-cann takes contiguous src0 and "
+                                           "src1 only (and here src0 no view)"),
+                        (quant_k_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes k "
+                                      f"up to {MAX_K}"),
+                        (_quant_m_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes m "
+                                      f"up to {MAX_M} (one expert's rows are not sliced)"),
                         (_b_pairs, "src1 must hold 1 or n_used rows per token"))),
     # src1 is not checked by ggml-cann; f32 / f16 are the types aclnnMatmul pairs with src0's
     "OUT_PROD": Rule(("Matmul",), {"src0": F16_F32, "src1": F16_F32, "dst": F32}),

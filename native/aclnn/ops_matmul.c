@@ -12,7 +12,7 @@
  * ggml-cann would pass as is: such operands are first converted to f32 (exact). */
 #include <string.h>
 
-#include "ops_cann.h"
+#include "ops_quant.h"
 
 #define CUBE_ALLOW_FP32_DOWN_PRECISION 1
 #define CUBE_USE_FP16 2
@@ -36,16 +36,33 @@ static int to_f32(struct ops_cann_ctx *ctx, struct ggml_tensor *t) {
  * (int8 or int4 quants, a transposed view: strides (1, k)) and its f16 scales [k/32, m]
  * (transposed too), one scale per 32 quants along k (antiquantGroupSize 32; with k == 32
  * that is one per row: group size 0, per channel). The weight is in ggml-cann's upload
- * layout (backend/cann/layout.py): all quants first (q4_0 as signed int4), then all
- * scales. Activations are cast to f16 first when they are f32, the f16 product is cast to
- * dst. The operator takes at most 65535 weight rows: longer weights go in slices. */
-#define QK8_0 32
+ * layout (ops_quant.h). Activations are cast to f16 first when they are f32, the f16
+ * product is cast to dst. The operator takes at most 65535 weight rows: longer weights
+ * go in slices. */
 #define WQBMM_MAX_ROWS 65535
 
-/* the quants of `rows` weight rows of k as the operator's transposed weight (k, rows) */
-static aclTensor *quant_weight(struct ops_cann_ctx *ctx, void *data, aclDataType dt, int64_t k,
-                               int64_t rows) {
+/* aclnnCast of t into the f16 tensor out (a function of its own: OPS_ACLNN returns an int) */
+static int cast_f16(struct ops_cann_ctx *ctx, const struct ggml_tensor *t, aclTensor *out) {
+    OPS_ACLNN(ctx, Cast, ops_tensor(ctx, t), ACL_FLOAT16, out);
+    return 0;
+}
+
+struct ops_quant ops_quant_layout(const struct ggml_tensor *w) {
+    struct ops_quant q;
+    const int64_t k = w->ne[0];
+    q.dt     = w->type == GGML_TYPE_Q4_0 ? ACL_INT4 : ACL_INT8;
+    q.row_q  = q.dt == ACL_INT4 ? (size_t) k / 2 : (size_t) k;
+    q.row_s  = (size_t) (k / QK8_0) * 2;
+    q.quants = w->data;
+    q.scales = (char *) w->data + (size_t) (ops_nelements(w) / k) * q.row_q;
+    q.group  = k > QK8_0 ? QK8_0 : 0;
+    return q;
+}
+
+aclTensor *ops_quant_weight(struct ops_cann_ctx *ctx, void *data, aclDataType dt, int64_t k,
+                            int64_t rows) {
     if (ctx->rc) return NULL;
+    /* ops_tensor_ex addresses whole bytes: int4 needs its own descriptor */
     const int64_t dims[2] = { k, rows }, strides[2] = { 1, k }, storage = k * rows;
     aclTensor *t = ACL.aclCreateTensor(dims, 2, dt, strides, 0, ACL_FORMAT_ND, &storage, 1, data);
     if (!t) {
@@ -56,24 +73,28 @@ static aclTensor *quant_weight(struct ops_cann_ctx *ctx, void *data, aclDataType
     return t;
 }
 
+aclTensor *ops_quant_scales(struct ops_cann_ctx *ctx, void *data, int64_t k, int64_t rows) {
+    const int64_t ne[2] = { rows, k / QK8_0 };
+    const size_t  nb[2] = { (size_t) (k / QK8_0) * 2, 2 };
+    return ops_tensor_ex(ctx, data, GGML_TYPE_F16, ne, nb, 2, ACL_FORMAT_ND, 0);
+}
+
+void *ops_f16_data(struct ops_cann_ctx *ctx, const struct ggml_tensor *t) {
+    if (t->type == GGML_TYPE_F16) return t->data;
+    void *data;
+    aclTensor *f16 = ops_scratch_tensor(ctx, GGML_TYPE_F16, t->ne, GGML_MAX_DIMS, &data);
+    return f16 && !cast_f16(ctx, t, f16) ? data : NULL;
+}
+
 static int mul_mat_quant(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     const struct ggml_tensor *w = dst->src[0], *x = dst->src[1];
-    const int     q4 = w->type == GGML_TYPE_Q4_0;
+    const struct ops_quant q = ops_quant_layout(w);
     const int64_t k = w->ne[0], m = w->ne[1], n = x->ne[1];
-    /* bytes of k quants (q4_0: half a byte each) and of k / 32 scales */
-    const size_t  row_q = q4 ? (size_t) k / 2 : (size_t) k, row_s = (size_t) (k / QK8_0) * 2;
-    char         *quants = w->data, *scales = (char *) w->data + (size_t) (ops_nelements(w) / k) * row_q;
-    const int64_t group = k > QK8_0 ? QK8_0 : 0;
 
-    /* activations as contiguous f16 */
-    void *x16 = x->data;
-    if (x->type != GGML_TYPE_F16) {
-        aclTensor *cast = ops_scratch_tensor(ctx, GGML_TYPE_F16, x->ne, GGML_MAX_DIMS, &x16);
-        OPS_ACLNN(ctx, Cast, ops_tensor(ctx, x), ACL_FLOAT16, cast);
-    }
+    void *x16 = ops_f16_data(ctx, x);
     void *y16;
     aclTensor *y_all = ops_scratch_tensor(ctx, GGML_TYPE_F16, dst->ne, GGML_MAX_DIMS, &y16);
-    if (!y_all) return ctx->rc;
+    if (!x16 || !y_all) return ctx->rc;
 
     const int64_t x_ne[2] = { k, n };
     const size_t  x_nb[2] = { 2, 2 * (size_t) k };
@@ -88,16 +109,14 @@ static int mul_mat_quant(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
             for (int64_t r0 = 0; r0 < m; r0 += WQBMM_MAX_ROWS) {
                 const int64_t rows = m - r0 < WQBMM_MAX_ROWS ? m - r0 : WQBMM_MAX_ROWS;
                 const int64_t first = b0 * m + r0;   /* first weight row of the slice */
-                const int64_t s_ne[2] = { rows, k / QK8_0 }, y_ne[2] = { rows, n };
-                const size_t  s_nb[2] = { row_s, 2 }, y_nb[2] = { 2, 2 * (size_t) m };
-                aclTensor *wq = quant_weight(ctx, quants + (size_t) first * row_q,
-                                             q4 ? ACL_INT4 : ACL_INT8, k, rows);
-                aclTensor *ws = ops_tensor_ex(ctx, scales + (size_t) first * row_s, GGML_TYPE_F16,
-                                              s_ne, s_nb, 2, ACL_FORMAT_ND, 0);
+                const int64_t y_ne[2] = { rows, n };
+                const size_t  y_nb[2] = { 2, 2 * (size_t) m };
+                aclTensor *wq = ops_quant_weight(ctx, q.quants + (size_t) first * q.row_q, q.dt, k, rows);
+                aclTensor *ws = ops_quant_scales(ctx, q.scales + (size_t) first * q.row_s, k, rows);
                 aclTensor *ya = ops_tensor_ex(ctx, (char *) y16 + (size_t) (b1 * n * m + r0) * 2,
                                               GGML_TYPE_F16, y_ne, y_nb, 2, ACL_FORMAT_ND, 0);
                 OPS_ACLNN(ctx, WeightQuantBatchMatmulV2, xa, wq, ws, NULL, NULL, NULL, NULL,
-                          (int) group, ya);
+                          (int) q.group, ya);
             }
             ops_objs_release(ctx, mark);   /* many batches: keep the node's objects few */
         }

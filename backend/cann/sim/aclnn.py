@@ -234,8 +234,9 @@ def execute(plan: Plan, ws: int) -> None:
     if not isinstance(results, tuple):
         results = (results,)
     for t, r in zip(plan.outputs, results):
-        out = t.array(write=True)
-        out[...] = dtypes.convert(np.broadcast_to(np.asarray(r), out.shape), t.dtype)
+        out, r = t.array(write=True), np.asarray(r)
+        # stored as is where it has the type already (a converted copy costs a pass)
+        out[...] = r if r.dtype == out.dtype else dtypes.convert(np.broadcast_to(r, out.shape), t.dtype)
 
 
 def attach() -> None:

@@ -28,6 +28,7 @@ _TYPES = {
 }
 PACKED = {lib.ACL_INT4: 2}   # elements per byte of the packed types
 BY_NAME = {short: acl for acl, (short, _) in _TYPES.items()}
+_NUMPY = {acl: np.dtype(t) for acl, (_, t) in _TYPES.items()}   # made once: np.dtype() is slow
 ACL_NAMES = {lib.ACL_FLOAT: "FLOAT", lib.ACL_FLOAT16: "FLOAT16", lib.ACL_DOUBLE: "DOUBLE",
              lib.ACL_BF16: "BFLOAT16", lib.ACL_INT8: "INT8", lib.ACL_UINT8: "UINT8",
              lib.ACL_INT16: "INT16", lib.ACL_UINT16: "UINT16", lib.ACL_INT32: "INT32",
@@ -50,7 +51,7 @@ def short(acl: int) -> str:
 
 
 def numpy_dtype(acl: int) -> np.dtype:
-    return np.dtype(_TYPES[int(acl)][1])
+    return _NUMPY[int(acl)]
 
 
 def name(acl: int) -> str:

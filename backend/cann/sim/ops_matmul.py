@@ -72,17 +72,35 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi):
         if cube == USE_FP16:
             return v.astype(np.float16).astype(np.float32)
         return _hf32(v)
-    return a, b, y, rounding
+    rounds = w == "f32" and cube not in (KEEP_DTYPE, USE_FP32_ADD)
+    return a, b, y, rounding, rounds
+
+
+BLOCK_COLS, BIG = 128, 1 << 20
+
+
+def product(rounding, rounds: bool):
+    """compute(x1, x2) = np.matmul of the rounded operands. A big mat2 that is rounded is
+    rounded a block of columns at a time, so that its rounded copies stay in the cache
+    (rounding all of it first costs two more passes through memory)."""
+    def compute(x1, x2):
+        x1 = rounding(x1)
+        if not rounds or x2.ndim < 2 or x2.size < BIG or x2.shape[-1] <= BLOCK_COLS:
+            return np.matmul(x1, rounding(x2))
+        cols = range(0, x2.shape[-1], BLOCK_COLS)
+        return np.concatenate([np.matmul(x1, rounding(x2[..., j:j + BLOCK_COLS])) for j in cols],
+                              axis=-1)
+    return compute
 
 
 @operator("Mm")
 def mm(self, mat2, out, cube_math_type):
-    a, b, y, rounding = _check(self, mat2, out, cube_math_type, 2, 2)
+    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 2, 2)
     if a.dims[1] != b.dims[0]:
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if y.dims != (a.dims[0], b.dims[1]):
         raise invalid(f"out shape {list(y.dims)} should be {[a.dims[0], b.dims[1]]}")
-    return Plan(lambda x1, x2: np.matmul(rounding(x1), rounding(x2)), [a, b], [y])
+    return Plan(product(rounding, rounds), [a, b], [y])
 
 
 def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
@@ -105,8 +123,8 @@ def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
 
 @operator("Matmul")
 def matmul(self, mat2, out, cube_math_type):
-    a, b, y, rounding = _check(self, mat2, out, cube_math_type, 1, 6)
+    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 1, 6)
     shape = _matmul_shape(a.dims, b.dims)
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return Plan(lambda x1, x2: np.matmul(rounding(x1), rounding(x2)), [a, b], [y])
+    return Plan(product(rounding, rounds), [a, b], [y])

@@ -12,12 +12,14 @@ aclnnMatmul (ops_matmul.py's checks).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cannops.native._aclnn import lib
 
 from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
-from .ops_matmul import _check
+from .ops_matmul import _check, product
 from .ops_movement import _dim, _need_nd
 from .runtime import SimError
 
@@ -34,7 +36,7 @@ def index_select(self, dim, index, out):
     need_dims((x, "self"), (y, "out"), lo=0, hi=8)
     need_dims((idx, "index"), lo=0, hi=1)
     d = _dim(int(dim), x.ndim, "dim")
-    n_idx = int(np.prod(idx.dims, dtype=np.int64))
+    n_idx = math.prod(idx.dims)
     expect = x.dims[:d] + (n_idx,) + x.dims[d + 1:] if x.ndim else (n_idx,)
     if y.dims != expect:
         raise invalid(f"out shape {list(y.dims)} should be {list(expect)} (self {list(x.dims)}, "
@@ -53,7 +55,7 @@ def index_select(self, dim, index, out):
 
 @operator("BatchMatMul")
 def batch_matmul(self, mat2, out, cube_math_type):
-    a, b, y, rounding = _check(self, mat2, out, cube_math_type, 3, 3)
+    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 3, 3)
     if a.dims[2] != b.dims[1]:
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if a.dims[0] != b.dims[0] and 1 not in (a.dims[0], b.dims[0]):
@@ -61,4 +63,4 @@ def batch_matmul(self, mat2, out, cube_math_type):
     shape = (max(a.dims[0], b.dims[0]), a.dims[1], b.dims[2])
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return Plan(lambda x1, x2: np.matmul(rounding(x1), rounding(x2)), [a, b], [y])
+    return Plan(product(rounding, rounds), [a, b], [y])

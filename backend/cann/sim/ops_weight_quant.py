@@ -126,14 +126,25 @@ def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qof
         p = np.asarray(p, np.float32).reshape(-1, p.shape[-1] if p.ndim == 2 else p.size)
         return np.repeat(p, group_size, axis=0)[:k] if group_size else p
 
+    def scaled(wq: np.ndarray, sv: np.ndarray) -> np.ndarray:
+        """wq * scale in f32, in place (exact: both have at most 11 significant bits)."""
+        if group_size and k % group_size == 0:   # each group's rows times its scale row
+            groups = wq.reshape(k // group_size, group_size, n)
+            if np.may_share_memory(groups, wq):   # a view (reshape copies what it cannot view)
+                groups *= np.asarray(sv, np.float32).reshape(-1, 1, n)
+                return wq
+        wq *= per_k(sv)
+        return wq
+
     def compute(xv, wv, sv, *rest):
         rest = list(rest)
         ov = rest.pop(0) if off is not None else None
         bv = rest.pop(0) if bias is not None else None
-        wq = wv.astype(half)
+        wq = wv.astype(np.float32)
         if ov is not None:
-            wq = (wq + per_k(ov).astype(half)).astype(half)
-        deq = (wq * per_k(sv).astype(half)).astype(half)
+            wq = (wv.astype(half) + per_k(ov).astype(half)).astype(np.float32)
+        # the half multiply: the exact product, rounded once
+        deq = scaled(wq, sv).astype(half)
         if half is np.float32:   # bf16 x: antiquantised in f32, fed to the cube as bf16
             deq = deq.astype(dtypes.numpy_dtype(lib.ACL_BF16))
         out = np.matmul(np.asarray(xv, np.float32), deq.astype(np.float32))

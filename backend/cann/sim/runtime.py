@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import itertools
 import math
 import sys
@@ -34,6 +35,9 @@ HOST_PINNED = 4 << 30             # bytes of aclrtMallocHost memory
 ALIGN = 64
 ASYNC_COPY_ALIGN = 64             # aclrtMemcpyAsync: src and dst 64-byte aligned (its doc)
 FRESH, POISON = 0xA5, 0xFF        # bytes of new and of freed memory
+# a byte's two INT4 elements (low nibble first), sign-extended: one table look-up per byte
+INT4_PAIRS = ((np.arange(256)[:, None] >> np.array([0, 4])) & 0xF).astype(np.int8)
+INT4_PAIRS[INT4_PAIRS >= 8] -= 16
 QUARANTINE_BYTES = 256 << 20      # freed memory kept poisoned before it really goes
 
 
@@ -152,9 +156,9 @@ class TensorDesc:
     def ndim(self) -> int:
         return len(self.dims)
 
-    @property
+    @functools.cached_property   # storage and dtype never change
     def storage_bytes(self) -> int:
-        n = math.prod(self.storage)
+        n = math.prod(self.storage)   # math.prod: np.prod costs microseconds a call
         per_byte = dtypes.PACKED.get(self.dtype)
         return -(-n // per_byte) if per_byte else n * self.np_dtype.itemsize
 
@@ -178,13 +182,12 @@ class TensorDesc:
                           tuple(s * item for s in self.strides))
 
     def _unpacked(self, mem: np.ndarray, write: bool) -> np.ndarray:
-        """INT4: the storage's nibbles as sign-extended int8 elements (a copy: read-only)."""
+        """INT4: the storage's nibbles as sign-extended int8 elements (a read-only copy)."""
         if write:
             raise SimError(lib.ACLNN_ERR_PARAM_INVALID, "writing INT4 tensors is not simulated")
-        raw = np.frombuffer(mem, np.uint8)
-        nib = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1).astype(np.int8)
-        elems = np.where(nib >= 8, nib - 16, nib).astype(np.int8)
-        return np.lib.stride_tricks.as_strided(elems[self.offset:], self.dims, self.strides).copy()
+        elems = np.take(INT4_PAIRS, np.frombuffer(mem, np.uint8), axis=0).reshape(-1)   # low nibble first
+        return np.lib.stride_tricks.as_strided(elems[self.offset:], self.dims, self.strides,
+                                               writeable=False)
 
     def describe(self) -> str:
         return f"{dtypes.name(self.dtype)}{list(self.dims)}"
@@ -606,12 +609,12 @@ def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims,
     if not dtypes.known(dtype):
         raise SimError(lib.ACLNN_ERR_PARAM_INVALID,
                        f"aclCreateTensor: data type {dtypes.name(dtype)} is not simulated")
-    dims = tuple(int(view_dims[i]) for i in range(n_dims))
-    storage = tuple(int(storage_dims[i]) for i in range(n_storage))
+    dims = tuple(ffi.unpack(view_dims, n_dims)) if n_dims else ()
+    storage = tuple(ffi.unpack(storage_dims, n_storage)) if n_storage else ()
     if stride == ffi.NULL:
         strides = tuple(math.prod(dims[i + 1:]) for i in range(n_dims))
     else:
-        strides = tuple(int(stride[i]) for i in range(n_dims))
+        strides = tuple(ffi.unpack(stride, n_dims)) if n_dims else ()
     if any(d < 0 for d in dims + storage) or offset < 0:
         raise SimError(lib.ACLNN_ERR_PARAM_INVALID, f"aclCreateTensor: negative dims {dims} / {storage}")
     # the elements the view reaches must all lie inside the storage

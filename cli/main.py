@@ -391,13 +391,19 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
               help="Compute every case, as `ops test` does, so that failures count (exit status 1 "
                    "on a failing case); default: only ask each device whether it supports it.")
 @click.option("--markdown", is_flag=True, help="Print the CI's markdown status report instead of the table.")
+@click.option("--explain", is_flag=True,
+              help="Print, per case, the CANN rule that accepts or refuses each op node: the aclnn "
+                   "operators it runs, why it goes beyond ggml-cann, or why it is refused.")
 @report_options
-def support(output, results_in, compute, markdown, log_dir, summary_file, baseline, **kw):
+def support(output, results_in, compute, markdown, explain, log_dir, summary_file, baseline, **kw):
     """Per-op status on each device: supported, partial, fail, unsupported, unknown."""
     from .printers import make_console
     from .support import print_support_table
     if markdown and output != "console":
         raise BadInput(f"--markdown prints the report: it cannot go with --output {output}")
+    if explain:
+        _explain(results_in, compute, markdown, output, **kw)
+        return
     if results_in is not None:
         given = [flag for flag, key in (("-o", "ops"), ("-p", "params"), ("-b", "backends"), ("--shard", "shard"))
                  if kw[key]] + (["--run"] if compute else [])
@@ -497,6 +503,23 @@ def _print_fuzz(found, say) -> bool:
     say(f"  reproduce: ops test -b {found.device} -o '{found.minimal.name}'")
     say(f"  cases run while exploring and shrinking: {counts}")
     return True
+
+
+def _explain(results_in, compute, markdown, output, ops, params, backends, shard, **_):
+    """ops support --explain: the CANN rules' decision per case and op node (no probing:
+    the rules are declarative, backend/cann/rules*.py)."""
+    from cannops.backend.cann import rules
+    if results_in is not None or compute or markdown or output != "console":
+        raise BadInput("--explain prints the CANN rules per case: it goes with -o, -p, -b and --shard only")
+    targets = [t.label for t in _devices(backends) if t.label.startswith("CANN")]
+    if not targets:
+        raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
+                       "(see `ops list devices`)")
+    click.echo(f"CANN rules ({', '.join(targets)}), as ggml-cann v0.20.2's supports_op unless said")
+    for _, case in checked_selection("support", ops_text(ops), params, shard):
+        click.echo(case.name)
+        for line in rules.explain(case.build()):
+            click.echo(f"  {line}")
 
 
 @cli.command("list")

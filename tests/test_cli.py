@@ -79,3 +79,27 @@ def test_a_case_the_reference_cannot_compute_blames_numpy_not_the_device(tmp_pat
     assert r["reason"].startswith("no NumPy quantizer for q4_K")
     xml = ops("support", "--results", str(res), "--output", "junit").stdout
     assert 'message="not supported [NUMPY]: no NumPy quantizer for q4_K' in xml
+
+
+def test_support_explain_names_the_rule_per_case():
+    p = ops("support", "--explain", "-b", "CANN-SIM", "-o", "ROLL,SOFT_MAX",
+            "-p", r"shift0=3.*permute=0|ne=\[16,16,1,1\],mask=0,sinks=[01],m_prec=f32,nr23=\[1,1\],scale=1")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    roll = lines.index("ROLL(shift0=3,shift1=-2,shift3=1,shift4=-1,permute=0)")
+    assert lines[roll + 1].startswith("  ROLL: accepted, runs aclnnRoll; beyond ggml-cann v0.20.2:")
+    sinks = [i for i, ln in enumerate(lines) if ln.startswith("SOFT_MAX(") and "sinks=1" in ln]
+    assert sinks and "refused: attention sinks" in lines[sinks[0] + 1]
+    plain = [i for i, ln in enumerate(lines) if ln.startswith("SOFT_MAX(") and "sinks=0" in ln]
+    assert plain and "accepted, runs aclnn" in lines[plain[0] + 1]
+    p = ops("support", "--explain", "-b", "GGML-CPU", "-o", "ROLL")
+    assert p.returncode == 2 and "no CANN device selected" in p.stderr
+
+
+def test_readme_lists_every_rule_beyond_ggml_cann():
+    import pathlib
+    from cannops.backend.cann.rules import RULES
+    table = pathlib.Path(__file__).parents[1].joinpath("README.md").read_text()
+    table = table[table.index("## Where the CANN rules differ"):table.index("## Layout")]
+    missing = [k for k, r in RULES.items() if r.beyond and f"{k}" not in table]
+    assert not missing, f"README's table of rules beyond ggml-cann misses {missing}"

@@ -158,4 +158,25 @@ def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) 
     return Support(True)
 
 
+def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) -> list[str]:
+    """One line per op node: the rule that accepts it (its aclnn operators, and why it goes
+    beyond ggml-cann where it does) or why it is refused; `ops support --explain`."""
+    lines = []
+    for node in graph.nodes():
+        if node.is_view():
+            continue
+        key = rule_key(node)
+        rule = RULES.get(key)
+        if rule is None:
+            lines.append(f"{key}: refused: no aclnn mapping in the CANN backend")
+            continue
+        why = rule.check(node) or (has_handler is not None and not has_handler(node) and "no native handler")
+        if why:
+            lines.append(f"{key}: refused: {why}")
+        else:
+            lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
+                         + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
+    return lines
+
+
 _load_family_rules()

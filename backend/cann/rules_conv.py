@@ -19,12 +19,13 @@ def _paddings(node) -> bool:
 
 
 def _forward_2d(what: str) -> Rule:
-    # beyond ggml-cann: v0.20.2 has no CONV_2D / CONV_2D_DW; one documented aclnnConvolution
-    # (groups 1, or groups = channels) computes them exactly; f16 kernels are promoted to f32
     return Rule(("Convolution",), {"src0": frozenset({"f32", "f16"}), "src1": F32, "dst": F32},
                 ((_fits_forward, f"{what} (beyond ggml-cann, aclnnConvolution): the padded input "
                                  "is smaller than the dilated kernel, which aclnnConvolution refuses"),
-                 (_paddings, f"{what} (beyond ggml-cann, aclnnConvolution): padding outside [0, 255]")))
+                 (_paddings, f"{what} (beyond ggml-cann, aclnnConvolution): padding outside [0, 255]")),
+                beyond=f"every case: ggml-cann v0.20.2 has no {what}; one documented aclnnConvolution "
+                       "(groups 1, or groups = channels) computes it exactly; f16 kernels are "
+                       "promoted to f32")
 
 
 RULES.update({

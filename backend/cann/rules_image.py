@@ -66,14 +66,16 @@ RULES.update({
     # avg: aclnnAvgPool2d (count_include_pad); max: aclnnConstantPadNd (-FLT_MAX) + aclnnMaxPool
     "POOL_2D": Rule(("AvgPool2d", "ConstantPadNd", "MaxPool"), {"src0": F32, "dst": F32},
                     ((_pool2d_padding, "paddings must be at most half the kernel"),)),
-    # beyond ggml-cann (no POOL_1D there): the same operators over 1-row images, the average
-    # without count_include_pad, as ggml's 1-D average divides by the values in the window
     "POOL_1D": Rule(("AvgPool2d", "ConstantPadNd", "MaxPool"), {"src0": F32, "dst": F32},
-                    ((_pool1d_avg_padding, "average pooling: padding must be at most half the kernel"),)),
-    # nearest: aclnnUpsampleNearest2d, as ggml-cann; bilinear beyond ggml-cann (v0.20.2 maps
-    # nearest only): aclnnUpsampleBilinear2d
+                    ((_pool1d_avg_padding, "average pooling: padding must be at most half the kernel"),),
+                    beyond="every case: ggml-cann v0.20.2 has no POOL_1D; the POOL_2D operators over "
+                           "1-row images, the average without count_include_pad (ggml's 1-D "
+                           "average divides by the values in the window)"),
+    # nearest: aclnnUpsampleNearest2d, as ggml-cann
     "UPSCALE": Rule(("UpsampleNearest2d", "UpsampleBilinear2d"), {"src0": F32, "dst": F32},
                     ((_mode_mapped, "only nearest (ggml-cann) and bilinear (beyond ggml-cann), no antialias"),
                      (_same_n_c, "ne2 and ne3 must not change (aclnn keeps N and C)"),
-                     (_aligned_sizes, "align_corners to an output size of 1"))),
+                     (_aligned_sizes, "align_corners to an output size of 1")),
+                    beyond="bilinear: ggml-cann v0.20.2 maps nearest only; aclnnUpsampleBilinear2d "
+                           "is documented for it (align_corners as ggml's flag)"),
 })

@@ -44,7 +44,7 @@ def selection_options(f):
                      help="Seconds a case may take before it is a FAIL (its worker is replaced); "
                           "default 60 (perf: 600, as one measurement repeats the op for 1 s or more; "
                           "grad: 900, as finite differences run the forward graph twice per "
-                          "gradient element, thousands of times on a simulator)."),
+                          "gradient element); ten times that on a simulated device (CANN-SIM)."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data."),
         click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."))
 
@@ -170,6 +170,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     from .results import journal_path, load_resume
     from .runner import new_run
     _check_common(jobs, timeout, seed)
+    timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
     ops = ops_text(ops)
     results_path = results_path or resume_path
@@ -178,8 +179,9 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     devices = _devices(backends)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
-    opts = Options(mode=mode, jobs=jobs, timeout=timeout, seed=seed, min_seconds=min_seconds,
-                   ops_filter=ops, params_filter=params, shard=shard, strict=strict)
+    opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
+                   min_seconds=min_seconds, ops_filter=ops, params_filter=params, shard=shard,
+                   strict=strict)
     resumed = None
     if resume_path:
         try:

@@ -30,12 +30,24 @@ class Options:
     mode: str = "test"
     jobs: int = 1
     timeout: float = 60.0
+    timeout_given: bool = False   # --timeout: exact; else a simulator gets SIMULATOR_TIME times it
     seed: int = 0
     min_seconds: float = 1.0   # perf: measure each case at least this long
     ops_filter: str | None = None
     params_filter: str | None = None
     shard: str | None = None
     strict: bool = False       # test: the per-element check too (cli/strict.py)
+
+
+# a simulated device (CANN-SIM) runs every aclnn call in Python, moving each operator's whole
+# output through NumPy: its big cases (e.g. MoE matmuls over 128 experts) take minutes, so
+# its default per-case timeout is this many times the mode's
+SIMULATOR_TIME = 10
+
+
+def case_timeout(opts: "Options", device: str) -> float:
+    simulated = device.endswith("-SIM")
+    return opts.timeout * (SIMULATOR_TIME if simulated and not opts.timeout_given else 1)
 
 
 def device_passed(results) -> bool:
@@ -80,7 +92,7 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
         for i, target in enumerate(devices):
             name = target.label
             earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
-            pool = WorkerPool(target.members, opts.jobs, opts.timeout, threads, label=name)
+            pool = WorkerPool(target.members, opts.jobs, case_timeout(opts, name), threads, label=name)
             try:
                 if len(earlier) == len(cases) and name in resumed.devices:
                     info = resumed.devices[name]  # all done before: no worker needed

@@ -165,3 +165,11 @@ def test_a_known_deviation_covers_only_its_cases():
     assert find_deviation(capped, "GGML-CPU", plain, 5e-4).reason == "small"
     assert find_deviation(capped, "GGML-CPU", plain, 5e-3) is None
     assert find_deviation(capped, "GGML-CPU", permuted, 5e-3).reason == "any"
+
+
+def test_a_simulated_device_gets_ten_times_the_default_timeout_only():
+    from cannops.cli.runner import Options, case_timeout
+    default = Options(timeout=60.0)
+    assert case_timeout(default, "CANN-SIM") == 600.0 and case_timeout(default, "GGML-CPU") == 60.0
+    given = Options(timeout=60.0, timeout_given=True)     # --timeout 60: exact on every device
+    assert case_timeout(given, "CANN-SIM") == 60.0

@@ -161,5 +161,15 @@ def open_device(name: str) -> Device:
     raise KeyError(name)
 
 
+def device_details(name: str) -> list[str]:
+    """Lines on what a device runs on (its library, version, features), where its
+    provider says."""
+    for p in _providers():
+        if any(n == name for n, _ in p.list_devices()):
+            details = getattr(p, "device_details", None)
+            return details(name) if details else []
+    return []
+
+
 def unavailable_reasons() -> list[str]:
     return [f"{p.module}: {p.why}" for p in _providers() if isinstance(p, _Unavailable)]

@@ -538,9 +538,11 @@ def list_(what, ops, params, mode):
         ops = ops_text((ops,)) if ops is not None else None
         click.echo("\n".join(c.name for _, c in checked_selection(mode, ops, params, None)))
     else:
-        from cannops.backend.base import list_devices, unavailable_reasons
+        from cannops.backend.base import device_details, list_devices, unavailable_reasons
         for name, desc in list_devices():
             click.echo(f"{name}\t{desc}")
+            for line in device_details(name):
+                click.echo(f"  {line}")
         for why in unavailable_reasons():
             click.echo(f"(unavailable) {why}", err=True)
 

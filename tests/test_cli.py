@@ -103,3 +103,12 @@ def test_readme_lists_every_rule_beyond_ggml_cann():
     table = table[table.index("## Where the CANN rules differ"):table.index("## Layout")]
     missing = [k for k, r in RULES.items() if r.beyond and f"{k}" not in table]
     assert not missing, f"README's table of rules beyond ggml-cann misses {missing}"
+
+
+def test_list_devices_says_which_libggml():
+    p = ops("list", "devices")
+    assert p.returncode == 0
+    lines = p.stdout.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("GGML-CPU\t"))
+    assert lines[i + 1].startswith("  library: /") and "libggml" in lines[i + 1] and "(ggml 0.20.2" in lines[i + 1]
+    assert lines[i + 2].startswith("  features: ")

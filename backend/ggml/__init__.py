@@ -46,3 +46,30 @@ def open_device(name: str):
     if not name.startswith(PREFIX) or name[len(PREFIX):] not in _registry():
         raise KeyError(name)
     return GGMLDevice(_registry()[name[len(PREFIX):]])
+
+
+
+def device_details(name: str) -> list[str]:
+    """Which libggml a device runs on: the library, ggml's version, and the features its
+    backend reports (for the CPU: the instruction sets it was built for). A wheel's
+    generic CPU library can be many times slower than a build for this CPU."""
+    dev = _registry()[name[len(PREFIX):]]
+    reg = lib.ggml_backend_dev_backend_reg(dev)
+    reg_name = ffi.string(lib.ggml_backend_reg_name(reg)).decode()
+    libdir = ffi.string(lib.cannops_ggml_libdir()).decode()
+    own = os.path.join(libdir, f"libggml-{reg_name.lower()}.so")
+    path = own if os.path.exists(own) else os.path.join(libdir, "libggml.so")
+    version = ffi.string(lib.ggml_version()).decode() if hasattr(lib, "ggml_version") else "unknown"
+    commit = ffi.string(lib.ggml_commit()).decode() if hasattr(lib, "ggml_commit") else "unknown"
+    lines = [f"library: {os.path.realpath(path)} (ggml {version}, commit {commit})"]
+    fn = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_get_features")
+    if fn:
+        feats = ffi.cast("ggml_backend_get_features_t", fn)(reg)
+        names = []
+        i = 0
+        while feats[i].name != ffi.NULL:
+            key, value = ffi.string(feats[i].name).decode(), ffi.string(feats[i].value).decode()
+            names.append(key if value == "1" else f"{key}={value}")
+            i += 1
+        lines.append(f"features: {' '.join(names) or 'none'}")
+    return lines

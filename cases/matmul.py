@@ -7,7 +7,7 @@ case in test-backend-ops, hence test mode only: it is the separate fused family 
 from __future__ import annotations
 
 from .catalog import EVERY_DEVICE, Family, fd_limit, register, unique_params
-from .tolerances import CANN_CUBE_F32, dot_products
+from . import tolerances
 from .graph import Tensor, add, new_op, permute, set_param, view
 from .types import F32, ggml_type
 
@@ -141,7 +141,7 @@ register(Family(
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] == 1),
     perf_grid=perf_grid,
     max_nmse=5e-4,
-    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
+    strict=tolerances.MATMUL,
     grad_nmax=20000,
     grad_notes={EVERY_DEVICE: fd_limit(
         "where the device rounds B before the dot products (ggml-CPU to f16 with an f16 A, "
@@ -162,7 +162,7 @@ register(Family(
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] > 1),
     max_nmse=5e-4,
-    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
+    strict=tolerances.MATMUL,
     fused=True,
     flops=mul_mat_flops,
 ))

@@ -12,7 +12,7 @@ import numpy as np
 from .binary import add_id
 from .catalog import Deviation, Family, Tolerance, register, unique_params
 from .unary import f16_gelu_table
-from .tolerances import CANN_CUBE_F32, dot_products
+from . import tolerances
 from .glu import glu_split
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
@@ -113,7 +113,7 @@ def mul_mat_id_perf():
 
 register(Family(
     name="mul_mat_id",
-    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
+    strict=tolerances.MATMUL,
     build=build_mul_mat_id,
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
     op="MUL_MAT_ID",
@@ -147,7 +147,7 @@ def mmid_fusion(type_a, type_b, n_mats, n_used, b, m, n, k, o=1, mul=False):
 
 register(Family(
     name="mul_mat_id_fusion",
-    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
+    strict=tolerances.MATMUL,
     build=build_mul_mat_id_fusion,
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k", "o", "mul"),
     op="MUL_MAT_ID_FUSION",
@@ -189,7 +189,7 @@ def out_prod_eval():
 
 register(Family(
     name="out_prod",
-    strict=dot_products(lambda p: p["type_a"]),
+    strict=tolerances.dot_products(lambda p: p["type_a"]),
     build=build_out_prod,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "trans_b"),
     op="OUT_PROD",
@@ -227,7 +227,7 @@ def hadamard(m, n, k, bs=(1, 1)):
 
 register(Family(
     name="mul_mat_hadamard",
-    strict=dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,),
+    strict=tolerances.MATMUL,
     build=build_mul_mat_hadamard,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
     op="MUL_MAT_HADAMARD",
@@ -325,7 +325,7 @@ def vec_fusion_eval():
 
 register(Family(
     name="mul_mat_vec_fusion",
-    strict=dot_products(lambda p: p["type"]) + (CANN_CUBE_F32,
+    strict=tolerances.dot_products(lambda p: p["type"]) + (tolerances.CANN_CUBE_F32,
         f16_gelu_table(lambda p: p["glu_op"] == 1),
         Tolerance("quantized gate and up products, each with its q8 activation error, meet in "
                   "the GLU and multiply: the errors add and scale with the other product",

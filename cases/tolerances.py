@@ -61,3 +61,6 @@ ROTATION_ANGLES = Tolerance(
     "rotation angles p * base^(-2i/n) reach thousands of radians and are formed in f32 "
     "(ggml: theta *= theta_scale per pair), their rounding moves an output by ~1e-4 of the "
     "input's magnitude", atol_rms=2 ** -11)
+
+# a matrix product with operand A's type in params["type_a"], on ggml or a CANN cube unit
+MATMUL = dot_products(lambda p: p["type_a"]) + (CANN_CUBE_F32,)

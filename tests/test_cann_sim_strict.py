@@ -23,20 +23,7 @@ INVALID_MEMORY_TYPE = 107016           # ACL_ERROR_RT_INVALID_MEMORY_TYPE
 FEATURE_NOT_SUPPORT = 207000           # ACL_ERROR_RT_FEATURE_NOT_SUPPORT
 MEMORY_ALLOCATION = 207001             # ACL_ERROR_RT_MEMORY_ALLOCATION
 
-
-@pytest.fixture(scope="module")
-def dev():
-    if not cann.runtime().simulated:
-        pytest.skip("a real CANN device is present: the simulator is not in use")
-    d = cann.open_device(cann.SIM_NAME)
-    yield d
-    d.close()
-
-
-def call(fn, *args):
-    err = ffi.new("char[]", 2048)
-    rc = fn(*args, err, len(err))
-    return rc, ffi.string(err).decode()
+from test_cann_sim import call, dev  # noqa: E402,F401  (the simulated device fixture, one C call)
 
 
 def acl(name: str) -> int:

@@ -129,6 +129,19 @@ def _case(name):
     return next(c for c in all_cases("grad") if c.name == name)
 
 
+def _gradients_on_ggml_cpu(case):
+    """The case's leaves by name, its one parameter's gradients and its `ops grad` result."""
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    dev = open_device("GGML-CPU")
+    try:
+        (pg,) = dev.grad(case, g, inputs)
+        r = grad(dev, case, 0)
+    finally:
+        dev.close()
+    return {t.name: inputs[t.index] for t in g.leaves}, pg, r
+
+
 SINKS = ("SOFT_MAX(type=f32,ne=[16,16,1,1],mask=0,sinks=1,m_prec=f32,nr23=[1,1],"
          "scale={},max_bias=0.000000,inplace=0)")
 
@@ -137,10 +150,7 @@ SINKS = ("SOFT_MAX(type=f32,ne=[16,16,1,1],mask=0,sinks=1,m_prec=f32,nr23=[1,1],
 def test_softmax_sinks_backprop_is_exact_where_finite_differences_fail(scale):
     """The SOFT_MAX-with-sinks deviation says backprop is right and the differences are
     not: check both against the exact float64 gradient of sum(softmax with a sink)."""
-    case = _case(SINKS.format(f"{scale:.6f}"))
-    g = case.build()
-    inputs = case.init_inputs(g, 0)
-    leaf = {t.name: inputs[t.index] for t in g.leaves}
+    leaf, pg, r = _gradients_on_ggml_cpu(_case(SINKS.format(f"{scale:.6f}")))
     a = leaf["a"].astype(np.float64).reshape(16, 16)
     sink = float(leaf["sinks"].reshape(-1)[0])     # one head: one sink logit for every row
     z = scale * a
@@ -148,12 +158,6 @@ def test_softmax_sinks_backprop_is_exact_where_finite_differences_fail(scale):
     e = np.exp(z - m)
     y = e / (e.sum(axis=1, keepdims=True) + np.exp(sink - m))
     exact = (scale * y * (1 - y.sum(axis=1, keepdims=True))).reshape(-1)
-    dev = open_device("GGML-CPU")
-    try:
-        (pg,) = dev.grad(case, g, inputs)
-        r = grad(dev, case, 0)
-    finally:
-        dev.close()
     assert mean_abs_asymmetry(exact, pg.analytic) < 1e-5
     assert mean_abs_asymmetry(pg.numeric, pg.analytic) > 1e-4     # what test-backend-ops checks
     assert r.status == "known deviation" and "finite differences cannot check" in r.note
@@ -163,12 +167,7 @@ def test_a_deviation_explains_only_errors_up_to_its_ceiling(monkeypatch):
     """SCALE with a bias: the differences miss the exact gradient 2 by the loss' rounding
     (a recorded deviation up to MAA 2e-3); a backward off by 1.5x is still a FAIL."""
     case = _case("SCALE(type=f32,ne=[10,10,10,10],scale=2.000000,bias=1.000000,inplace=0)")
-    dev = open_device("GGML-CPU")
-    try:
-        (pg,) = dev.grad(case, case.build(), case.init_inputs(case.build(), 0))
-        r = grad(dev, case, 0)
-    finally:
-        dev.close()
+    _, pg, r = _gradients_on_ggml_cpu(case)
     np.testing.assert_array_equal(pg.analytic, 2.0)
     assert r.status == "known deviation" and r.error < 2e-3
     monkeypatch.setenv("OPS_FAULTY", "badgrad=SCALE")
@@ -190,19 +189,10 @@ def test_grad_mode_runs_what_test_backend_ops_does():
 def test_f16_mul_mat_backprop_is_exact_where_finite_differences_fail():
     """MUL_MAT's grad deviation: with an f16 A, ggml-CPU rounds B to f16 in the forward, so
     the differences are off; backprop is A^T G (G = 1: A's column sums), right to 1e-6."""
-    case = _case("MUL_MAT(type_a=f16,type_b=f32,m=16,n=1,k=256,bs=[3,2],nr=[1,1],"
-                 "per=[0,1,2,3],k_v=0,o=1)")
-    g = case.build()
-    inputs = case.init_inputs(g, 0)
-    leaf = {t.name: inputs[t.index] for t in g.leaves}
+    leaf, pg, r = _gradients_on_ggml_cpu(_case(
+        "MUL_MAT(type_a=f16,type_b=f32,m=16,n=1,k=256,bs=[3,2],nr=[1,1],per=[0,1,2,3],k_v=0,o=1)"))
     a = leaf["a"].astype(np.float64)                       # [bs1, bs0, m, k]
     exact = np.broadcast_to(a.sum(axis=2, keepdims=True), leaf["b"].shape).reshape(-1)
-    dev = open_device("GGML-CPU")
-    try:
-        (pg,) = dev.grad(case, g, inputs)
-        r = grad(dev, case, 0)
-    finally:
-        dev.close()
     assert pg.name == "b"
     assert mean_abs_asymmetry(exact, pg.analytic) < 1e-6
     assert mean_abs_asymmetry(pg.numeric, pg.analytic) > 1e-4

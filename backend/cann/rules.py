@@ -140,21 +140,22 @@ def rule_key(node: Tensor) -> str:
     return f"{node.op}:{node.op_desc}" if node.op in ("UNARY", "GLU") else node.op
 
 
+def _refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None) -> str | None:
+    """Why the CANN backend cannot run op node `node` (None: a rule accepts it)."""
+    rule = RULES.get(rule_key(node))
+    if rule is None:
+        return "no aclnn mapping in the CANN backend"
+    return rule.check(node) or (has_handler is not None and not has_handler(node)
+                                and "no native handler") or None
+
+
 def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) -> Support:
     """Every op node of the graph must have a rule that accepts it (and, when given,
     a native handler)."""
     for node in graph.nodes():
-        if node.is_view():
-            continue
-        key = rule_key(node)
-        rule = RULES.get(key)
-        if rule is None:
-            return Support(False, f"{key}: no aclnn mapping in the CANN backend")
-        why = rule.check(node)
+        why = not node.is_view() and _refusal(node, has_handler)
         if why:
-            return Support(False, f"{key}: {why}")
-        if has_handler is not None and not has_handler(node):
-            return Support(False, f"{key}: no native handler")
+            return Support(False, f"{rule_key(node)}: {why}")
     return Support(True)
 
 
@@ -162,20 +163,14 @@ def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) -
     """One line per op node: the rule that accepts it (its aclnn operators, and why it goes
     beyond ggml-cann where it does) or why it is refused; `ops support --explain`."""
     lines = []
-    for node in graph.nodes():
-        if node.is_view():
-            continue
-        key = rule_key(node)
-        rule = RULES.get(key)
-        if rule is None:
-            lines.append(f"{key}: refused: no aclnn mapping in the CANN backend")
-            continue
-        why = rule.check(node) or (has_handler is not None and not has_handler(node) and "no native handler")
+    for node in (n for n in graph.nodes() if not n.is_view()):
+        key, why = rule_key(node), _refusal(node, has_handler)
         if why:
             lines.append(f"{key}: refused: {why}")
-        else:
-            lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
-                         + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
+            continue
+        rule = RULES[key]
+        lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
+                     + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
     return lines
 
 

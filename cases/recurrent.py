@@ -11,7 +11,7 @@ argument order and are meant for reuse (the grad mode builds on them).
 from __future__ import annotations
 
 from .catalog import Deviation, Family, register
-from .tolerances import ILL_CONDITIONED
+from .tolerances import CANN_CUBE_F32, ILL_CONDITIONED
 from .elementwise import sqr
 from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
 from .inputs import uniform
@@ -294,7 +294,8 @@ register(Family(name="rwkv_wkv6", build=build_rwkv_wkv6, vars=WKV_VARS, op="RWKV
 register(Family(name="rwkv_wkv7", build=build_rwkv_wkv7, vars=WKV_VARS, op="RWKV_WKV7",
                 eval_grid=_wkv([(1, 1), (1, 4), (32, 1), (32, 4), (128, 4)])))
 register(Family(name="gla", build=build_gla, vars=WKV_VARS, op="GATED_LINEAR_ATTN",
-                eval_grid=_wkv([(1, 1), (32, 1), (32, 4), (128, 4)])))
+                eval_grid=_wkv([(1, 1), (32, 1), (32, 4), (128, 4)]),
+                strict=(CANN_CUBE_F32,)))   # on CANN y = S^T q is an aclnnMv, cubeMathType 1
 
 
 # --- GATED_DELTA_NET ---

@@ -6,6 +6,7 @@ a run costs in flops / bytes. A `Case` is one point of a grid: (family, params).
 """
 from __future__ import annotations
 
+import sys
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -209,8 +210,14 @@ class _Registry(dict):
 FAMILIES: dict[str, Family] = _Registry()
 
 
+# (defining module, registration count) of each family: the catalog's order, the same in
+# every process whichever family module was imported first (a test, a tool)
+_ORDER: dict[str, tuple[str, int]] = {}
+
+
 def register(family: Family) -> Family:
     assert family.name not in FAMILIES, f"duplicate family {family.name}"
+    _ORDER[family.name] = (sys._getframe(1).f_globals.get("__name__", ""), len(_ORDER))
     FAMILIES[family.name] = family
     return family
 
@@ -300,7 +307,7 @@ def all_cases(mode: str = "test") -> list[Case]:
     that run their whole graph from both) or "perf" (perf grid)."""
     _load_all()
     cases = []
-    for fam in FAMILIES.values():
+    for fam in sorted(FAMILIES.values(), key=lambda f: _ORDER[f.name]):
         if mode == "perf":
             cases.extend(Case(fam, p, "perf") for p in fam.perf_grid())
         elif mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:

@@ -7,12 +7,13 @@ lives in the runner.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
+if TYPE_CHECKING:   # listing devices (and a cached probe) needs neither NumPy nor the catalog
+    import numpy as np
 
-from cannops.cases.catalog import Case
-from cannops.cases.graph import Graph
+    from cannops.cases.catalog import Case
+    from cannops.cases.graph import Graph
 
 
 class DeviceError(Exception):
@@ -55,6 +56,7 @@ def numeric_gradient(x0: np.ndarray, set_element: Callable[[int, float], None],
     (f(x+e) - f(x-e)) / 2e, or with `precise` the 4-point (8f(x+e/2) + f(x-e) - 8f(x-e/2)
     - f(x+e)) / 6e. set_element(i, v) writes element i on the device; loss() recomputes the
     forward graph. Steps are taken in f32, as the C++ does."""
+    import numpy as np
     x0 = np.asarray(x0, np.float32).reshape(-1)
     out = np.empty(x0.size, np.float32)
     e32 = np.float32(eps)
@@ -154,21 +156,36 @@ def list_devices() -> list[tuple[str, str]]:
     return found
 
 
-def open_device(name: str) -> Device:
+def _provider_of(name: str):
     for p in _providers():
         if any(n == name for n, _ in p.list_devices()):
-            return p.open_device(name)
+            return p
     raise KeyError(name)
+
+
+def open_device(name: str) -> Device:
+    return _provider_of(name).open_device(name)
 
 
 def device_details(name: str) -> list[str]:
     """Lines on what a device runs on (its library, version, features), where its
     provider says."""
-    for p in _providers():
-        if any(n == name for n, _ in p.list_devices()):
-            details = getattr(p, "device_details", None)
-            return details(name) if details else []
-    return []
+    details = getattr(_provider_of(name), "device_details", None)
+    return details(name) if details else []
+
+
+def probe_key(name: str) -> str | None:
+    """What a device's support decisions depend on besides the sources (its library, its
+    model), as a string; None when they are not known to be pure (never cached)."""
+    key = getattr(_provider_of(name), "probe_key", None)
+    return key(name) if key else None
+
+
+def file_identity(path: str) -> str:
+    """A file named by its path, size and modification time (a rebuilt library differs)."""
+    import os
+    st = os.stat(path)
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def unavailable_reasons() -> list[str]:

@@ -1,2 +1,10 @@
 """The case catalog: ggml's tensor model (graph.py) and one module per op family."""
-from .catalog import FAMILIES, Case, Family, all_cases, all_op_names, family, register  # noqa: F401
+_CATALOG = ("FAMILIES", "Case", "Family", "all_cases", "all_op_names", "family", "register")
+
+
+def __getattr__(name):
+    # imported on first use: the names cache (cache.py) is read without NumPy or the catalog
+    if name in _CATALOG:
+        from . import catalog
+        return getattr(catalog, name)
+    raise AttributeError(name)

@@ -6,14 +6,15 @@ import os
 import re
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
-from .printers import ConsolePrinter, QuietPrinter, write_csv, write_json
-from .results import Run
-from .runner import Options, execute
 from .selection import BadInput, select_cases, select_devices, split_ops_filter
+
+if TYPE_CHECKING:
+    from .results import Run
 
 OUTPUTS = ("console", "csv", "json", "junit")
 
@@ -119,13 +120,14 @@ def check_regex(params):
         raise BadInput(f"bad -p regex {params[:40]!r}{'...' if len(params) > 40 else ''}: {why}") from None
 
 
-def checked_selection(mode, ops, params, shard):
-    """The selected cases; an empty selection is an error (exit 2) that says why."""
+def checked_selection(mode, ops, params, shard, names_only=False):
+    """The selected cases (names_only: their names, see select_cases); an empty selection
+    is an error (exit 2) that says why."""
     check_regex(params)
-    cases = select_cases(mode, ops, params, shard)
+    cases = select_cases(mode, ops, params, shard, names_only)
     if cases:
         return cases
-    if shard and select_cases(mode, ops, params):
+    if shard and select_cases(mode, ops, params, names_only=names_only):
         return cases  # a shard of a selection smaller than N may be empty
     if ops:
         from cannops.cases.catalog import all_cases
@@ -167,8 +169,9 @@ def write_or_fail(path, write, *args) -> None:
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, min_seconds=1.0, printer=None, strict=False) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
+    from .printers import ConsolePrinter, QuietPrinter
     from .results import journal_path, load_resume
-    from .runner import new_run
+    from .runner import Options, execute, new_run
     _check_common(jobs, timeout, seed)
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
@@ -238,6 +241,7 @@ def emit(run: Run, output: str, slower=None) -> None:
 
 
 def _emit(run: Run, output: str, slower=None) -> None:
+    from .printers import write_csv, write_json
     if output == "csv":
         from .support import run_devices
         if run.mode == "perf" and len(run_devices(run)) > 1:
@@ -419,8 +423,14 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         except ValueError as e:
             raise BadInput(str(e)) from None
     else:
-        mode = "test" if compute else "support"
-        run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, **kw)
+        from .printers import QuietPrinter
+        from .probe import cached_probe, remember
+        run = None if compute else cached_probe(**kw)
+        if run is None:
+            mode = "test" if compute else "support"
+            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, **kw)
+            if not compute:
+                remember(run)
     if output == "console" and not markdown:
         _Stdout.write(print_support_table, run, make_console())
     emit(run, output)
@@ -532,11 +542,11 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
 def list_(what, ops, params, mode):
     """List the ops, the cases or the devices."""
     if what == "ops":
-        from cannops.cases.catalog import all_op_names
-        click.echo("\n".join(all_op_names()))
+        from cannops.cases.cache import case_names
+        click.echo("\n".join(sorted({c.op for c in case_names("test")})))
     elif what == "cases":
         ops = ops_text((ops,)) if ops is not None else None
-        click.echo("\n".join(c.name for _, c in checked_selection(mode, ops, params, None)))
+        click.echo("\n".join(c.name for _, c in checked_selection(mode, ops, params, None, names_only=True)))
     else:
         from cannops.backend.base import device_details, list_devices, unavailable_reasons
         for name, desc in list_devices():
@@ -572,6 +582,7 @@ def merge(results, out_path, allow_partial):
             _Stdout.write(click.echo, f"{dev}: {c['total']} cases, {c['OK']} OK, "
                                       f"{c['not supported']} not supported, {c['FAIL']} FAIL")
     else:
+        from .printers import write_json
         _Stdout.write(write_json, merged, sys.stdout)
     sys.exit(_Stdout.status(0))
 

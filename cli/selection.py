@@ -4,8 +4,11 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cannops.cases.catalog import Case, all_cases, all_op_names
+if TYPE_CHECKING:
+    from cannops.cases.catalog import Case
+
 
 
 class BadInput(Exception):
@@ -32,12 +35,17 @@ def _suggest(word: str, choices: list[str]) -> str:
 
 
 def select_cases(mode: str, ops: str | None = None, params: str | None = None,
-                 shard: str | None = None) -> list[tuple[int, Case]]:
+                 shard: str | None = None, names_only: bool = False) -> list[tuple[int, Case]]:
     """The selected cases with their position in the unsharded selection (stable across
-    -j, shards and merges)."""
-    cases = all_cases(mode)
+    -j, shards and merges). names_only: cache.CaseName's (op and vars, from the names
+    cache) instead of catalog Cases, in the same order and with the same positions."""
+    if names_only:
+        from cannops.cases.cache import case_names as source
+    else:
+        from cannops.cases.catalog import all_cases as source
+    cases = source(mode)
     if ops:
-        known = all_op_names()
+        known = sorted({c.op for c in (source("test") if mode != "test" else cases)})
         wanted_ops, wanted_names = set(), {}
         for item in split_ops_filter(ops):
             if "(" in item:

@@ -1,6 +1,11 @@
+import os
 import pathlib
+import tempfile
 
 import pytest
+
+# the suite's `ops` processes share a cache of their own, never the user's (cases/cache.py)
+os.environ["OPS_CACHE_DIR"] = tempfile.mkdtemp(prefix="ops-test-cache-")
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared"
 REFERENCE_DIR = SHARED / "reference"

@@ -101,6 +101,16 @@ def list_devices() -> list[tuple[str, str]]:
     return [(name, desc) for name, desc, _ in runtime().devices]
 
 
+def probe_key(name: str) -> str | None:
+    """The simulator's answers depend on the sources and the native layer only; a real
+    device's are not cached (its runtime may change under the same name)."""
+    if not runtime().simulated:
+        return None
+    from cannops.backend.base import file_identity
+    from cannops.native import _aclnn
+    return "|".join([name, dict(list_devices()).get(name, ""), file_identity(_aclnn.__file__)])
+
+
 def open_device(name: str):
     from .device import CANNDevice
     rt = runtime()

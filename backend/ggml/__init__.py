@@ -73,3 +73,20 @@ def device_details(name: str) -> list[str]:
             i += 1
         lines.append(f"features: {' '.join(names) or 'none'}")
     return lines
+
+
+def library_files() -> list[str]:
+    """The libggml files of the bridge's library folder (the ggml build in use)."""
+    libdir = ffi.string(lib.cannops_ggml_libdir()).decode()
+    try:
+        return sorted(os.path.join(libdir, f) for f in os.listdir(libdir) if f.startswith("libggml"))
+    except OSError:
+        return []
+
+
+def probe_key(name: str) -> str:
+    """A ggml device's supports_op answers depend on the ggml build and the bridge."""
+    from cannops.backend.base import file_identity
+    from cannops.native import _ggml
+    desc = dict(list_devices()).get(name, "")
+    return "|".join([name, desc, file_identity(_ggml.__file__)] + [file_identity(f) for f in library_files()])

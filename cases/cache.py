@@ -1,0 +1,88 @@
+"""What is pure, cached per version of the sources: the catalog's case names, and (for the
+probe) each device's support decisions, under the user's cache directory.
+
+A cache entry is named by a hash of the sources it derives from (the .py files of cases/,
+and for support decisions backend/ and the device's own identity), so an edited catalog or
+device never meets a stale entry. Nothing here imports NumPy or the catalog itself: with
+a warm cache, `ops list cases` imports neither. OPS_CACHE_DIR moves the cache (`off`
+disables it); an unwritable cache directory only costs the speed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent   # the folder holding cases/, backend/, cli/
+_hashes: dict[str, str] = {}
+
+
+def cache_dir() -> Path | None:
+    where = os.environ.get("OPS_CACHE_DIR")
+    if where == "off":
+        return None
+    if where:
+        return Path(where)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cannops-ops"
+
+
+def sources_hash(*folders: str) -> str:
+    """A hash of every .py file under the folders (relative path and content)."""
+    key = ",".join(folders)
+    if key not in _hashes:
+        h = hashlib.sha256()
+        for folder in folders:
+            for path in sorted((ROOT / folder).rglob("*.py")):
+                h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _hashes[key] = h.hexdigest()[:24]
+    return _hashes[key]
+
+
+def load(name: str):
+    """The cached object called `name`, or None."""
+    d = cache_dir()
+    if d is None:
+        return None
+    try:
+        with open(d / name, "rb") as f:
+            return pickle.load(f)
+    except Exception:   # absent, unreadable or from an incompatible Python: recompute
+        return None
+
+
+def store(name: str, obj) -> None:
+    """Write atomically (a concurrent reader sees the old entry or the new one, never half)."""
+    d = cache_dir()
+    if d is None:
+        return
+    try:
+        import tempfile
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, d / name)
+    except OSError:
+        pass
+
+
+class CaseName(tuple):
+    """A case as far as its name goes: (op, vars), without its family, params or graph."""
+
+    __slots__ = ()
+    op = property(lambda self: self[0])
+    vars = property(lambda self: self[1])
+    name = property(lambda self: f"{self[0]}({self[1]})")
+
+
+def case_names(mode: str) -> list[CaseName]:
+    """The names of catalog.all_cases(mode), in its order; computed once per catalog version."""
+    entry = f"names-{mode}-{sources_hash('cases')}.pickle"
+    rows = load(entry)
+    if rows is None:
+        from .catalog import all_cases
+        rows = [(c.op, c.vars) for c in all_cases(mode)]
+        store(entry, rows)
+    return [CaseName(r) for r in rows]

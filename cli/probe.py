@@ -1,0 +1,71 @@
+"""`ops support`'s probe from the cache: a device's support decisions are pure (the catalog's
+sources, the device's sources and its library decide them), so a probe that ran once is
+answered again from the user's cache without building a graph or starting a worker.
+
+The cache holds, per device key (cases.cache), the DeviceInfo of the probe that filled it
+and each case's status and reason; a probe whose cases are not all there runs as before
+(workers, graphs) and adds its answers.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from cannops.cases import cache
+
+from .results import NOT_SUPPORTED, OK, CaseResult, Run
+
+
+def _entry(device: str) -> str | None:
+    """The cache entry of a device's decisions, or None when they are not cached."""
+    from cannops.backend.base import probe_key
+    key = probe_key(device)
+    if key is None:
+        return None
+    h = hashlib.sha256(f"{key}|{cache.sources_hash('cases', 'backend', 'native')}".encode())
+    return f"probe-{h.hexdigest()[:24]}.pickle"
+
+
+def cached_probe(ops, params, backends, jobs, timeout, seed, shard) -> Run | None:
+    """The probe's Run from the cache, exactly as the workers would have made it; None when
+    a device or a case is not cached (or the cache is off). Bad input raises as run_mode."""
+    from .main import _check_common, _devices, checked_selection, ops_text
+    from . import __version__
+    from .selection import BadInput
+    _check_common(jobs, timeout, seed)
+    ops = ops_text(ops)
+    if cache.cache_dir() is None:
+        return None
+    cases = checked_selection("support", ops, params, shard, names_only=True)
+    targets = _devices(backends)
+    if not targets:
+        raise BadInput("no device available (see `ops list devices`)")
+    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__)
+    for target in targets:
+        entry = _entry(target.label) if target.members == (target.label,) else None
+        stored = cache.load(entry) if entry else None
+        if stored is None:
+            return None
+        decisions = stored["decisions"]
+        try:
+            run.results.extend(CaseResult(target.label, c.op, c.vars, *decisions[c.name], index=idx)
+                               for idx, c in cases)
+        except KeyError:
+            return None
+        run.devices.append(stored["info"])
+    return run
+
+
+def remember(run: Run) -> None:
+    """Keep the decisions of a finished probe (its OK and not supported cases), device by
+    device, added to what the cache held."""
+    if run.interrupted or cache.cache_dir() is None:
+        return
+    for info in run.devices:
+        entry = _entry(info.name)
+        if entry is None:
+            continue
+        stored = cache.load(entry) or {"decisions": {}}
+        stored["info"] = info
+        stored["decisions"].update((r.name, (r.status, r.reason)) for r in run.results
+                                   if r.device == info.name and r.status in (OK, NOT_SUPPORTED) and not r.ran_on)
+        cache.store(entry, stored)

@@ -1,0 +1,91 @@
+"""The cache of pure results (cases/cache.py, cli/probe.py): the cached names and support
+decisions are exactly those computed without it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cannops.backend.base import list_devices
+from cannops.cases import cache
+from cannops.cli import probe
+from tests._sample import _catalog, sample
+
+OPS = [sys.executable, "-m", "cannops.cli.main"]
+DEVICES = [n for n, _ in list_devices()]
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPS_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("mode", ["test", "support", "perf"])
+def test_cached_names_are_the_catalogs(cache_dir, mode):
+    catalog = [(c.op, c.vars) for c in _catalog(mode)]
+    assert cache.case_names(mode) == catalog           # computed, then stored
+    assert list(cache_dir.glob(f"names-{mode}-{cache.sources_hash('cases')}.pickle"))
+    cached = cache.case_names(mode)                    # read back
+    assert cached == catalog and all(c.name == f"{op}({v})" for c, (op, v) in zip(cached[:50], catalog))
+
+
+def test_a_cache_from_other_sources_is_not_read(cache_dir):
+    cache.store(f"names-perf-{cache.sources_hash('cases')}.pickle", [("ADD", "stale")])
+    assert cache.case_names("perf")[0] == ("ADD", "stale")   # the entry of these sources is read
+    cache._hashes["cases"] = "another-version"
+    try:
+        assert cache.case_names("perf")[0] != ("ADD", "stale")
+    finally:
+        cache._hashes.pop("cases")
+
+
+def test_names_selection_matches_the_catalogs():
+    from cannops.cli.selection import select_cases
+    for args in (("test", "ADD,MUL_MAT", "f16", None), ("support", None, "type=q4_0", "3/7"),
+                 ("test", "SOFT_MAX(type=f32,ne=[16,16,1,1],mask=0,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,max_bias=0.000000,inplace=0)", None, None)):
+        full = [(i, c.name) for i, c in select_cases(*args)]
+        names = [(i, c.name) for i, c in select_cases(*args, names_only=True)]
+        assert names == full and full
+
+
+def _support(env_cache, *args):
+    env = dict(os.environ, OPS_CACHE_DIR=env_cache)
+    p = subprocess.run([*OPS, "support", "--output", "json", *args], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    return doc["devices"], doc["results"]
+
+
+def test_cached_probe_gives_the_computed_decisions(cache_dir):
+    names = sorted({c.name for c in sample(list(_catalog("support")), 150)})
+    args = ["-o", ",".join(names)]
+    args_kw = dict(ops=(",".join(names),), params=None, backends=(), jobs=1, timeout=None, seed=0, shard=None)
+    assert probe.cached_probe(**args_kw) is None           # nothing cached yet
+    uncached = _support("off", *args)
+    cold = _support(str(cache_dir), *args)                 # computed, and remembered
+    run = probe.cached_probe(**args_kw)
+    assert run is not None and len(run.results) == len(uncached[1])
+    warm = _support(str(cache_dir), *args)                 # answered from the cache
+    assert cold == uncached and warm == uncached
+    statuses = {r["status"] for r in uncached[1]}
+    assert statuses == {"OK", "not supported"}             # the sample has both kinds of answer
+    # a probe of cases some of which are not cached yet computes them
+    more = ["-o", ",".join(names) + ",ABS"]
+    assert _support(str(cache_dir), *more) == _support("off", *more)
+
+
+@pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="no ggml bridge")
+def test_a_rebuilt_library_is_another_device(tmp_path, monkeypatch):
+    """The ggml device's key names its library files by size and time: decisions of an
+    old build are not taken for a new one."""
+    from cannops.backend import ggml
+    assert all(f in ggml.probe_key("GGML-CPU") for f in ggml.library_files()) and ggml.library_files()
+    fake = tmp_path / "libggml-cpu.so"
+    fake.write_bytes(b"old")
+    monkeypatch.setattr(ggml, "library_files", lambda: [str(fake)])
+    before = ggml.probe_key("GGML-CPU")
+    fake.write_bytes(b"rebuilt")
+    assert ggml.probe_key("GGML-CPU") != before

@@ -16,7 +16,7 @@ import signal
 import tempfile
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable, Iterator
 
@@ -26,6 +26,12 @@ from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 
 STDERR_TAIL_LINES = 8
 MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
+# Cases a worker holds, by mode: the one it runs and those queued behind it, sent in one
+# message, so that it never waits on a round trip to this process between two cases (a
+# probe or a small test case takes less than that round trip on a busy machine). Perf
+# measures one case at a time. 32 pickled cases (< 0.5 kB each) fit a pipe's buffer, so a
+# send never blocks on a hung worker.
+PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
 
 
 def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> None:
@@ -58,10 +64,11 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
         msg = conn.recv()
         if msg is None:
             break
-        seq, case, mode, seed, min_seconds, strict = msg
-        os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-        result = run_one(device, case, mode, seed, min_seconds, strict)
-        conn.send(("result", seq, result))
+        mode, seed, min_seconds, strict, tasks = msg
+        for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
+            os.ftruncate(log_fd, 0)  # the log holds only the current case's output
+            result = run_one(device, case, mode, seed, min_seconds, strict)
+            conn.send(("result", seq, result))
     device.close()
 
 
@@ -75,8 +82,15 @@ class _Worker:
     conn: object
     log_path: str
     device: str = ""                # the device this worker opened
-    task: tuple | None = None       # (seq, case)
+    # (seq, case) sent and not answered yet, oldest first: the worker runs them in this
+    # order, so the oldest is the one it runs now, since `started`
+    tasks: deque = field(default_factory=deque)
     started: float = 0.0
+
+    @property
+    def task(self) -> tuple | None:
+        """The case the worker runs now (None: idle)."""
+        return self.tasks[0] if self.tasks else None
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -238,8 +252,11 @@ class WorkerPool:
 
     def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
             min_seconds: float = 1.0, strict: bool = False) -> Iterator[tuple[int, CaseResult]]:
+        """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
+        this process read the result of the one before it (or sent it to an idle worker)."""
         queue = deque(tasks)
-        while queue or any(w.task for w in self.workers):
+        depth = PIPELINE.get(mode, 1)
+        while queue or any(w.tasks for w in self.workers):
             if not self.workers:
                 # the device cannot be reopened: what is left is skipped, with the reason
                 while queue:
@@ -247,12 +264,11 @@ class WorkerPool:
                     yield seq, CaseResult(self.device_name, case.op, case.vars, SKIPPED,
                                           reason=f"not run: {self.broken}")
                 return
-            for w in self.workers:
-                if w.task is None and queue:
-                    seq, case = queue.popleft()
-                    w.task, w.started = (seq, case), time.monotonic()
-                    w.conn.send((seq, case, mode, seed, min_seconds, strict))
-            busy = [w for w in self.workers if w.task]
+            for w in list(self.workers):
+                self._top_up(w, queue, depth, (mode, seed, min_seconds, strict))
+            busy = [w for w in self.workers if w.tasks]
+            if not busy:
+                continue   # every worker died idle and was replaced: send again
             now = time.monotonic()
             deadline = min(w.started + self.timeout for w in busy)
             ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
@@ -262,20 +278,51 @@ class WorkerPool:
                     try:
                         _, seq, result = w.conn.recv()
                     except (EOFError, OSError):
-                        yield self._crashed(w)
+                        yield self._crashed(w, queue)
                         continue
-                    w.task = None
+                    w.tasks.popleft()
+                    w.started = time.monotonic()
                     result.reason = clean_text(result.reason)
                     yield seq, self._label(w, result)
                 elif w.process.sentinel in ready:
-                    yield self._crashed(w)
+                    yield self._crashed(w, queue)
                 elif time.monotonic() >= w.started + self.timeout:
                     out = self._crash_result(w, f"timeout: no result after {self.timeout:g} s")
+                    self._requeue(w, queue)
                     self._replace(w)
                     yield out
 
-    def _crashed(self, w: _Worker) -> tuple[int, CaseResult]:
+    def _top_up(self, w: _Worker, queue: deque, depth: int, how: tuple) -> None:
+        """Send w the next cases of the queue, up to `depth` held, in one message."""
+        n = min(depth - len(w.tasks), len(queue))
+        if n <= 0:
+            return
+        if not w.process.is_alive():
+            if not w.tasks:
+                self._replace(w)   # it died idle: no case to blame
+            return                 # else wait() finds its sentinel and blames its case
+        batch = [queue.popleft() for _ in range(n)]
+        try:
+            w.conn.send((*how, batch))
+        except OSError:   # it died since: the cases were not sent, they go back
+            queue.extendleft(reversed(batch))
+            if not w.tasks:
+                self._replace(w)   # it died idle: no case to blame
+            return
+        if not w.tasks:
+            w.started = time.monotonic()
+        w.tasks.extend(batch)
+
+    def _requeue(self, w: _Worker, queue: deque) -> None:
+        """The cases a failed worker held behind the one it failed on never ran: they go
+        back to the front of the queue, in order."""
+        rest = list(w.tasks)[1:]
+        w.tasks.clear()
+        queue.extendleft(reversed(rest))
+
+    def _crashed(self, w: _Worker, queue: deque) -> tuple[int, CaseResult]:
         w.process.join(5)
         out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
+        self._requeue(w, queue)
         self._replace(w)
         return out

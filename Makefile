@@ -11,7 +11,7 @@ STAMP    := $(VENV)/.installed
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
-.PHONY: all setup native run test bench check-cann-headers clean
+.PHONY: all setup native run test bench check-install check-cann-headers clean
 
 all: setup
 
@@ -44,6 +44,11 @@ test: setup
 
 bench: setup
 	$(PY) bench/run.py
+
+# The slow build paths: the bridge built against a plain install prefix (GGML_HOME) and
+# loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install).
+check-install: setup
+	OPS_BUILD_TESTS=1 $(PY) -m pytest tests/test_build.py
 
 # Compile the aclnn layer's own declarations against the real CANN headers of the
 # toolkit the CANN device would use; no toolkit is an error (exit 2) unless

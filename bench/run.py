@@ -1,11 +1,12 @@
 """`make bench`: the speed figures of `ops`, printed (benchmarks, never timed tests).
 
-* `ops list cases` and `ops support` (the probe, every device): wall seconds;
+* `ops list cases` and `ops support` (the probe, every device): wall seconds, cold (an empty
+  cache: every graph built, every device asked) and warm (answered from the cache);
 * the whole catalog in test mode on GGML-CPU at -j 2 (and the other --jobs): wall seconds,
   cases per second and the OK / not supported / FAIL counts, so a slowdown or a change in
-  coverage shows;
+  coverage shows; and the -j 1 / -j 2 scaling on big cases (--scaling-ops, --scaling-params);
 * with TBO=<path to a test-backend-ops binary> (environment or --tbo): the same cases run
-  by test-backend-ops too, `test -b CPU` and `perf -b CPU` (perf on --perf-ops), and the
+  by test-backend-ops too, `test -b CPU -j 2` and `perf -b CPU` (perf on --perf-ops), and the
   ratios ops / test-backend-ops side by side (below 1.0: ops is faster).
 Each figure is the best of --repeat runs: on a shared machine, the least disturbed one.
 Usage: python bench/run.py [--jobs 2,1] [-o OPS] [--tbo PATH] [--perf-ops OPS] [--repeat N]
@@ -17,27 +18,32 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 
 
-def timed(cmd: list[str], repeat: int = 1) -> tuple[float, str]:
+def timed(cmd: list[str], repeat: int = 1, env: dict | None = None) -> tuple[float, str]:
     """Best wall seconds of `repeat` runs, and the last run's stdout."""
     best, out = float("inf"), ""
     for _ in range(repeat):
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           env=None if env is None else {**os.environ, **env})
         best = min(best, time.perf_counter() - t0)
         out = p.stdout
     return best, out
 
 
-def ops_run(mode: str, device: str | None, jobs: int, ops: str | None, repeat: int) -> tuple[float, dict]:
+def ops_run(mode: str, device: str | None, jobs: int, ops: str | None, repeat: int,
+            params: str | None = None, env: dict | None = None) -> tuple[float, dict]:
     cmd = [*OPS, mode, "-j", str(jobs), "--output", "json"] + (["-b", device] if device else [])
     if ops:
         cmd += ["-o", ops]
-    seconds, out = timed(cmd, repeat)
+    if params:
+        cmd += ["-p", params]
+    seconds, out = timed(cmd, repeat, env)
     return seconds, json.loads(out)
 
 
@@ -53,17 +59,25 @@ def main() -> int:
     ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
                     help="ops of the perf comparison with test-backend-ops")
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
+    ap.add_argument("--scaling-ops", default="MUL_MAT", help="ops of the -j 1 / -j 2 scaling figure")
+    ap.add_argument("--scaling-params", default="k=(1024|2048|4096)", help="-p of the scaling figure (big cases)")
     args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
     print(f"{'command':<40} {'cases':>7} {'seconds':>8} {'cases/s':>8}   OK / not supported / FAIL")
-    list_cmd = [*OPS, "list", "cases"] + (["-o", args.ops] if args.ops else [])
-    s, out = timed(list_cmd, args.repeat)
-    n = len(out.splitlines())
-    print(f"{'ops list cases':<40} {n:>7} {s:>8.2f} {n / s:>8.0f}", flush=True)
-    s, doc = ops_run("support", None, 1, args.ops, args.repeat)
-    for dev, c in doc["summary"].items():
-        print(f"{'ops support (every device) ' + dev:<40} {c['total']:>7} {s:>8.2f} "
-              f"{c['total'] / s:>8.0f}   {counts_line(c)}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="ops-bench-cache-") as cache:
+        cold = {"OPS_CACHE_DIR": cache}   # an empty cache: names and decisions computed
+        list_cmd = [*OPS, "list", "cases"] + (["-o", args.ops] if args.ops else [])
+        s, out = timed(list_cmd, 1, cold)
+        n = len(out.splitlines())
+        print(f"{'ops list cases (cold cache)':<40} {n:>7} {s:>8.2f} {n / s:>8.0f}", flush=True)
+        s, out = timed(list_cmd, args.repeat, cold)
+        print(f"{'ops list cases':<40} {n:>7} {s:>8.2f} {n / s:>8.0f}", flush=True)
+        for what, repeat in (("cold cache", 1), ("cached", args.repeat)):
+            s, doc = ops_run("support", None, 1, args.ops, repeat, env=cold)
+            for dev, c in doc["summary"].items():
+                print(f"{f'ops support ({what}) {dev}':<40} {c['total']:>7} {s:>8.2f} "
+                      f"{c['total'] / s:>8.0f}   {counts_line(c)}", flush=True)
 
     test_s = {}
     for j in (int(x) for x in args.jobs.split(",")):
@@ -72,6 +86,15 @@ def main() -> int:
         test_s[j] = s
         print(f"{f'ops test -b GGML-CPU -j {j}':<40} {c.get('total', 0):>7} {s:>8.1f} "
               f"{c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
+
+    scaling = {}
+    for j in (1, 2):
+        s, doc = ops_run("test", "GGML-CPU", j, args.scaling_ops, 1, args.scaling_params)
+        scaling[j] = s
+        c = doc["summary"].get("GGML-CPU", {})
+        print(f"{f'ops test -j {j} -o {args.scaling_ops} -p {args.scaling_params}':<40} {c.get('total', 0):>7} "
+              f"{s:>8.1f} {c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
+    print(f"-j 2 speed-up on big cases: {scaling[1] / scaling[2]:.2f}x (2 cores: 2.0 at best)")
 
     if args.tbo:
         compare(args, test_s)
@@ -82,7 +105,7 @@ def compare(args, test_s: dict) -> None:
     """The same cases on test-backend-ops (its -b CPU), side by side with ops' figures."""
     print()
     sel = ["-o", args.ops] if args.ops else []
-    tbo_s, _ = timed([args.tbo, "test", "-b", "CPU", *sel])
+    tbo_s, _ = timed([args.tbo, "test", "-b", "CPU", "-j", "2", *sel])
     ops_s = test_s.get(2) or min(test_s.values())
     print(f"test mode: ops {ops_s:.1f} s, test-backend-ops {tbo_s:.1f} s, ratio ops/tbo {ops_s / tbo_s:.2f}")
     # perf: us/run per case, ops' against test-backend-ops' (csv of both)

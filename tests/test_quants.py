@@ -164,3 +164,21 @@ def test_iq4_nl_scale_is_the_weighted_fit_of_max_over_minus_127():
     np.testing.assert_array_equal(q[0, 2:] & 0xF, np.arange(16))
     expect = quants.IQ4NL[np.arange(32) % 16] * np.float32(np.float16(0.01))
     np.testing.assert_array_equal(quants.dequantize(q, ggml_type("iq4_nl"))[0], expect)
+
+
+def _numpy_encoded():
+    from cannops.cases.types import TYPES
+    return [t.name for t in TYPES.values() if t.is_quantized and t.name not in quants.SEARCHED
+            and quants.missing(t, "quantize") is None]
+
+
+@pytest.mark.parametrize("name", _numpy_encoded())
+def test_inputs_quantized_by_libggml_are_the_numpy_encoders_bytes(name):
+    """Inputs are quantized by libggml's chunk quantizer (fast) where the bridge is built,
+    by the NumPy encoder elsewhere: the same bytes, so a case's data is the same either way."""
+    pytest.importorskip("cannops.native._ggml")
+    from cannops.cases.inputs import quantize
+    t = ggml_type(name)
+    for scale in (1.0, 150.0):
+        x = _uniform(16, 512, seed=int(scale)) * np.float32(scale)
+        np.testing.assert_array_equal(quantize(x, t), quants.quantize(x, t))

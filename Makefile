@@ -42,8 +42,9 @@ run: setup
 test: setup
 	$(PY) -m pytest tests
 
+# TBO=<path to test-backend-ops> adds the ratios against it
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO))
 
 # The slow build paths: the bridge built against a plain install prefix (GGML_HOME) and
 # loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install).

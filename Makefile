@@ -23,7 +23,7 @@ setup: $(STAMP) $(NATIVE_STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	CANNOPS_NATIVE=make $(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)

@@ -195,15 +195,20 @@ def cdef_text() -> str:
     return GGML_CDEF + decls + PREAMBLE_CDEF + sims
 
 
-def make_ffi():
+def make_ffi(sources_relative_to: pathlib.Path | None = None):
+    """sources_relative_to: the folder of setup.py, to which setuptools wants the C
+    sources' paths relative (`pip install .`)."""
     import cffi
 
     generate()
     ffi = cffi.FFI()
     ffi.cdef(cdef_text())
+    sources = sorted(SRC.glob("*.c"))
+    if sources_relative_to is not None:
+        sources = [p.relative_to(sources_relative_to) for p in sources]
     ffi.set_source(
         MODULE, PREAMBLE,
-        sources=[str(p) for p in sorted(SRC.glob("*.c"))],
+        sources=[str(p) for p in sources],
         include_dirs=[str(SRC), str(GEN), str(ggml_include())],
         libraries=["dl", "pthread"],
         extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",

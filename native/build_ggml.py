@@ -15,8 +15,9 @@ C in ggml.c, no locks, no C++ frames) are guarded, never compute.
 
 Which ggml: the `libggml-python` wheel (package `libggml`: include/, lib64/), or
 GGML_HOME=<prefix> with include/ and lib/ or lib64/ (e.g. a build with CUDA, Vulkan or
-CANN). The module carries an rpath to that library folder, and remembers it
-(`cannops_ggml_libdir()`) so that dynamically loaded backends are searched there.
+CANN). The module carries an rpath to that library folder (and, for the wheel, to the
+wheel beside an installed module); `cannops_ggml_libdir()` asks the loader which folder
+libggml came from, so that dynamically loaded backends are searched there.
 """
 from __future__ import annotations
 
@@ -148,6 +149,7 @@ def _drop_function(text: str, name: str) -> str:
 
 
 GUARD_C = r"""
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <string.h>
 #include <stdio.h>
@@ -173,7 +175,21 @@ static void cannops_guard_install(void) {
 
 static const char * cannops_guard_message(void) { return cannops_msg; }
 
-static const char * cannops_ggml_libdir(void) { return CANNOPS_GGML_LIBDIR; }
+/* The folder of the libggml this module loaded (where its dynamically loaded backends
+   are searched): asked of the loader, as an installed module may find its ggml elsewhere
+   than where it was built (pip's build environment is gone by then). */
+static const char * cannops_ggml_libdir(void) {
+    static char dir[4096];
+    Dl_info info;
+    if (!dir[0] && dladdr((void *) ggml_backend_dev_count, &info) && info.dli_fname) {
+        char * real = realpath(info.dli_fname, NULL);
+        snprintf(dir, sizeof dir, "%s", real ? real : info.dli_fname);
+        free(real);
+        char * slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+    }
+    return dir[0] ? dir : CANNOPS_GGML_LIBDIR;
+}
 
 #define CANNOPS_GUARD_BEGIN(fail) \
     jmp_buf cannops_jb; jmp_buf * cannops_prev = cannops_jmp; \
@@ -215,14 +231,15 @@ def _param_name(param: str) -> str | None:
 
 def _declaration(decls: str, name: str) -> tuple[str, str] | None:
     """(result type, parameter list) of a function, as the header writes them."""
-    m = re.search(r"([^;{}]*?)\b" + re.escape(name) + r"\s*\(", decls)
+    m = re.search(r"\b" + re.escape(name) + r"\s*\(", decls)
     if m is None:
         return None
+    start = max(decls.rfind(c, 0, m.start()) for c in ";{}") + 1   # after the previous declaration
     depth, i = 1, m.end()
     while depth:
         depth += (decls[i] == "(") - (decls[i] == ")")
         i += 1
-    return " ".join(m.group(1).split()), " ".join(decls[m.end():i - 1].split())
+    return " ".join(decls[start:m.start()].split()), " ".join(decls[m.end():i - 1].split())
 
 
 def _guards(funcs: dict, ggml_h_names: set[str], decls: str) -> tuple[str, str]:
@@ -260,6 +277,16 @@ def _guards(funcs: dict, ggml_h_names: set[str], decls: str) -> tuple[str, str]:
     return "\n".join(src), "\n".join(cdef)
 
 
+def _rpath(libdir: pathlib.Path) -> list[str]:
+    """Where the module finds libggml at run time: the folder it was built against, and for
+    the libggml-python wheel also that wheel beside the installed module (site-packages/
+    cannops/native/ -> site-packages/libggml/), which `pip install .` needs: it builds
+    against a copy of the wheel in a build environment it deletes afterwards."""
+    if os.environ.get("GGML_HOME"):
+        return [str(libdir)]
+    return [str(libdir), f"$ORIGIN/../../libggml/{libdir.name}"]
+
+
 def make_ffi() -> cffi.FFI:
     inc, libdir = ggml_prefix()
     libs = ["ggml", "ggml-base"]
@@ -282,13 +309,14 @@ def make_ffi() -> cffi.FFI:
     libdir_c = '"' + str(libdir).replace("\\", "\\\\").replace('"', '\\"') + '"'
     ffi.set_source(
         "cannops.native._ggml",
-        includes + f"#define CANNOPS_GGML_LIBDIR {libdir_c}\n" + GUARD_C + guard_src,
+        "#define _GNU_SOURCE\n" + includes + f"#define CANNOPS_GGML_LIBDIR {libdir_c}\n"
+        + GUARD_C + guard_src,
         include_dirs=[str(inc)],
         library_dirs=[str(libdir)],
-        libraries=libs,
+        libraries=libs + ["dl"],
         extra_compile_args=["-O1", "-w"],
         # DT_RPATH (not RUNPATH): it also serves the libraries' own dependencies
         # (libggml -> libggml-base, libggml-cpu) on a prefix installed without an rpath
-        extra_link_args=["-Wl,--disable-new-dtags", f"-Wl,-rpath,{libdir}"],
+        extra_link_args=["-Wl,--disable-new-dtags", f"-Wl,-rpath,{':'.join(_rpath(libdir))}"],
     )
     return ffi

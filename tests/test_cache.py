@@ -1,12 +1,18 @@
 """The cache of pure results (cases/cache.py, cli/probe.py): the cached names and support
 decisions are exactly those computed without it."""
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from cannops.backend.base import list_devices
 from cannops.cases import cache
-from tests._sample import _catalog
+from cannops.cli import probe
+from tests._sample import _catalog, sample
 
+OPS = [sys.executable, "-m", "cannops.cli.main"]
 DEVICES = [n for n, _ in list_devices()]
 
 
@@ -42,6 +48,36 @@ def test_names_selection_matches_the_catalogs():
         full = [(i, c.name) for i, c in select_cases(*args)]
         names = [(i, c.name) for i, c in select_cases(*args, names_only=True)]
         assert names == full and full
+
+
+def _support(env_cache, *args):
+    env = dict(os.environ, OPS_CACHE_DIR=env_cache)
+    p = subprocess.run([*OPS, "support", "--output", "json", *args], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    return doc["devices"], doc["results"]
+
+
+def test_cached_probe_gives_the_computed_decisions(cache_dir):
+    names = sorted({c.name for c in sample(list(_catalog("support")), 150)})
+    args = ["-o", ",".join(names)]
+    args_kw = dict(ops=(",".join(names),), params=None, backends=(), jobs=1, timeout=None, seed=0, shard=None)
+    assert probe.cached_probe(**args_kw) is None           # nothing cached yet
+    uncached = _support("off", *args)
+    cold = _support(str(cache_dir), *args)                 # computed, and remembered
+    run = probe.cached_probe(**args_kw)
+    assert run is not None and len(run.results) == len(uncached[1])
+    warm = _support(str(cache_dir), *args)                 # answered from the cache
+    for got in (cold, warm):
+        assert got[0] == uncached[0]
+        diff = [(a, b) for a, b in zip(got[1], uncached[1]) if a != b]
+        assert not diff and len(got[1]) == len(uncached[1]), diff[:2]
+    statuses = {r["status"] for r in uncached[1]}
+    assert statuses == {"OK", "not supported"}             # the sample has both kinds of answer
+    # a probe of cases some of which are not cached yet computes them
+    more = ["-o", ",".join(names) + ",ABS"]
+    assert _support(str(cache_dir), *more) == _support("off", *more)
 
 
 @pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="no ggml bridge")

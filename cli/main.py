@@ -370,6 +370,7 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
             base = load_perf_baseline(baseline)
         except PerfBaselineError as e:
             raise BadInput(str(e)) from None
+    from .printers import QuietPrinter
     run = run_mode("perf", printer=QuietPrinter("perf") if markdown else None, **kw)
     slower = slower_than_baseline(run, base, threshold_pct) if base is not None else None
     if plot_path is not None:
@@ -509,6 +510,7 @@ def _print_fuzz(found, say) -> bool:
         say(f"  no failure ({counts})")
         return False
     from .compare import worst_lines
+    from .printers import ConsolePrinter
     ConsolePrinter("test").case(found.minimal)
     for line in worst_lines(found.minimal.worst):
         say(f"    {line}")

@@ -36,10 +36,14 @@ def _unary(self_p, out_p, self_types, out_types, relation, fn, out_name="out", h
     return Plan(lambda a: fn(as_compute(a, work)), [x], [y])
 
 
+ABS_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"}
+
+
 @operator("Abs")
 def abs_(self, out):
-    return _unary(self, out, {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"},
-                  {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"}, "same", np.abs)
+    if dtypes.short(tensor(self, "self").dtype) == "c64":   # its modulus, in FLOAT
+        return _unary(self, out, {"c64"}, {"f32"}, "cast", np.abs)
+    return _unary(self, out, ABS_TYPES, ABS_TYPES, "same", np.abs)
 
 
 @operator("Neg")
@@ -157,9 +161,8 @@ def gt_scalar(self, other, out):
 def softplus(self, beta, threshold, out):
     x = tensor(self, "self")
     b, t = scalar(beta, "beta"), scalar(threshold, "threshold")
-    for s, what in ((b, "beta"), (t, "threshold")):
-        if dtypes.promote_scalar(x.dtype, s.dtype) is None:
-            raise invalid(f"{what} dtype {dtypes.name(s.dtype)} cannot be promoted with self")
+    for s, what in ((b, "beta"), (t, "threshold")):   # the page's exceptions are CanCast's
+        need_cast(s.dtype, x.dtype, f"{what} -> self")
     bv, tv = float(b.value), float(t.value)
     return _unary(self, out, F, F, "cast",
                   lambda v: np.where(v * bv > tv, v, np.log1p(np.exp(v * bv)) / bv))

@@ -120,6 +120,8 @@ def norm(self, p_scalar, dim, keepdim, out):
     x, y = tensor(self, "self"), tensor(out, "out")
     p = scalar(p_scalar, "pScalar")
     dims = int_array(dim, "dim")
+    if dtypes.short(p.dtype) != "f32":
+        raise invalid(f"pScalar dtype {dtypes.name(p.dtype)} should be FLOAT")
     need_dtype(x, "self", F)
     need_dtype(y, "out", F)
     need_dims((x, "self"), (y, "out"), lo=0)

@@ -41,9 +41,14 @@ ABS_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool
 
 @operator("Abs")
 def abs_(self, out):
-    if dtypes.short(tensor(self, "self").dtype) == "c64":   # its modulus, in FLOAT
-        return _unary(self, out, {"c64"}, {"f32"}, "cast", np.abs)
-    return _unary(self, out, ABS_TYPES, ABS_TYPES, "same", np.abs)
+    x = tensor(self, "self")
+    if dtypes.short(x.dtype) != "c64":
+        return _unary(self, out, ABS_TYPES, ABS_TYPES, "same", np.abs)
+    y = tensor(out, "out")   # COMPLEX64 (on A2 / A3): its modulus, into a FLOAT out
+    need_dtype(y, "out", {"f32"})
+    need_same_shape(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"))
+    return Plan(np.abs, [x], [y])
 
 
 @operator("Neg")

@@ -269,6 +269,8 @@ AUDITED = [   # (operator, arguments, expected code): the table's "rejects" colu
     ("Abs", (T("c64", 4), T("f32", 4)), 0),
     ("IndexSelect", (T("s4", 4, 2), 0, T("s32", 2), T("s4", 2, 2)), PARAM_INVALID),
     ("IndexSelect", (T("u16", 4, 2), 0, T("s32", 2), T("u16", 2, 2)), 0),
+    ("InplaceAdds", (T("c64", 4), S("f32", 1.0), S("f32", 1.0)), PARAM_INVALID),
+    ("InplaceAdds", (T("f32", 4), S("f32", 1.0), S("f32", 1.0)), 0),
     ("PowScalarTensor", (S("f32", 2.0), T("bool", 4), T("f32", 4)), PARAM_INVALID),
     ("PowScalarTensor", (S("f32", 2.0), T("bf16", 4), T("bf16", 4)), 0),
 ]

@@ -175,3 +175,108 @@ def test_leaked_memory_is_reported_at_device_close():
     assert child.returncode == 0, child.stderr
     assert "CANN-SIM: leak at aclrtResetDevice(0): 1 device allocation(s), 4096 bytes" in child.stderr
     assert "leak at aclFinalize" not in child.stderr     # each leak is reported once
+
+
+# ------------------------------------------------ per-operator dtype audit ----
+# docs/cann-sim-dtypes.md: each operator the audit changed, called as its A2 page refuses
+# (ACLNN_ERR_PARAM_INVALID) and as it allows; a spec is a tensor T, a scalar S, an int
+# array A, None (nullptr) or a plain value.
+
+def T(dtype, *shape, fmt=None):
+    return ("tensor", dtype, shape, fmt)
+
+
+def S(dtype, value):
+    return ("scalar", dtype, value)
+
+
+def A(*values):
+    return ("array", values)
+
+
+def call_op(dev, name, *specs) -> int:
+    """The simulated aclnn<name>GetWorkspaceSize checks on descriptors made from specs:
+    0 where they pass, else the SimError code."""
+    from cannops.backend.cann.sim.aclnn import OPS
+    from cannops.backend.cann.sim.runtime import RUNTIME, SimError
+    made, blocks, buffers = [], [], []
+
+    def build(spec):
+        if spec is None:
+            return ffi.NULL
+        if not isinstance(spec, tuple):
+            return spec
+        if spec[0] == "tensor":
+            _, dt, shape, fmt = spec
+            nbytes = max(64, int(np.prod(shape)) * dtypes.numpy_dtype(acl(dt)).itemsize)
+            p = lib.ops_cann_alloc(dev.ctx, nbytes, ffi.new("char[]", 64), 64)
+            blocks.append(p)
+            dims = ffi.new("int64_t[]", list(shape) or [1])
+            obj = RUNTIME["aclCreateTensor"](dims, len(shape), acl(dt), ffi.NULL, 0,
+                                             fmt or lib.ACL_FORMAT_ND, dims, len(shape), p)
+            made.append(("aclDestroyTensor", obj))
+        elif spec[0] == "scalar":
+            value = np.array([spec[2]], dtypes.numpy_dtype(acl(spec[1])))
+            buffers.append(value)
+            obj = RUNTIME["aclCreateScalar"](ffi.from_buffer(value), acl(spec[1]))
+            made.append(("aclDestroyScalar", obj))
+        else:
+            obj = RUNTIME["aclCreateIntArray"](ffi.new("int64_t[]", list(spec[1])), len(spec[1]))
+            made.append(("aclDestroyIntArray", obj))
+        return obj
+
+    try:
+        OPS[name](*[build(s) for s in specs])
+        return 0
+    except SimError as e:
+        return e.code
+    finally:
+        for destroy, obj in made:
+            RUNTIME[destroy](obj)
+        for p in blocks:
+            lib.ops_cann_release(dev.ctx, p)
+
+
+NCL = lib.ACL_FORMAT_NCL
+AUDITED = [   # (operator, arguments, expected code): the table's "rejects" column, then a call it takes
+    ("Mm", (T("f16", 2, 3), T("f16", 3, 4), T("f32", 2, 4), 0), PARAM_INVALID),
+    ("Mm", (T("f16", 2, 3), T("f16", 3, 4), T("f16", 2, 4), 0), 0),
+    ("Convolution", (T("f32", 1, 2, 5, fmt=NCL), T("f16", 3, 2, 2, fmt=NCL), None, A(1), A(0), A(1), False,
+                     A(0), 1, T("f16", 1, 3, 4, fmt=NCL), 0), PARAM_INVALID),
+    ("Convolution", (T("f32", 1, 2, 5, fmt=NCL), T("f16", 3, 2, 2, fmt=NCL), None, A(1), A(0), A(1), False,
+                     A(0), 1, T("f32", 1, 3, 4, fmt=NCL), 0), 0),
+    ("LayerNorm", (T("f32", 2, 4), A(4), None, None, 1e-5, T("f32", 2, 4), T("f16", 2, 1), None), PARAM_INVALID),
+    ("LayerNorm", (T("f32", 2, 4), A(4), None, None, 1e-5, T("f32", 2, 4), T("f32", 2, 1), None), 0),
+    ("Cumsum", (T("bool", 4), 0, acl("s64"), T("s64", 4)), PARAM_INVALID),
+    ("Cumsum", (T("s32", 4), 0, acl("s64"), T("s64", 4)), 0),
+    ("InplaceThreshold", (T("f64", 4), S("f32", 0.0), S("f32", 0.0)), PARAM_INVALID),
+    ("InplaceThreshold", (T("f32", 4), S("f32", 0.0), S("f32", 0.0)), 0),
+    ("InplaceClampMax", (T("s32", 4), S("f32", 1.5)), PARAM_INVALID),
+    ("InplaceClampMax", (T("s32", 4), S("s32", 1)), 0),
+    ("Clamp", (T("s32", 4), S("f32", -1.5), S("s32", 1), T("s32", 4)), PARAM_INVALID),
+    ("Clamp", (T("s32", 4), S("s32", -1), S("s32", 1), T("s32", 4)), 0),
+    ("ClampMin", (T("f32", 4), S("f32", 0.0), T("s32", 4)), PARAM_INVALID),
+    ("ClampMin", (T("f16", 4), S("f32", 0.0), T("f32", 4)), 0),
+    ("LeakyRelu", (T("f64", 4), S("f32", 0.1), T("f64", 4)), PARAM_INVALID),
+    ("LeakyRelu", (T("f16", 4), S("f32", 0.1), T("f32", 4)), 0),
+    ("Softplus", (T("f32", 4), S("c64", 1.0), S("f32", 20.0), T("f32", 4)), PARAM_INVALID),
+    ("Softplus", (T("f32", 4), S("f64", 1.0), S("f32", 20.0), T("f32", 4)), 0),
+    ("Norm", (T("f32", 2, 4), S("s32", 2), A(1), True, T("f32", 2, 1)), PARAM_INVALID),
+    ("Norm", (T("f32", 2, 4), S("f32", 2.0), A(1), True, T("f32", 2, 1)), 0),
+    ("InplaceCopy", (T("s32", 4), T("s4", 4)), PARAM_INVALID),
+    ("InplaceCopy", (T("s32", 4), T("f32", 4)), 0),
+    ("Abs", (T("c64", 4), T("c64", 4)), PARAM_INVALID),
+    ("Abs", (T("c64", 4), T("f32", 4)), 0),
+    ("IndexSelect", (T("s4", 4, 2), 0, T("s32", 2), T("s4", 2, 2)), PARAM_INVALID),
+    ("IndexSelect", (T("u16", 4, 2), 0, T("s32", 2), T("u16", 2, 2)), 0),
+    ("InplaceAdds", (T("c64", 4), S("f32", 1.0), S("f32", 1.0)), PARAM_INVALID),
+    ("InplaceAdds", (T("f32", 4), S("f32", 1.0), S("f32", 1.0)), 0),
+    ("PowScalarTensor", (S("f32", 2.0), T("bool", 4), T("f32", 4)), PARAM_INVALID),
+    ("PowScalarTensor", (S("f32", 2.0), T("bf16", 4), T("bf16", 4)), 0),
+]
+
+
+@pytest.mark.parametrize("op, args, code", AUDITED,
+                         ids=[f"{op}-{'refused' if code else 'taken'}" for op, _, code in AUDITED])
+def test_audited_operator_dtypes(dev, op, args, code):
+    assert call_op(dev, op, *args) == code

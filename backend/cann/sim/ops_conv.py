@@ -155,6 +155,10 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
         if t.format != fmt:
             raise invalid(f"{what} format {t.format} should be {fmt} for a {x.ndim}-D tensor")
     work = promote(x.dtype, w.dtype, "input", "weight")
+    for t, what in ((y, "output"),) + (((b, "bias"),) if b else ()):   # the page: the deduced type
+        if t.dtype != work:
+            raise invalid(f"{what} dtype {dtypes.name(t.dtype)} should be the deduced type "
+                          f"{dtypes.name(work)} of input and weight")
     if cube_math_type not in range(5):
         raise invalid(f"cubeMathType {cube_math_type} should be in 0..4")
     k = x.ndim - 2

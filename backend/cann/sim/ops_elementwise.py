@@ -10,7 +10,7 @@ from cannops.native._aclnn import ffi
 
 from . import dtypes
 from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,
-                    need_same_dtype, need_same_shape, operator, scalar, tensor)
+                    need_same_shape, operator, scalar, tensor)
 from .ops_binary import binary_plan
 
 # sqrt / log / sin / cos: integer and bool inputs compute in a floating out
@@ -53,25 +53,23 @@ CLAMP_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8"}
 
 @operator("Clamp")
 def clamp(self, clip_min, clip_max, out):
-    """out = max(min(self, max), min); either bound may be nullptr, not both."""
+    """out = max(min(self, max), min); either bound may be nullptr, not both. Each bound
+    converts to self's type (the page), self to out's, where A2 / A3 compute."""
     x, y = tensor(self, "self"), tensor(out, "out")
     need_dtype(x, "self", CLAMP_TYPES)
     need_dtype(y, "out", CLAMP_TYPES)
     if clip_min == ffi.NULL and clip_max == ffi.NULL:
         raise invalid("clipValueMin and clipValueMax are both nullptr")
-    bounds, work = [], x.dtype
+    bounds = []
     for p, what in ((clip_min, "clipValueMin"), (clip_max, "clipValueMax")):
         if p == ffi.NULL:
             bounds.append(None)
             continue
         s = scalar(p, what)
-        w = dtypes.promote_scalar(work, s.dtype)
-        if w is None:
-            raise invalid(f"self dtype {dtypes.name(x.dtype)} and {what} dtype "
-                          f"{dtypes.name(s.dtype)} cannot be promoted")
-        work = w
+        need_cast(s.dtype, x.dtype, f"{what} -> self")
         bounds.append(s.value)
-    need_cast(work, y.dtype, "promoted type -> out")
+    need_cast(x.dtype, y.dtype, "self -> out")
+    work = y.dtype
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"))
     lo, hi = (None if b is None else dtypes.convert(np.asarray(b), work).astype(dtypes.compute_dtype(work))
@@ -90,10 +88,10 @@ def clamp(self, clip_min, clip_max, out):
 @operator("LeakyRelu")
 def leaky_relu(self, negative_slope, out):
     x, y = tensor(self, "self"), tensor(out, "out")
-    types = {"f32", "f16", "f64", "bf16"}
+    types = {"f32", "f16", "bf16"}   # DOUBLE only on the training series
     need_dtype(x, "self", types)
     need_dtype(y, "out", types)
-    need_same_dtype(x, y, "self", "out")
+    need_cast(x.dtype, y.dtype, "self -> out")
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"))
     s = scalar(negative_slope, "negativeSlope")

@@ -2,7 +2,8 @@
 
 IndexSelect (self, dim, index, out): out = self with axis `dim` replaced by index's
 length, out[.., i, ..] = self[.., index[i], ..]
-  * self: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8/16/32/64, UINT8, BOOL, COMPLEX64/128;
+  * self: FLOAT, FLOAT16, BFLOAT16, DOUBLE, INT8/16/32/64, UINT8/16/32/64, BOOL,
+    COMPLEX64/128;
     ND, at most 8 dims, non-contiguous allowed; out: self's dtype and format;
   * dim in [-self.dim(), self.dim()); index: INT32 or INT64, 0-D or 1-D, no negative
     values (an index outside the axis faults the kernel).
@@ -23,7 +24,8 @@ from .ops_matmul import _check, product
 from .ops_movement import _dim, _need_nd
 from .runtime import SimError
 
-SELECT_TYPES = {"f32", "f16", "bf16", "f64", "s8", "s16", "s32", "s64", "u8", "bool", "c64", "c128"}
+SELECT_TYPES = {"f32", "f16", "bf16", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+                "bool", "c64", "c128"}
 
 
 @operator("IndexSelect")

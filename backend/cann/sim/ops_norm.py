@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from .aclnn import (Plan, as_compute, int_array, invalid, need_contiguous, need_dims,
+from . import dtypes
+from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_contiguous, need_dims,
                     need_dtype, need_same_dtype, need_same_shape, operator, scalar, tensor)
 from .runtime import SimError
 
@@ -45,7 +46,9 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out, mean_out, rstd_o
         if t is not None:
             need_dtype(t, what, F)
     need_same_shape(x, y, "input", "out")
-    need_same_dtype(x, y, "input", "out")
+    for t, what in ((y, "out"), (mean, "meanOutOptional"), (rstd, "rstdOutOptional")):
+        if t is not None:
+            need_same_dtype(x, t, "input", what)
     j = len(shape)
     if not 1 <= j <= x.ndim:
         raise invalid(f"normalizedShape has {j} dims; it needs 1..{x.ndim} (input's dims)")
@@ -91,7 +94,6 @@ def rms_norm(x_p, gamma_p, epsilon, y_p, rstd_p):
         need_dtype(t, what, F)
     need_dtype(rstd, "rstdOut", {"f32"})
     need_same_dtype(x, y, "x", "yOut")
-    from . import dtypes
     if (dtypes.short(x.dtype), dtypes.short(g.dtype)) not in _RMS_PAIRS:
         raise invalid(f"x dtype {dtypes.name(x.dtype)} with gamma dtype {dtypes.name(g.dtype)} "
                       "is not a supported combination")
@@ -118,6 +120,8 @@ def norm(self, p_scalar, dim, keepdim, out):
     x, y = tensor(self, "self"), tensor(out, "out")
     p = scalar(p_scalar, "pScalar")
     dims = int_array(dim, "dim")
+    if dtypes.short(p.dtype) != "f32":
+        raise invalid(f"pScalar dtype {dtypes.name(p.dtype)} should be FLOAT")
     need_dtype(x, "self", F)
     need_dtype(y, "out", F)
     need_dims((x, "self"), (y, "out"), lo=0)
@@ -154,11 +158,14 @@ def clamp_min(self, clip_value_min, out):
     types = {"f16", "f32", "f64", "s8", "u8", "s16", "s32", "s64", "bf16"}
     need_dtype(x, "self", types)
     need_dtype(y, "out", types)
-    need_same_dtype(x, y, "self", "out")
+    if dtypes.short(lo.dtype) not in types | {"bool"}:
+        raise invalid(f"clipValueMin dtype {dtypes.name(lo.dtype)} is not supported")
+    need_cast(x.dtype, y.dtype, "self -> out")
+    need_cast(lo.dtype, y.dtype, "clipValueMin -> out")
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"), lo=1)
-    bound = lo.value
-    return Plan(lambda a: np.maximum(as_compute(a, x.dtype), bound), [x], [y])
+    bound = dtypes.convert(np.asarray(lo.value), y.dtype).astype(dtypes.compute_dtype(y.dtype))
+    return Plan(lambda a: np.maximum(as_compute(a, y.dtype), bound), [x], [y])
 
 
 @operator("GroupNorm")

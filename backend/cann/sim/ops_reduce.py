@@ -125,7 +125,7 @@ def eq_tensor(self, other, out):
 @operator("Cumsum")
 def cumsum(self, dim, dtype, out):
     x, y = tensor(self, "self"), tensor(out, "out")
-    need_dtype(x, "self", CUMSUM_TYPES | {"bool"})
+    need_dtype(x, "self", CUMSUM_TYPES)   # BOOL is not in the page's list
     need_dtype(y, "out", CUMSUM_TYPES)
     need_dims((x, "self"), (y, "out"))
     if not dtypes.known(dtype) or y.dtype != dtype:

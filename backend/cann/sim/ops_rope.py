@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, invalid, need_contiguous, need_dims, need_dtype,
+from .aclnn import (Plan, as_compute, invalid, need_cast, need_contiguous, need_dims, need_dtype,
                     need_same_dtype, need_same_shape, operator, scalar, tensor)
 from .ops_binary import _tensor_scalar
 
@@ -42,7 +42,7 @@ def inplace_muls(self_ref, other):
     return _tensor_scalar(self_ref, other, None, lambda a, s, _: a * s, inplace=True)
 
 
-THRESHOLD_TYPES = {"f32", "f16", "bf16", "s8", "u8", "s16", "s32", "s64", "f64"}
+THRESHOLD_TYPES = {"f32", "f16", "bf16", "s8", "u8", "s16", "s32", "s64"}   # no DOUBLE on A2 / A3
 
 
 @operator("InplaceThreshold")
@@ -51,6 +51,10 @@ def inplace_threshold(self_ref, threshold, value):
     x = tensor(self_ref, "selfRef")
     th, v = scalar(threshold, "threshold"), scalar(value, "value")
     need_dtype(x, "selfRef", THRESHOLD_TYPES)
+    for s, what in ((th, "threshold"), (v, "value")):   # the tensor-tensor deduction table
+        if dtypes.promote(x.dtype, s.dtype) is None:
+            raise invalid(f"selfRef dtype {dtypes.name(x.dtype)} and {what} dtype "
+                          f"{dtypes.name(s.dtype)} cannot be deduced")
     need_dims((x, "selfRef"))
     work = dtypes.compute_dtype(x.dtype)
     t, fill = work.type(th.value), work.type(v.value)
@@ -63,6 +67,11 @@ def inplace_clamp_max(self_ref, clip_value_max):
     x = tensor(self_ref, "selfRef")
     hi = scalar(clip_value_max, "clipValueMax")
     need_dtype(x, "selfRef", {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8"})
+    work = dtypes.promote_scalar(x.dtype, hi.dtype)   # TensorScalar deduction, back into selfRef
+    if work is None:
+        raise invalid(f"selfRef dtype {dtypes.name(x.dtype)} and clipValueMax dtype "
+                      f"{dtypes.name(hi.dtype)} cannot be deduced")
+    need_cast(work, x.dtype, "deduced type -> selfRef")
     need_dims((x, "selfRef"))
     return Plan(lambda a: np.minimum(as_compute(a, x.dtype), hi.value), [x], [x])
 

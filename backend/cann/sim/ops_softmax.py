@@ -6,7 +6,8 @@ public docs for Atlas A2 / A3:
                    contiguous internally; the result is cast to out's type.
   PowScalarTensor  out = self ** exponent, self an aclScalar, exponent a tensor (≤ 8 dims):
                    their types follow the tensor-scalar deduction, the deduced type must
-                   convert to out's, out has exponent's shape; BFLOAT16 is refused on A2/A3.
+                   convert to out's, out has exponent's shape; BFLOAT16 is taken on A2/A3
+                   (not on the training / inference series), out may also be UINT16/32/64.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def softmax(self, dim, out):
     return Plan(compute, [x], [y])
 
 
-POW_TYPES = {"f32", "f16", "f64", "s16", "s32", "s64", "s8", "u8", "c64", "c128"}
+POW_TYPES = {"f32", "f16", "f64", "bf16", "s16", "s32", "s64", "s8", "u8", "c64", "c128"}
+POW_OUT_TYPES = POW_TYPES | {"u16", "u32", "u64"}
 
 
 @operator("PowScalarTensor")
@@ -49,7 +51,7 @@ def pow_scalar_tensor(self, exponent, out):
     need_dtype(e, "exponent", POW_TYPES)
     if dtypes.short(s.dtype) not in POW_TYPES:
         raise invalid(f"self dtype {dtypes.name(s.dtype)} is not supported")
-    need_dtype(y, "out", POW_TYPES)
+    need_dtype(y, "out", POW_OUT_TYPES)
     need_dims((e, "exponent"), (y, "out"), hi=8)
     work = dtypes.promote_scalar(e.dtype, s.dtype)
     if work is None:

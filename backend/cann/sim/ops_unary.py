@@ -36,10 +36,19 @@ def _unary(self_p, out_p, self_types, out_types, relation, fn, out_name="out", h
     return Plan(lambda a: fn(as_compute(a, work)), [x], [y])
 
 
+ABS_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"}
+
+
 @operator("Abs")
 def abs_(self, out):
-    return _unary(self, out, {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"},
-                  {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"}, "same", np.abs)
+    x = tensor(self, "self")
+    if dtypes.short(x.dtype) != "c64":
+        return _unary(self, out, ABS_TYPES, ABS_TYPES, "same", np.abs)
+    y = tensor(out, "out")   # COMPLEX64 (on A2 / A3): its modulus, into a FLOAT out
+    need_dtype(y, "out", {"f32"})
+    need_same_shape(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"))
+    return Plan(np.abs, [x], [y])
 
 
 @operator("Neg")
@@ -157,9 +166,8 @@ def gt_scalar(self, other, out):
 def softplus(self, beta, threshold, out):
     x = tensor(self, "self")
     b, t = scalar(beta, "beta"), scalar(threshold, "threshold")
-    for s, what in ((b, "beta"), (t, "threshold")):
-        if dtypes.promote_scalar(x.dtype, s.dtype) is None:
-            raise invalid(f"{what} dtype {dtypes.name(s.dtype)} cannot be promoted with self")
+    for s, what in ((b, "beta"), (t, "threshold")):   # the page's exceptions are CanCast's
+        need_cast(s.dtype, x.dtype, f"{what} -> self")
     bv, tv = float(b.value), float(t.value)
     return _unary(self, out, F, F, "cast",
                   lambda v: np.where(v * bv > tv, v, np.log1p(np.exp(v * bv)) / bv))

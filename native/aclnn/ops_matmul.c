@@ -163,17 +163,6 @@ static int op_mul_mat(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     if (!batched) {
         /* USE_FP16 is refused for BFLOAT16 inputs, which the cube takes as they are */
         int8_t cube = x.type == GGML_TYPE_BF16 ? CUBE_ALLOW_FP32_DOWN_PRECISION : CUBE_USE_FP16;
-        if (x.type == w.type && x.type != dst->type) {
-            /* aclnnMm's page wants out of the deduced type (f16 / bf16 operands here):
-             * the product goes to scratch memory, then aclnnCast converts it into dst.
-             * (ggml-cann passes the f32 dst as is, which ops-nn's A2 rule takes; the
-             * page does not promise it) */
-            void *prod;
-            aclTensor *p = ops_scratch_tensor(ctx, x.type, dne, 2, &prod);
-            OPS_ACLNN(ctx, Mm, a, b, p, cube);
-            OPS_ACLNN(ctx, Cast, p, ops_acl_dtype(dst->type), out);
-            return 0;
-        }
         OPS_ACLNN(ctx, Mm, a, b, out, cube);
     } else {
         OPS_ACLNN(ctx, Matmul, a, b, out, (int8_t) CUBE_ALLOW_FP32_DOWN_PRECISION);

@@ -5,7 +5,7 @@
     broadcast batch dims);
   * self and mat2 types follow the deduction table, except that on A2 / A3 BFLOAT16 with
     FLOAT16 or FLOAT32 cannot be deduced (aclnnMatmul's constraints; the same rule check
-    serves aclnnMm); the deduced type must convert to out's (Matmul), or be out's (Mm);
+    serves aclnnMm); the deduced type must convert to out's;
   * the reduce dims must match, out must have the product's shape;
   * cubeMathType 0..4: 1 (ALLOW_FP32_DOWN_PRECISION) and 3 (USE_HF32) compute FLOAT
     inputs as HFLOAT32 (modelled as a 10-bit mantissa; 3 refuses other types), 2
@@ -44,9 +44,7 @@ def _as_f32(v: np.ndarray) -> np.ndarray:
     return np.asarray(v, np.float32)
 
 
-def _check(self_p, mat2_p, out_p, cube, lo, hi, out_is_deduced=False):
-    """out_is_deduced: out must hold exactly the deduced type (aclnnMm's page), not
-    just a type it converts to (aclnnMatmul's, aclnnBatchMatMul's)."""
+def _check(self_p, mat2_p, out_p, cube, lo, hi):
     a, b, y = tensor(self_p, "self"), tensor(mat2_p, "mat2"), tensor(out_p, "out")
     for t, name in ((a, "self"), (b, "mat2"), (y, "out")):
         need_dtype(t, name, F)
@@ -58,9 +56,6 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi, out_is_deduced=False):
         raise invalid(f"self dtype {dtypes.name(a.dtype)} and mat2 dtype {dtypes.name(b.dtype)} "
                       "cannot be deduced (BFLOAT16 only pairs with BFLOAT16)")
     work = dtypes.promote(a.dtype, b.dtype)
-    if out_is_deduced and y.dtype != work:
-        raise invalid(f"out dtype {dtypes.name(y.dtype)} should be the deduced type {dtypes.name(work)} "
-                      f"of self {dtypes.name(a.dtype)} and mat2 {dtypes.name(b.dtype)}")
     need_cast(work, y.dtype, "deduced type -> out")
     if cube not in range(5):
         raise invalid(f"cubeMathType {cube} should be in 0..4")
@@ -100,7 +95,7 @@ def product(rounding, rounds: bool):
 
 @operator("Mm")
 def mm(self, mat2, out, cube_math_type):
-    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 2, 2, out_is_deduced=True)
+    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 2, 2)
     if a.dims[1] != b.dims[0]:
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if y.dims != (a.dims[0], b.dims[1]):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sys
 
 from rich.console import Console
@@ -182,5 +181,4 @@ def write_csv(run: Run, out) -> None:
 
 
 def write_json(run: Run, out) -> None:
-    json.dump(run.to_dict(), out, indent=1)
-    out.write("\n")
+    out.write(run.to_json())

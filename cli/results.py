@@ -156,6 +156,16 @@ class Run:
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
         }
 
+    def to_json(self) -> str:
+        """The results file's text: its fields one per line, then one result per line.
+        (json's `indent` sends every value through the pure-Python encoder, seconds for a
+        whole catalog; each line here goes through the C one.)"""
+        d = self.to_dict()
+        results = d.pop("results")
+        head = "".join(f" {json.dumps(k)}: {json.dumps(v)},\n" for k, v in d.items())
+        body = ",\n".join(f"  {json.dumps(r)}" for r in results)
+        return "{\n" + head + ' "results": [\n' + body + ("\n" if body else "") + " ]\n}\n"
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Run":
         """A results file's content, its schema checked: a ValueError names the first wrong field."""
@@ -174,7 +184,7 @@ class Run:
                    strict=f.get("strict"))
 
     def write_json(self, path: str) -> None:
-        write_file(path, json.dumps(self.to_dict(), indent=1) + "\n")
+        write_file(path, self.to_json())
 
 
 def write_file(path: str, text: str) -> None:

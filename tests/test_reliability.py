@@ -174,11 +174,13 @@ def test_repeated_o_accumulates(tmp_path):
 
 # --- 6. closed pipes ----------------------------------------------------------------------------
 
-def _head_1(args, env=None):
-    """`ops ARGS | head -1`: returns (exit status, stderr)."""
+def _head_1(args, env=None, lines=1):
+    """`ops ARGS | head -1` (lines=0: a reader that leaves at once, so that the first write
+    fails whatever the pipe's capacity): returns (exit status, stderr)."""
     proc = subprocess.Popen([*OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(os.environ, **(env or {})))
-    proc.stdout.readline()
+    for _ in range(lines):
+        proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
     return proc.wait(120), err
@@ -187,7 +189,7 @@ def _head_1(args, env=None):
 def test_a_closed_pipe_stops_quietly_and_every_file_is_written(tmp_path):
     summary, logs = tmp_path / "s.md", tmp_path / "logs"
     rc, err = _head_1(["test", "-b", "NUMPY", "-o", "ABS,SGN,NEG", "--output", "json",
-                       "--summary-file", str(summary), "--log-dir", str(logs)])
+                       "--summary-file", str(summary), "--log-dir", str(logs)], lines=0)
     assert rc == 128 + signal.SIGPIPE and "Traceback" not in err, err
     assert summary.read_text().strip() and sorted(os.listdir(logs)) == ["ABS.log", "NEG.log", "SGN.log"]
     res = tmp_path / "r.json"

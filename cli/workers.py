@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -34,9 +35,19 @@ MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or 
 PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
 
 
+def _exit_when_orphaned(parent: int) -> None:
+    """A main process killed with SIGKILL cannot stop its workers: each stops itself once
+    orphaned, even in the middle of a case that hangs (a thread of its own, which a case
+    stuck in C code does not block: cffi calls release the GIL)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)

@@ -87,6 +87,29 @@ def test_a_regular_file_is_replaced_atomically_keeping_its_mode(tmp_path):
 
 # --- 10. kill -9, then --resume ---------------------------------------------------------------
 
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    """The worker processes of a running `ops` (from /proc: Linux)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid and "spawn_main" in _cmdline(int(d)):
+                found.append(int(d))
+    return found
+
+
 def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path):
     res = tmp_path / "r.json"
     args = ["test", "-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "--results", str(res)]
@@ -98,10 +121,17 @@ def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path
         assert line, "ops ended before printing the ABS cases"
         seen += line.startswith("  ABS(")
     time.sleep(0.5)
+    workers = _children(proc.pid)
+    assert workers
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     proc.stdout.close()
     assert not res.exists()
+    # its workers, one of them hung in a case, stop by themselves
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{w}") and "spawn_main" in _cmdline(w) for w in workers):
+        assert time.monotonic() < deadline, "orphaned workers still run"
+        time.sleep(0.2)
     journal = tmp_path / "r.json.partial.jsonl"
     assert sum('"result"' in ln for ln in journal.read_text().splitlines()) == 2
     # resumed where abort=ABS would FAIL every ABS case: they are taken, not run again

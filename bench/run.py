@@ -59,8 +59,10 @@ def main() -> int:
     ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
                     help="ops of the perf comparison with test-backend-ops")
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
-    ap.add_argument("--scaling-ops", default="MUL_MAT", help="ops of the -j 1 / -j 2 scaling figure")
-    ap.add_argument("--scaling-params", default="k=(1024|2048|4096)", help="-p of the scaling figure (big cases)")
+    # big cases (tenths of a second and more each), where the workers' compute dominates
+    ap.add_argument("--scaling-ops", default="FLASH_ATTN_EXT", help="ops of the -j 1 / -j 2 scaling figure")
+    ap.add_argument("--scaling-params", default=r"hsk=(256|576).*kv=(512|1024),nb=(32|35|512)",
+                    help="-p of the scaling figure (big cases)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
@@ -94,7 +96,7 @@ def main() -> int:
         c = doc["summary"].get("GGML-CPU", {})
         print(f"{f'ops test -j {j} -o {args.scaling_ops} -p {args.scaling_params}':<40} {c.get('total', 0):>7} "
               f"{s:>8.1f} {c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
-    print(f"-j 2 speed-up on big cases: {scaling[1] / scaling[2]:.2f}x (2 cores: 2.0 at best)")
+    print(f"-j 2 speed-up on big cases: {scaling[1] / scaling[2]:.2f}x (2 cores: 2.0 at best)", flush=True)
 
     if args.tbo:
         compare(args, test_s)
@@ -107,23 +109,22 @@ def compare(args, test_s: dict) -> None:
     sel = ["-o", args.ops] if args.ops else []
     tbo_s, _ = timed([args.tbo, "test", "-b", "CPU", "-j", "2", *sel])
     ops_s = test_s.get(2) or min(test_s.values())
-    print(f"test mode: ops {ops_s:.1f} s, test-backend-ops {tbo_s:.1f} s, ratio ops/tbo {ops_s / tbo_s:.2f}")
+    print(f"test mode: ops {ops_s:.1f} s, test-backend-ops {tbo_s:.1f} s, ratio ops/tbo {ops_s / tbo_s:.2f}",
+          flush=True)
     # perf: us/run per case, ops' against test-backend-ops' (csv of both)
     ops_perf = subprocess.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--output", "csv"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
-    tbo_perf = subprocess.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops, "--output", "csv"],
+    # test-backend-ops' csv has no timing column (v0.20.2): its console lines are read,
+    # "  OP(params):   N runs -   T us/run - ..."
+    tbo_perf = subprocess.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
     import csv
     import io
+    import re
     ours = {f"{r['op']}({r['params']})": float(r["time_us"]) for r in csv.DictReader(io.StringIO(ops_perf))
             if r.get("status") == "OK"}
-    theirs = {}
-    for r in csv.DictReader(io.StringIO(tbo_perf)):
-        name = f"{r.get('op_name', '')}({r.get('op_params', '')})"
-        try:
-            theirs[name] = float(r.get("avg_time_us") or r.get("time_us") or "nan")
-        except ValueError:
-            continue
+    theirs = {m.group(1): float(m.group(2))
+              for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", tbo_perf, re.M)}
     both = sorted(set(ours) & set(theirs))
     ratios = sorted(ours[k] / theirs[k] for k in both if theirs[k] > 0)
     print(f"perf mode ({args.perf_ops}): {len(both)} cases in both; us/run ratio ops/tbo median "

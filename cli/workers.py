@@ -33,6 +33,8 @@ MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or 
 # measures one case at a time. 32 pickled cases (< 0.5 kB each) fit a pipe's buffer, so a
 # send never blocks on a hung worker.
 PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
+# the thread counts of NumPy's BLAS (OpenBLAS, MKL, OpenMP), read when a worker imports it
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -169,10 +171,21 @@ class WorkerPool:
         # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
         # Ctrl-C while it starts is the main process's to handle, with no traceback from it
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        saved = {k: os.environ.get(k) for k in BLAS_THREADS}
+        if self.threads:
+            # the worker's NumPy (the reference's matrix products) gets its share of the
+            # cores too: -j 2 workers, each with a BLAS spinning on every core, ran big
+            # cases twice as slowly as -j 1
+            os.environ.update(dict.fromkeys(BLAS_THREADS, str(self.threads)))
         try:
             p.start()
         finally:
             signal.signal(signal.SIGINT, handler)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         child.close()
         w = _Worker(p, parent, log_path, device=device)
         # wait for the device to open in the worker

@@ -92,10 +92,9 @@ int ops_cann_test_executor_reuse(struct ops_cann_ctx *ctx, char *err, size_t n) 
     return rc;
 }
 
-/* An operator that asks for workspace (a transposed input has to be gathered first)
- * is launched with one byte less than it asked for. */
-int ops_cann_test_short_workspace(struct ops_cann_ctx *ctx, char *err, size_t n) {
-    ops_node_begin(ctx, err, n);
+/* An aclnnAdd that asks for workspace (a transposed input has to be gathered first):
+ * its executor, or NULL. */
+static aclOpExecutor *add_needing_workspace(struct ops_cann_ctx *ctx, uint64_t *ws) {
     void *a = ops_scratch(ctx, 256), *b = ops_scratch(ctx, 256), *c = ops_scratch(ctx, 256);
     const int64_t ne[2] = { 8, 8 };
     const size_t nb[2] = { sizeof(float), 8 * sizeof(float) }, nbt[2] = { 8 * sizeof(float), sizeof(float) };
@@ -103,9 +102,17 @@ int ops_cann_test_short_workspace(struct ops_cann_ctx *ctx, char *err, size_t n)
     aclTensor *y = b ? ops_tensor_ex(ctx, b, GGML_TYPE_F32, ne, nb, 2, ACL_FORMAT_ND, 0) : NULL;
     aclTensor *z = c ? ops_tensor_ex(ctx, c, GGML_TYPE_F32, ne, nb, 2, ACL_FORMAT_ND, 0) : NULL;
     aclScalar *one = ops_scalar_f32(ctx, 1.0f);
-    uint64_t ws = 0;
     aclOpExecutor *ex = NULL;
-    if (ctx->rc || ACL.aclnnAddGetWorkspaceSize(x, y, one, z, &ws, &ex) || ws == 0) {
+    if (ctx->rc || ACL.aclnnAddGetWorkspaceSize(x, y, one, z, ws, &ex) || *ws == 0) return NULL;
+    return ex;
+}
+
+/* An operator that asks for workspace is launched with one byte less than it asked for. */
+int ops_cann_test_short_workspace(struct ops_cann_ctx *ctx, char *err, size_t n) {
+    uint64_t ws = 0;
+    ops_node_begin(ctx, err, n);
+    aclOpExecutor *ex = add_needing_workspace(ctx, &ws);
+    if (!ex) {
         ops_set_err(err, n, "aclnnAdd asked for no workspace");
         return setup_failed(ctx);
     }
@@ -188,21 +195,7 @@ int ops_cann_test_thread_context(struct ops_cann_ctx *ctx, int set_context, char
     return job.rc;
 }
 
-/* aclnnAdd of a transposed input asks for workspace; the launch is given an impossible
- * workspace size, so the pool cannot provide it. */
-static aclOpExecutor *add_needing_workspace(struct ops_cann_ctx *ctx, uint64_t *ws) {
-    void *a = ops_scratch(ctx, 256), *b = ops_scratch(ctx, 256), *c = ops_scratch(ctx, 256);
-    const int64_t ne[2] = { 8, 8 };
-    const size_t nb[2] = { sizeof(float), 8 * sizeof(float) }, nbt[2] = { 8 * sizeof(float), sizeof(float) };
-    aclTensor *x = a ? ops_tensor_ex(ctx, a, GGML_TYPE_F32, ne, nbt, 2, ACL_FORMAT_ND, 0) : NULL;
-    aclTensor *y = b ? ops_tensor_ex(ctx, b, GGML_TYPE_F32, ne, nb, 2, ACL_FORMAT_ND, 0) : NULL;
-    aclTensor *z = c ? ops_tensor_ex(ctx, c, GGML_TYPE_F32, ne, nb, 2, ACL_FORMAT_ND, 0) : NULL;
-    aclScalar *one = ops_scalar_f32(ctx, 1.0f);
-    aclOpExecutor *ex = NULL;
-    if (ctx->rc || ACL.aclnnAddGetWorkspaceSize(x, y, one, z, ws, &ex) || *ws == 0) return NULL;
-    return ex;
-}
-
+/* The launch is given an impossible workspace size, so the pool cannot provide it. */
 int ops_cann_test_workspace_failure(struct ops_cann_ctx *ctx, char *err, size_t n) {
     uint64_t ws = 0;
     ops_node_begin(ctx, err, n);

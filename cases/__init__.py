@@ -1,5 +1,5 @@
 """The case catalog: ggml's tensor model (graph.py) and one module per op family."""
-_CATALOG = ("FAMILIES", "Case", "Family", "all_cases", "all_op_names", "family", "register")
+_CATALOG = ("FAMILIES", "Case", "Family", "all_cases", "family", "register")
 
 
 def __getattr__(name):

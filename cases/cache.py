@@ -77,6 +77,11 @@ class CaseName(tuple):
     name = property(lambda self: f"{self[0]}({self[1]})")
 
 
+def op_names() -> list[str]:
+    """Every op name of the catalog (test mode has them all), sorted."""
+    return sorted({c.op for c in case_names("test")})
+
+
 def case_names(mode: str) -> list[CaseName]:
     """The names of catalog.all_cases(mode), in its order; computed once per catalog version."""
     entry = f"names-{mode}-{sources_hash('cases')}.pickle"

@@ -315,8 +315,3 @@ def all_cases(mode: str = "test") -> list[Case]:
         else:
             cases.extend(Case(fam, p) for p in fam.eval_grid())
     return cases
-
-
-def all_op_names() -> list[str]:
-    names = dict.fromkeys(c.op for c in all_cases("test"))
-    return sorted(names)

@@ -78,8 +78,19 @@ def _params_from(fields: dict[str, str], template: Params, seen: dict[str, dict[
     return params
 
 
+def printed_values(points) -> dict[str, dict[str, Any]]:
+    """Per param of the grid points (params dicts), each value they hold, by how a case
+    name prints it."""
+    seen: dict[str, dict[str, Any]] = {}
+    for p in points:
+        for k, v in p.items():
+            seen.setdefault(k, {}).setdefault(fmt_value(v), v)
+    return seen
+
+
 @functools.lru_cache(maxsize=None)
-def _by_op(mode: str) -> dict[str, list[Case]]:
+def cases_by_op(mode: str) -> dict[str, list[Case]]:
+    """The catalog's cases of a mode, per op name (enumerated once per process)."""
     out: dict[str, list[Case]] = {}
     for c in all_cases(mode):
         out.setdefault(c.op, []).append(c)
@@ -90,14 +101,10 @@ def _by_op(mode: str) -> dict[str, list[Case]]:
 def _templates(op: str, mode: str) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     """The grid points of `op` (perf: its eval grid too, for the family's other shapes), and
     per param how each value the grid holds is printed."""
-    templates = list(_by_op(mode).get(op, ()))
+    templates = list(cases_by_op(mode).get(op, ()))
     if mode == "perf":
-        templates += _by_op("test").get(op, [])
-    seen: dict[str, dict[str, Any]] = {}
-    for c in templates:
-        for k, v in c.params.items():
-            seen.setdefault(k, {}).setdefault(fmt_value(v), v)
-    return templates, seen
+        templates += cases_by_op("test").get(op, [])
+    return templates, printed_values(c.params for c in templates)
 
 
 def case_from_name(name: str, mode: str = "test") -> Case:

@@ -16,8 +16,8 @@ import collections
 import os
 from dataclasses import dataclass, field
 
-from cannops.cases.catalog import Case, Params, all_cases, fmt_value
-from cannops.cases.names import case_from_name
+from cannops.cases.catalog import Case, Params
+from cannops.cases.names import case_from_name, cases_by_op, printed_values
 
 from .results import FAIL, CaseResult
 from .workers import WorkerPool
@@ -63,10 +63,7 @@ def _remap(v, new: dict[int, int]):
 
 def generic_domain(st, grid: list[Params]):
     """Params drawn around the grid points (see the module's docstring)."""
-    seen: dict[str, dict[str, object]] = {}
-    for p in grid:
-        for k, v in p.items():
-            seen.setdefault(k, {}).setdefault(fmt_value(v), v)
+    seen = printed_values(grid)
     perms = {k for k in seen if all(_is_perm(p[k]) for p in grid if k in p)}
     shapes = {k for k in seen if k not in perms and all(_is_shape(p[k]) for p in grid if k in p)}
 
@@ -107,9 +104,8 @@ def domain(st, op: str):
     """(a strategy of (family, params) over every family that makes `op` cases, family name
     -> bytes of its largest grid point)."""
     grids: dict[str, tuple] = {}
-    for c in all_cases("test"):
-        if c.op == op:
-            grids.setdefault(c.family.name, (c.family, []))[1].append(c.params)
+    for c in cases_by_op("test").get(op, []):
+        grids.setdefault(c.family.name, (c.family, []))[1].append(c.params)
     if not grids:
         raise ValueError(f"{op} has no test cases")
     strategies = [st.tuples(st.just(fam), fam.fuzz_domain(st) if fam.fuzz_domain else generic_domain(st, points))

@@ -130,8 +130,8 @@ def checked_selection(mode, ops, params, shard, names_only=False):
     if shard and select_cases(mode, ops, params, names_only=names_only):
         return cases  # a shard of a selection smaller than N may be empty
     if ops:
-        from cannops.cases.catalog import all_cases
-        has = {c.op for c in all_cases(mode)}
+        from cannops.cases.cache import case_names
+        has = {c.op for c in case_names(mode)}
         none = [op for op in split_ops_filter(ops) if "(" not in op and op not in has]
         if none:
             raise BadInput(f"no case selected: {', '.join(none)} {'has' if len(none) == 1 else 'have'} "
@@ -458,7 +458,7 @@ def fuzz(ops, backends, examples, seed, timeout):
     shrink a failure to a minimal case that `ops test -o 'NAME'` reproduces."""
     import random
 
-    from cannops.cases.catalog import all_op_names
+    from cannops.cases.cache import op_names
 
     from .fuzz import cache_dir, fuzz as explore
     from .selection import _suggest
@@ -466,7 +466,7 @@ def fuzz(ops, backends, examples, seed, timeout):
     if examples < 1:
         raise BadInput(f"--examples must be at least 1 (got {examples})")
     _check_common(1, timeout, 0 if seed is None else seed)
-    known = all_op_names()
+    known = op_names()
     names = split_ops_filter(ops_text(ops))
     for op in names:
         if op not in known:
@@ -544,8 +544,8 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
 def list_(what, ops, params, mode):
     """List the ops, the cases or the devices."""
     if what == "ops":
-        from cannops.cases.cache import case_names
-        click.echo("\n".join(sorted({c.op for c in case_names("test")})))
+        from cannops.cases.cache import op_names
+        click.echo("\n".join(op_names()))
     elif what == "cases":
         ops = ops_text((ops,)) if ops is not None else None
         click.echo("\n".join(c.name for _, c in checked_selection(mode, ops, params, None, names_only=True)))

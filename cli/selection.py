@@ -45,7 +45,8 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
         from cannops.cases.catalog import all_cases as source
     cases = source(mode)
     if ops:
-        known = sorted({c.op for c in (source("test") if mode != "test" else cases)})
+        from cannops.cases.cache import op_names
+        known = op_names()
         wanted_ops, wanted_names = set(), {}
         for item in split_ops_filter(ops):
             if "(" in item:

@@ -18,6 +18,11 @@ PREFIX = "GGML-"
 _devices: dict[str, object] | None = None
 
 
+def _libdir() -> str:
+    """The folder of the libggml the bridge loaded."""
+    return ffi.string(lib.cannops_ggml_libdir()).decode()
+
+
 def _registry() -> dict[str, object]:
     """ggml device name -> ggml_backend_dev_t, after loading any dynamic backends."""
     global _devices
@@ -25,7 +30,7 @@ def _registry() -> dict[str, object]:
         lib.cannops_guard_install()
         # backends built as loadable modules (GGML_BACKEND_DL) live beside libggml;
         # those linked in are registered already and are not loaded twice
-        libdir = ffi.string(lib.cannops_ggml_libdir()).decode()
+        libdir = _libdir()
         for d in (libdir, os.path.join(os.path.dirname(libdir), "bin")):  # llama.cpp: bin/
             if os.path.isdir(d):
                 lib.ggml_backend_load_all_from_path(d.encode())
@@ -56,7 +61,7 @@ def device_details(name: str) -> list[str]:
     dev = _registry()[name[len(PREFIX):]]
     reg = lib.ggml_backend_dev_backend_reg(dev)
     reg_name = ffi.string(lib.ggml_backend_reg_name(reg)).decode()
-    libdir = ffi.string(lib.cannops_ggml_libdir()).decode()
+    libdir = _libdir()
     own = os.path.join(libdir, f"libggml-{reg_name.lower()}.so")
     path = own if os.path.exists(own) else os.path.join(libdir, "libggml.so")
     version = ffi.string(lib.ggml_version()).decode() if hasattr(lib, "ggml_version") else "unknown"
@@ -77,7 +82,7 @@ def device_details(name: str) -> list[str]:
 
 def library_files() -> list[str]:
     """The libggml files of the bridge's library folder (the ggml build in use)."""
-    libdir = ffi.string(lib.cannops_ggml_libdir()).decode()
+    libdir = _libdir()
     try:
         return sorted(os.path.join(libdir, f) for f in os.listdir(libdir) if f.startswith("libggml"))
     except OSError:

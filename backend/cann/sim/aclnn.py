@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from cannops.native._aclnn import ffi, lib
+from .binding import ffi, lib
 
 from . import dtypes
 from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, entry, guarded

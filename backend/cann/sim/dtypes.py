@@ -10,7 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from cannops.native._aclnn import lib
+from .binding import lib
 
 # aclDataType -> (short name used by the docs' tables, NumPy dtype)
 _TYPES = {

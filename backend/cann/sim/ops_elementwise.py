@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cannops.native._aclnn import ffi
+from .binding import ffi
 
 from . import dtypes
 from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,

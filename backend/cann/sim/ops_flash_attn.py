@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cannops.native._aclnn import ffi, lib
+from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, invalid, need_contiguous, need_dims, need_dtype, operator, tensor

@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from cannops.native._aclnn import lib
+from .binding import lib
 
 from . import dtypes
 from .aclnn import Plan, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cannops.native._aclnn import lib
+from .binding import lib
 
 from . import dtypes
 from .aclnn import Plan, invalid, need_cast, need_dims, need_dtype, operator, tensor

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from cannops.native._aclnn import lib
+from .binding import lib
 
 from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
 from .ops_matmul import _check, product

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from cannops.native._aclnn import ffi, lib
+from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims, need_dtype,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cannops.native._aclnn import lib
+from .binding import lib
 
 from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
 from .runtime import SimError

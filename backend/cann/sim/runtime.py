@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from cannops.native._aclnn import ffi, lib
+from .binding import ffi, lib
 
 from . import dtypes
 

@@ -11,7 +11,8 @@ STAMP    := $(VENV)/.installed
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
-.PHONY: all setup native run test bench check-install check-cann-headers clean
+.PHONY: all setup native run test bench check-install check-cann-headers cann-sim-toolkit \
+	ggml-cann clean
 
 all: setup
 
@@ -56,6 +57,21 @@ check-install: setup
 # ALLOW_NO_CANN=1 (a CI machine without CANN).
 check-cann-headers: setup
 	$(PY) -m cannops.native.build --check-cann-headers $(if $(ALLOW_NO_CANN),--allow-no-toolkit)
+
+# The CANN simulator as a CANN toolkit (headers, libascendcl / libnnopbase / libopapi /
+# libacl_op_compiler over the simulator, set_env.sh): unmodified C/C++ clients build and
+# run against it on any CPU.
+TOOLKIT := build/cann-sim-toolkit
+cann-sim-toolkit: $(TOOLKIT)/cann-sim.json
+$(TOOLKIT)/cann-sim.json: $(NATIVE_STAMP) native/cann_sim_toolkit.py
+	$(PY) -m cannops.native.cann_sim_toolkit $(TOOLKIT)
+
+# ggml-cann (ggml 0.25.3, from the llama-cpp-python sdist: downloaded once, sha256-checked)
+# and test-backend-ops built against the simulated toolkit: build/ggml-cann/<variant>/
+# (bin/test-backend-ops, prefix/). VARIANTS: any of 910B 310P 910B-graph.
+VARIANTS ?= 910B 310P 910B-graph
+ggml-cann: cann-sim-toolkit
+	$(PY) -m cannops.native.ggml_cann_build $(VARIANTS)
 
 clean:
 	rm -rf $(VENV) native/*.so native/.built native/_build

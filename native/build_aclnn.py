@@ -134,6 +134,30 @@ CDEF_MACROS = """
     extern "Python" aclnnStatus sim_aclnn##name(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);
 """
 
+# The entries the simulator has to implement, listed for Python: the native layer and the
+# simulated toolkit's embedded module (native/cann_sim_toolkit.py) both carry it.
+ENTRY_TABLE = """
+#define ACL_INCLUDE(header)
+/* The entries the simulator has to implement: ACL functions (kind 0) and aclnn
+ * operators (kind 1, by operator name: "Add" stands for aclnnAdd and its
+ * GetWorkspaceSize). */
+static const struct { const char *name; int kind; } ops_api_entries[] = {
+#define ACL_FN(ret, name, params) { #name, 0 },
+#define ACLNN_OP(name, ...) { #name, 1 },
+#include "ops_api_list.h"
+#undef ACL_FN
+#undef ACLNN_OP
+};
+
+int ops_api_count(void) { return (int) (sizeof ops_api_entries / sizeof ops_api_entries[0]); }
+
+const char *ops_api_entry(int i, int *kind) {
+    *kind = ops_api_entries[i].kind;
+    return ops_api_entries[i].name;
+}
+#undef ACL_INCLUDE
+"""
+
 # C preamble of the module: the simulator functions cffi defines below it are static,
 # so the table can only be bound to them from here.
 PREAMBLE = """
@@ -160,39 +184,27 @@ void ops_bind_simulator(struct ops_acl_api *t) {
 #undef ACLNN_OP
 }
 
-/* The entries the simulator has to implement: ACL functions (kind 0) and aclnn
- * operators (kind 1, by operator name: "Add" stands for aclnnAdd and its
- * GetWorkspaceSize). */
-static const struct { const char *name; int kind; } ops_api_entries[] = {
-#define ACL_FN(ret, name, params) { #name, 0 },
-#define ACLNN_OP(name, ...) { #name, 1 },
-#include "ops_api_list.h"
-#undef ACL_FN
-#undef ACLNN_OP
-};
-
-int ops_api_count(void) { return (int) (sizeof ops_api_entries / sizeof ops_api_entries[0]); }
-
-const char *ops_api_entry(int i, int *kind) {
-    *kind = ops_api_entries[i].kind;
-    return ops_api_entries[i].name;
-}
 #undef ACL_INCLUDE
-"""
+""" + ENTRY_TABLE
 
-# Declared in the preamble above, listed for Python.
+
+# Declared in ENTRY_TABLE, listed for Python.
 PREAMBLE_CDEF = """
 int ops_api_count(void);
 const char *ops_api_entry(int i, int *kind);
 """
 
 
+def sim_cdef() -> str:
+    """One `extern "Python"` declaration per simulated entry point (sim_<name>)."""
+    sims = _preprocess(CDEF_MACROS + '#include "acl_types.h"\n#include "ops_api_list.h"\n')
+    # acl_types.h is only there for the types: keep the extern "Python" lines
+    return "\n".join(line for line in sims.splitlines() if line.startswith('extern "Python"'))
+
+
 def cdef_text() -> str:
     decls = _preprocess('#include "acl_types.h"\n#include "ops_cann_api.h"\n')
-    sims = _preprocess(CDEF_MACROS + '#include "acl_types.h"\n#include "ops_api_list.h"\n')
-    # acl_types.h is in both runs; keep only the extern "Python" lines of the second
-    sims = "\n".join(line for line in sims.splitlines() if line.startswith('extern "Python"'))
-    return GGML_CDEF + decls + PREAMBLE_CDEF + sims
+    return GGML_CDEF + decls + PREAMBLE_CDEF + sim_cdef()
 
 
 def make_ffi(sources_relative_to: pathlib.Path | None = None):

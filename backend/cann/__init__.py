@@ -5,7 +5,9 @@ Both run the same native aclnn layer (cannops.native._aclnn, sources in native/a
 only the ACL function table it calls through differs. The real libraries are those of
 the toolkit cannops.native.toolkit finds (ASCEND_TOOLKIT_HOME, ASCEND_HOME_PATH, the
 usual install paths); aclnn symbols are looked up in each of its libopapi*.so in turn.
-OPS_CANN=sim forces the simulator even where a device exists.
+OPS_CANN=sim forces the simulator even where a device exists. A toolkit that is the
+simulator's own (make cann-sim-toolkit) is loaded as a real one, so that the layer's
+real-hardware path runs, and its device is still CANN-SIM, never CANN0.
 
 The ACL runtime is initialised once per process (on the first listing) and finalised
 at exit, after every opened device has been released.
@@ -17,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 
 from cannops.native._aclnn import ffi, lib   # ImportError: the native layer is not built
+from cannops.native.cann_sim_toolkit import is_simulated
 from cannops.native.toolkit import find_toolkit
 
 from cannops.backend.base import DeviceError
@@ -76,6 +79,12 @@ def _start() -> Runtime:
             count = ffi.new("uint32_t *")
             if lib.ops_cann_device_count(count, err, len(err)) == 0 and count[0] > 0:
                 soc = ffi.string(lib.ops_cann_soc_name()).decode() or "Ascend NPU"
+                home = find_toolkit().home
+                if is_simulated(home):
+                    # the simulator behind CANN's own libraries (make cann-sim-toolkit): the
+                    # layer's real-hardware path runs, but this is no NPU
+                    desc = f"CANN simulator through its toolkit {home} (aclnn rules of {soc})"
+                    return Runtime(True, [(SIM_NAME, desc, 0)], f"the toolkit at {home} is the simulator's")
                 return Runtime(False, [(f"CANN{i}", soc, i) for i in range(count[0])])
             why = "CANN found, but no device"
             lib.ops_cann_finalize(err, len(err))

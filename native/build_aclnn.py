@@ -287,6 +287,37 @@ def check_cann_headers(allow_no_toolkit: bool = False) -> int:
         print(f"check-cann-headers: the declarations in native/aclnn differ from {inc}",
               file=sys.stderr)
         return 1
-    print(f"check-cann-headers: {len(entry_points())} entry points, their types and "
+    misplaced = _check_placement(inc)
+    if misplaced:
+        sys.stderr.write("".join(misplaced))
+        print(f"check-cann-headers: {len(misplaced)} header(s) of {inc} lack entry points "
+              "that our .def files (and the simulated toolkit's headers) place there",
+              file=sys.stderr)
+        return 1
+    print(f"check-cann-headers: {len(entry_points())} entry points, their types, headers and "
           f"constants match {inc}")
     return 0
+
+
+def _check_placement(inc: pathlib.Path) -> list[str]:
+    """Each header, included alone, declares the entry points the .def files place under
+    its ACL_INCLUDE, with their exact types: a client of the simulated toolkit includes
+    just that header (make cann-sim-toolkit generates one per ACL_INCLUDE)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .cann_sim_toolkit import entry_points as placed
+
+    by_header: dict[str, list] = {}
+    for e in placed():
+        by_header.setdefault(e.header, []).append(e)
+
+    def check(item) -> str:
+        header, eps = item
+        unit = f"#include <{header}>\n" + "".join(
+            f"static {e.ret} (*const ops_check_{e.name})({e.params}) = &::{e.name};\n" for e in eps)
+        proc = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++17", "-fsyntax-only",
+                               "-I", str(inc), "-x", "c++", "-"], input=unit,
+                              capture_output=True, text=True)
+        return "" if proc.returncode == 0 else f"{header}:\n{proc.stderr}"
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        return [r for r in pool.map(check, by_header.items()) if r]

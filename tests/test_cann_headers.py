@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cannops.native import build_aclnn, toolkit
+from cannops.native import build_aclnn, cann_sim_toolkit, toolkit
 
 needs_cxx = pytest.mark.skipif(not shutil.which(os.environ.get("CXX", "c++")) or not shutil.which("cc"),
                                reason="no C / C++ compiler")
@@ -58,29 +58,20 @@ def test_toolkit_without_headers(monkeypatch, tmp_path, capsys):
 
 
 def _fake_toolkit(root: pathlib.Path) -> pathlib.Path:
-    """acl/acl.h declaring every type and entry point as our files do; every other
-    header the .def files name just includes it."""
-    build_aclnn.generate()
-    macros = ("#define ACL_INCLUDE(h)\n#define ACL_FN(ret, name, params) ret name params;\n"
-              "#define ACLNN_OP(name, ...) aclnnStatus aclnn##name##GetWorkspaceSize(__VA_ARGS__, "
-              "uint64_t *workspaceSize, aclOpExecutor **executor); aclnnStatus aclnn##name("
-              "void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);\n")
-    src = root / "gen.h"
-    src.write_text(macros + '#include "acl_types.h"\n#include "ops_api_list.h"\n')
-    body = subprocess.run(["cc", "-E", "-P", "-DOPS_CDEF", "-I", str(build_aclnn.SRC),
-                           "-I", str(build_aclnn.GEN), str(src)],
-                          check=True, capture_output=True, text=True).stdout
+    """The simulated toolkit's headers (make cann-sim-toolkit), generated from our own
+    declarations, and the header of the aclnn return codes, which includes them."""
     inc = root / "include"
-    (inc / "acl").mkdir(parents=True)
-    (inc / "acl" / "acl.h").write_text(
-        "#pragma once\n#include <stdint.h>\n#include <stddef.h>\n"
-        'extern "C" {\n' + body + "}\n")
-    for d in build_aclnn.api_defs():
-        for h in build_aclnn._INCLUDE.findall(d.read_text()) + [build_aclnn.OP_ERRNO]:
-            if h != "acl/acl.h":
-                (inc / h).parent.mkdir(parents=True, exist_ok=True)
-                (inc / h).write_text("#pragma once\n#include <acl/acl.h>\n")
-    return inc / "acl" / "acl.h"
+    cann_sim_toolkit.write_headers(inc)
+    (inc / build_aclnn.OP_ERRNO).parent.mkdir(parents=True, exist_ok=True)
+    (inc / build_aclnn.OP_ERRNO).write_text("#pragma once\n#include <acl/acl_base.h>\n")
+    return inc
+
+
+def _replace(inc: pathlib.Path, old: str, new: str) -> None:
+    """Change the one generated header that holds `old`."""
+    holding = [h for h in inc.rglob("*.h") if old in h.read_text()]
+    assert len(holding) == 1, (old, holding)
+    holding[0].write_text(holding[0].read_text().replace(old, new))
 
 
 @needs_cxx
@@ -106,10 +97,23 @@ def test_toolkit_without_op_errno(monkeypatch, tmp_path, capsys):
      "aclnnReluGetWorkspaceSize(const aclTensor *self, aclTensor *out"),  # const-ness
 ])
 def test_differences_fail(monkeypatch, tmp_path, change):
-    header = _fake_toolkit(tmp_path)
+    inc = _fake_toolkit(tmp_path)
     if change:
-        text = header.read_text()
-        assert change[0] in text
-        header.write_text(text.replace(change[0], change[1]))
+        _replace(inc, *change)
     monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path))
     assert build_aclnn.check_cann_headers() == (1 if change else 0)
+
+
+@needs_cxx
+def test_an_entry_point_in_another_header_fails(monkeypatch, tmp_path, capsys):
+    """A client includes the one header CANN declares an operator in: the simulated
+    toolkit's placement is checked header by header."""
+    inc = _fake_toolkit(tmp_path)
+    add, mul = inc / "aclnnop" / "aclnn_add.h", inc / "aclnnop" / "aclnn_mul.h"
+    moved = [line for line in add.read_text().splitlines() if "aclnnInplaceAdds" in line]
+    add.write_text("\n".join(line for line in add.read_text().splitlines() if line not in moved))
+    mul.write_text(mul.read_text().replace('extern "C" {', 'extern "C" {\n' + "\n".join(moved)))
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path))
+    assert build_aclnn.check_cann_headers() == 1
+    err = capsys.readouterr().err
+    assert "aclnnop/aclnn_add.h:" in err and "aclnnInplaceAdds" in err

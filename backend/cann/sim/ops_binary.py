@@ -1,4 +1,5 @@
-"""Arithmetic aclnn operators (ops-math add / sub / mul / div / muls): tensor-tensor ones
+"""Arithmetic aclnn operators (ops-math add / sub / mul / div / muls, and the in-place
+forms InplaceAdds / InplaceSub / InplaceDiv): tensor-tensor ones
 promote their inputs' types and broadcast their shapes (numpy rules, at most 8 dims);
 tensor-scalar ones use the tensor-scalar promotion table and keep self's shape."""
 from __future__ import annotations
@@ -90,3 +91,16 @@ def inplace_adds(self_ref, other, alpha):
     # its page (not Adds') lists no complex type for selfRef
     return _tensor_scalar(self_ref, other, None, lambda a, s, k: a + k * s, alpha, inplace=True,
                           types=TYPES - {"c64", "c128"})
+
+
+@operator("InplaceSub")
+def inplace_sub(self_ref, other, alpha):
+    """selfRef -= alpha * other: other broadcasts to selfRef's shape, the deduced type
+    converts to selfRef's (its page's rules are Sub's, with out = selfRef)."""
+    return binary_plan(self_ref, other, self_ref, lambda a, b, k: a - k * b if k != 1 else a - b, alpha)
+
+
+@operator("InplaceDiv")
+def inplace_div(self_ref, other):
+    """selfRef /= other, with Div's types and broadcasting, out = selfRef."""
+    return binary_plan(self_ref, other, self_ref, lambda a, b, _: np.true_divide(a, b))

@@ -104,3 +104,21 @@ def leaky_relu(self, negative_slope, out):
 def inplace_add(self_ref, other, alpha):
     """selfRef += alpha * other; other broadcasts to selfRef's shape."""
     return binary_plan(self_ref, other, self_ref, lambda a, b, k: a + k * b if k != 1 else a + b, alpha)
+
+
+def _inplace_math(ref_p, what: str, types: set[str], fn):
+    """An in-place element-wise operator: the ref's dtype in its page's list, at most 8 dims."""
+    x = tensor(ref_p, what)
+    need_dtype(x, what, types)
+    need_dims((x, what))
+    return Plan(lambda a: fn(as_compute(a, x.dtype)), [x], [x])
+
+
+@operator("InplaceSin")
+def inplace_sin(self_ref):   # its page: FLOAT, BFLOAT16, FLOAT16 only (Sin's list is longer)
+    return _inplace_math(self_ref, "selfRef", {"f32", "f16", "bf16"}, np.sin)
+
+
+@operator("InplaceCos")
+def inplace_cos(input_ref):
+    return _inplace_math(input_ref, "inputRef", {"f32", "f16", "f64", "c64", "c128", "bf16"}, np.cos)

@@ -11,15 +11,32 @@
     inputs as HFLOAT32 (modelled as a 10-bit mantissa; 3 refuses other types), 2
     (USE_FP16) computes them as FLOAT16 (and refuses BFLOAT16), 0 and 4 keep the type.
 The cube multiplies the (rounded) inputs exactly and accumulates in f32.
+
+Weights in the cube's private layout (ops-math trans_data, aclnnTransMatmulWeight's page):
+  * aclnnCalculateMatmulWeightSizeV2(tensorShape (batch.., n, k), 2-6 dims, none 0;
+    dataType FLOAT16 / BFLOAT16 / INT8) gives the elements the converted weight needs:
+    Align(n, 16) * Align(k, 16) (INT8: Align(k, 32)), times the batch dims;
+  * aclnnTransMatmulWeight(mmWeightRef: FLOAT16 / BFLOAT16 / INT8, ND, 2-6 dims, not
+    empty) rewrites the weight in place as FRACTAL_NZ and refreshes the descriptor (format,
+    storage shape), so the same aclTensor then goes to aclnnMm as the page's sample does.
+    The simulator really moves the data: (.., R, C) becomes (.., C/c0, R/16, 16, c0) with
+    c0 = 32 bytes of elements, zero-padded; the allocation must hold that padded size;
+  * mat2 in FRACTAL_NZ (Mm / Matmul / BatchMatMul; FLOAT16 / BFLOAT16, batch dims 1) is
+    read back from that layout: its view is the converted (R, C) matrix, or its transpose
+    (strides (1, R')) as a layer describes a weight it multiplies transposed.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .binding import lib
+import dataclasses
+import math
+
+from .binding import ffi, lib
 
 from . import dtypes
-from .aclnn import Plan, invalid, need_cast, need_dims, need_dtype, operator, tensor
+from .aclnn import Plan, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
+from .runtime import STATE, SimError, TensorDesc, entry
 
 F = {"f32", "f16", "bf16"}
 BF16 = dtypes.numpy_dtype(lib.ACL_BF16)
@@ -48,8 +65,8 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi):
     a, b, y = tensor(self_p, "self"), tensor(mat2_p, "mat2"), tensor(out_p, "out")
     for t, name in ((a, "self"), (b, "mat2"), (y, "out")):
         need_dtype(t, name, F)
-        if t.format != lib.ACL_FORMAT_ND:
-            raise invalid(f"{name} format {t.format} is not ND")
+        if t.format != lib.ACL_FORMAT_ND and not (t is b and t.format == lib.ACL_FORMAT_FRACTAL_NZ):
+            raise invalid(f"{name} format {t.format} is not ND" + (" or FRACTAL_NZ" if t is b else ""))
     need_dims((a, "self"), (b, "mat2"), (y, "out"), lo=lo, hi=hi)
     sa, sb = dtypes.short(a.dtype), dtypes.short(b.dtype)
     if sa != sb and "bf16" in (sa, sb):
@@ -93,6 +110,15 @@ def product(rounding, rounds: bool):
     return compute
 
 
+def product_plan(a, b, y, rounding, rounds: bool) -> Plan:
+    """The plan of a checked product; a FRACTAL_NZ mat2 is read from its private layout."""
+    compute = product(rounding, rounds)
+    if b.format != lib.ACL_FORMAT_FRACTAL_NZ:
+        return Plan(compute, [a, b], [y])
+    read = nz_operand(b, "mat2")
+    return Plan(lambda x1: compute(x1, read()), [a], [y])
+
+
 @operator("Mm")
 def mm(self, mat2, out, cube_math_type):
     a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 2, 2)
@@ -100,7 +126,7 @@ def mm(self, mat2, out, cube_math_type):
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if y.dims != (a.dims[0], b.dims[1]):
         raise invalid(f"out shape {list(y.dims)} should be {[a.dims[0], b.dims[1]]}")
-    return Plan(product(rounding, rounds), [a, b], [y])
+    return product_plan(a, b, y, rounding, rounds)
 
 
 def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
@@ -127,4 +153,107 @@ def matmul(self, mat2, out, cube_math_type):
     shape = _matmul_shape(a.dims, b.dims)
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return Plan(product(rounding, rounds), [a, b], [y])
+    return product_plan(a, b, y, rounding, rounds)
+
+
+# ------------------------------------------------ weights in the NZ layout ----
+
+NZ_TYPES = {"f16", "bf16", "s8"}   # the A2 pages (ops-math's source adds FP8 / HiF8 / UINT8)
+FRACTAL_ROWS = 16
+
+
+def nz_shape(dims, acl: int) -> tuple[int, ...]:
+    """FRACTAL_NZ storage of an ND (.., R, C) matrix: (.., C/c0, R/16, 16, c0), c0 the
+    elements of 32 bytes (16 for FLOAT16 / BFLOAT16, 32 for INT8), both axes rounded up."""
+    c0 = 32 // dtypes.numpy_dtype(acl).itemsize
+    *batch, r, c = dims
+    return (*batch, -(-c // c0), -(-r // FRACTAL_ROWS), FRACTAL_ROWS, c0)
+
+
+def to_nz(a: np.ndarray, acl: int) -> np.ndarray:
+    shape = nz_shape(a.shape, acl)
+    c1, r1, _, c0 = shape[-4:]
+    padded = np.zeros(a.shape[:-2] + (r1 * FRACTAL_ROWS, c1 * c0), a.dtype)
+    padded[..., :a.shape[-2], :a.shape[-1]] = a
+    blocks = padded.reshape(a.shape[:-2] + (r1, FRACTAL_ROWS, c1, c0))
+    return np.moveaxis(blocks, -2, -4)
+
+
+def from_nz(nz: np.ndarray, r: int, c: int) -> np.ndarray:
+    c1, r1, rows, c0 = nz.shape[-4:]
+    nd = np.moveaxis(nz, -4, -2).reshape(nz.shape[:-4] + (r1 * rows, c1 * c0))
+    return nd[..., :r, :c]
+
+
+def _nz_extent(start: int, nbytes: int, what: str) -> None:
+    a = STATE.memory.find(start, nbytes)
+    if a is None or not a.live:
+        raise invalid(f"{what}: its FRACTAL_NZ layout [{start:#x}, +{nbytes}) is not inside one live "
+                      "device allocation (allocate the aclnnCalculateMatmulWeightSizeV2 size)")
+
+
+def nz_operand(t: TensorDesc, what: str):
+    """A reader of a FRACTAL_NZ mat2: the ND matrix it holds, as t's view, at run time.
+    The view is the converted (R, C) matrix (contiguous) or its transpose (strides (1, R'))."""
+    if dtypes.short(t.dtype) not in NZ_TYPES & F:
+        raise invalid(f"{what} dtype {dtypes.name(t.dtype)} in FRACTAL_NZ should be FLOAT16 or BFLOAT16")
+    if any(d != 1 for d in t.dims[:-2]):
+        raise invalid(f"{what}: a FRACTAL_NZ operand with batch dims {list(t.dims[:-2])} is not simulated")
+    r, c = t.dims[-2:]
+    sr, sc = t.strides[-2:]
+    if sc == 1 and (sr == c or r == 1):
+        nd, transposed = (r, c), False
+    elif sr == 1 and (sc == r or c == 1):
+        nd, transposed = (c, r), True
+    else:
+        raise invalid(f"{what}: a FRACTAL_NZ view must be the converted matrix or its transpose "
+                      f"(dims {list(t.dims)}, strides {list(t.strides)})")
+    shape = nz_shape(nd, t.dtype)
+    item = t.np_dtype.itemsize
+    start, nbytes = t.addr + t.offset * item, math.prod(shape) * item
+    _nz_extent(start, nbytes, what)
+
+    def read() -> np.ndarray:
+        raw = STATE.memory.bytes(start, nbytes, f"{what} (FRACTAL_NZ)")
+        m = from_nz(np.frombuffer(raw, t.np_dtype).reshape(shape), *nd)
+        return (m.T if transposed else m).reshape(t.dims)
+    return read
+
+
+@entry
+def aclnnCalculateMatmulWeightSizeV2(tensor_shape, data_type, weight_tensor_size):
+    what = "aclnnCalculateMatmulWeightSizeV2"
+    if tensor_shape == ffi.NULL or weight_tensor_size == ffi.NULL:
+        raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, f"{what}: tensorShape or weightTensorSize is nullptr")
+    shape = int_array(tensor_shape, "tensorShape")
+    if not 2 <= len(shape) <= 6:
+        raise invalid(f"{what}: tensorShape has {len(shape)} dims, should be 2-6")
+    if any(d <= 0 for d in shape):
+        raise invalid(f"{what}: tensorShape {list(shape)} has an empty (or negative) dim")
+    if not dtypes.known(data_type) or dtypes.short(data_type) not in NZ_TYPES:
+        raise invalid(f"{what}: dataType {dtypes.name(data_type)} should be in "
+                      f"[{dtypes.names(sorted(NZ_TYPES))}]")
+    weight_tensor_size[0] = math.prod(nz_shape(shape, data_type))
+    return 0
+
+
+@operator("TransMatmulWeight")
+def trans_matmul_weight(mm_weight_ref):
+    """mmWeightRef rewritten in place as FRACTAL_NZ; the descriptor is refreshed now, as the
+    op_api does in GetWorkspaceSize, the data moves at launch."""
+    w = tensor(mm_weight_ref, "mmWeightRef")
+    need_dtype(w, "mmWeightRef", NZ_TYPES)
+    if w.format != lib.ACL_FORMAT_ND:
+        raise invalid(f"mmWeightRef format {w.format} should be ND")
+    need_dims((w, "mmWeightRef"), lo=2, hi=6)
+    if 0 in w.dims:   # the page refuses empty tensors (the source returns at once)
+        raise invalid(f"mmWeightRef {list(w.dims)} is empty")
+    shape = nz_shape(w.dims, w.dtype)
+    n = math.prod(shape)
+    _nz_extent(w.addr + w.offset * w.np_dtype.itemsize, n * w.np_dtype.itemsize, "mmWeightRef")
+    nd = dataclasses.replace(w)   # the ND view the launch reads
+    strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    out = TensorDesc(shape, strides, w.offset, w.dtype, lib.ACL_FORMAT_FRACTAL_NZ, (w.offset + n,), w.addr)
+    w.format, w.storage = lib.ACL_FORMAT_FRACTAL_NZ, shape
+    w.__dict__.pop("storage_bytes", None)   # the refreshed storage (a cached property)
+    return Plan(lambda a: to_nz(np.asarray(a), w.dtype), [nd], [out])

@@ -20,7 +20,7 @@ import numpy as np
 from .binding import lib
 
 from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
-from .ops_matmul import _check, product
+from .ops_matmul import _check, product_plan
 from .ops_movement import _dim, _need_nd
 from .runtime import SimError
 
@@ -65,4 +65,4 @@ def batch_matmul(self, mat2, out, cube_math_type):
     shape = (max(a.dims[0], b.dims[0]), a.dims[1], b.dims[2])
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return Plan(product(rounding, rounds), [a, b], [y])
+    return product_plan(a, b, y, rounding, rounds)

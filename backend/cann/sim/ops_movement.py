@@ -310,3 +310,57 @@ def triu(self, diagonal, out):
 @operator("InplaceTriu")
 def inplace_triu(self_ref, diagonal):
     return _tri(self_ref, diagonal, None, False, True, False)
+
+
+# ----------------------------------------------------------------- Permute ----
+
+@operator("Permute")
+def permute(self, dims, out):
+    """out = self.permute(dims) (ops-math transpose): dims a permutation of self's axes,
+    each in [-n, n-1]; out of self's dtype and the permuted shape; at most 8 dims."""
+    x, y = tensor(self, "self"), tensor(out, "out")
+    order = int_array(dims, "dims")
+    types = BASIC | {"u16", "u32", "u64", "c64", "c128"}
+    need_dtype(x, "self", types)
+    need_dtype(y, "out", types)
+    need_same_dtype(x, y, "self", "out")
+    need_dims((x, "self"), (y, "out"))
+    axes = tuple(_dim(d, x.ndim, "dims value") for d in order)
+    if sorted(axes) != list(range(x.ndim)):
+        raise invalid(f"dims {list(order)} is not a permutation of self's {x.ndim} axes")
+    shape = tuple(x.dims[a] for a in axes)
+    if y.dims != shape:
+        raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
+    return Plan(lambda a: np.transpose(a, axes), [x], [y])
+
+
+# -------------------------------------------------- InplaceIndexFillTensor ----
+
+@operator("InplaceIndexFillTensor")
+def inplace_index_fill_tensor(self_ref, dim, index, value):
+    """selfRef[.., index[i], ..] = value along `dim` (ops-nn index_fill_d): selfRef FLOAT16
+    / FLOAT / INT32 / INT64 / BOOL / BFLOAT16, 0-8 dims; dim in [-n, n) ([-1, 1) for a 0-D
+    selfRef); every index value inside the axis (negative ones count from its end, as
+    the source checks); value a non-complex scalar that converts to selfRef's type."""
+    x = tensor(self_ref, "selfRef")
+    idx = int_array(index, "index")
+    v = scalar(value, "value")
+    need_dtype(x, "selfRef", {"f16", "f32", "s32", "s64", "bool", "bf16"})
+    need_dims((x, "selfRef"))
+    if dtypes.short(v.dtype) in dtypes.COMPLEX:
+        raise invalid(f"value dtype {dtypes.name(v.dtype)} is complex")
+    need_cast(v.dtype, x.dtype, "value -> selfRef")
+    axis = _dim(dim, x.ndim, "dim")
+    size = x.dims[axis] if x.ndim else 1
+    outside = [i for i in idx if not -size <= i < size]
+    if outside:
+        raise invalid(f"index values {outside} are outside dim {dim} of size {size}")
+    fill = dtypes.convert(np.asarray(v.value), x.dtype)
+    where = (slice(None),) * axis + (sorted({i % size for i in idx}),)
+
+    def compute(a):
+        r = np.array(a)
+        if idx:
+            r[where if x.ndim else ...] = fill
+        return r
+    return Plan(compute, [x], [x])

@@ -7,6 +7,13 @@ ops-math clamp_min), per their public docs for Atlas A2 / A3:
              sqrt(Var x + eps) * w + b with the population variance.
   RmsNorm    x 1-8 dims, *contiguous* ("不支持输入非连续"), gamma = x.shape[n:], yOut like
              x, rstdOut FLOAT of x.shape[:n]; dtype rows of the docs' table.
+  AddRmsNorm x = x1 + x2, then RmsNorm of x with gamma: x1, x2, gamma, yOut, xOut of
+             one type (FLOAT32 / FLOAT16 / BFLOAT16), x2 / yOut / xOut of x1's shape, 1-8
+             dims, epsilon >= 0. The A2 table's rows: gamma = x1's trailing dims with
+             rstdOut (FLOAT32, x1's shape with those dims 1) and xOut both given, or for
+             FLOAT16 / BFLOAT16 only, gamma [1, x1's last dim] with rstdOut nullptr (xOut
+             given or not); rstdOut without xOut is ACLNN_ERR_PARAM_NULLPTR. The sum stays
+             in f32 for the norm (the formula rounds nothing in between).
   Norm       self FLOAT / FLOAT16 / BFLOAT16, p in {0, 1, 2, 3, ±inf}, dims unique in
              [-N, N-1], out of the reduced shape (keepdim).
   ClampMin   out = max(self, min), out dtype = self's, same shape.
@@ -19,6 +26,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .binding import lib
 
 from . import dtypes
 from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_contiguous, need_dims,
@@ -212,3 +221,43 @@ def group_norm(self, gamma, beta, n, c, hxw, group, eps, out, mean_out, rstd_out
             res = res + gb.pop(0).astype(np.float64).reshape(1, c, 1)
         return res.reshape(x.dims), mu.reshape(n, group), r.reshape(n, group)
     return Plan(compute, inputs, [y, mean, rstd])
+
+
+@operator("AddRmsNorm")
+def add_rms_norm(x1_p, x2_p, gamma_p, epsilon, y_p, rstd_p, x_p):
+    x1, x2, g, y = tensor(x1_p, "x1"), tensor(x2_p, "x2"), tensor(gamma_p, "gamma"), tensor(y_p, "yOut")
+    rstd, xo = tensor(rstd_p, "rstdOut", optional=True), tensor(x_p, "xOut", optional=True)
+    if rstd is not None and xo is None:
+        raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, "xOut is nullptr while rstdOut is not")
+    named = [(t, what) for t, what in ((x1, "x1"), (x2, "x2"), (g, "gamma"), (y, "yOut"), (xo, "xOut"))
+             if t is not None]
+    for t, what in named:
+        need_dtype(t, what, F)
+        need_same_dtype(x1, t, "x1", what)
+    need_dims(*named, lo=1)
+    for t, what in named:
+        if t is not g:
+            need_same_shape(x1, t, "x1", what)
+    if not epsilon >= 0:
+        raise invalid(f"epsilon {epsilon} should be >= 0")
+    if rstd is None:
+        if dtypes.short(x1.dtype) == "f32":
+            raise invalid("rstdOut is required for FLOAT32 inputs")
+        _tensor_shape(g, "gamma (rstdOut nullptr)", (1, x1.dims[-1]))
+        axes = (x1.ndim - 1,)
+    else:
+        need_dtype(rstd, "rstdOut", {"f32"})
+        n = x1.ndim - g.ndim
+        if n < 0 or x1.dims[n:] != g.dims:
+            raise invalid(f"gamma shape {list(g.dims)} should be x1's trailing dims {list(x1.dims)}")
+        _tensor_shape(rstd, "rstdOut", x1.dims[:n] + (1,) * g.ndim)
+        axes = tuple(range(n, x1.ndim))
+    outputs = [y] + [t for t in (rstd, xo) if t is not None]
+    eps = np.float32(epsilon)
+
+    def compute(a, b, ga):
+        x = as_compute(a, x1.dtype) + as_compute(b, x1.dtype)
+        r = np.float32(1) / np.sqrt((x * x).mean(axis=axes, keepdims=True, dtype=np.float32) + eps)
+        res = x * r * as_compute(ga, g.dtype).reshape(x.shape[x.ndim - len(axes):])
+        return (res,) + ((r,) if rstd is not None else ()) + ((x,) if xo is not None else ())
+    return Plan(compute, [x1, x2, g], outputs)

@@ -1,4 +1,5 @@
-"""aclnnSoftmax (ops-nn softmax_v2) and aclnnPowScalarTensor (ops-math pow), per their
+"""aclnnSoftmax (ops-nn softmax_v2), aclnnPowScalarTensor and aclnnInplacePowTensorTensor
+(ops-math pow), per their
 public docs for Atlas A2 / A3:
 
   Softmax          self / out FLOAT, FLOAT16, DOUBLE or BFLOAT16, same shape, at most 8
@@ -8,14 +9,16 @@ public docs for Atlas A2 / A3:
                    their types follow the tensor-scalar deduction, the deduced type must
                    convert to out's, out has exponent's shape; BFLOAT16 is taken on A2/A3
                    (not on the training / inference series), out may also be UINT16/32/64.
+  InplacePowTensorTensor  self = self ** exponent, two tensors of the page's list whose
+                   deduced type converts to self's, exponent broadcasting to self's shape.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,
-                    need_same_shape, operator, scalar, tensor)
+from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, need_dtype,
+                    need_same_shape, operator, promote, scalar, tensor)
 
 
 @operator("Softmax")
@@ -61,3 +64,30 @@ def pow_scalar_tensor(self, exponent, out):
     need_same_shape(e, y, "exponent", "out")
     base = dtypes.convert(np.asarray(s.value), work).astype(dtypes.compute_dtype(work))
     return Plan(lambda a: np.power(base, as_compute(a, work)), [e], [y])
+
+
+def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a ** b; for integers a negative exponent gives the truncated 1 / a ** |b| (its
+    page says nothing of it): 1 for a == 1, +-1 for a == -1, else 0."""
+    if a.dtype.kind not in "iu":
+        return np.power(a, b)
+    neg = b < 0
+    r = np.power(a, np.where(neg, 0, b).astype(a.dtype))
+    small = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+    return np.where(neg, small, r).astype(a.dtype)
+
+
+@operator("InplacePowTensorTensor")
+def inplace_pow_tensor_tensor(self, exponent):
+    """self = self ** exponent (ops-math pow): both of the page's list, with a deduced type
+    that converts to self's; exponent broadcasts to self's shape; at most 8 dims."""
+    x, e = tensor(self, "self"), tensor(exponent, "exponent")
+    need_dtype(x, "self", POW_TYPES)
+    need_dtype(e, "exponent", POW_TYPES)
+    need_dims((x, "self"), (e, "exponent"))
+    work = promote(x.dtype, e.dtype, "self", "exponent")
+    need_cast(work, x.dtype, "deduced type -> self")
+    if broadcast(x.dims, e.dims, "self", "exponent") != x.dims:
+        raise invalid(f"self {list(x.dims)} and exponent {list(e.dims)} broadcast to a shape "
+                      "other than self's")
+    return Plan(lambda a, b: _power(as_compute(a, work), as_compute(b, work)), [x, e], [x])

@@ -171,3 +171,10 @@ def softplus(self, beta, threshold, out):
     bv, tv = float(b.value), float(t.value)
     return _unary(self, out, F, F, "cast",
                   lambda v: np.where(v * bv > tv, v, np.log1p(np.exp(v * bv)) / bv))
+
+
+@operator("InplaceExp")
+def inplace_exp(self_ref):
+    """selfRef = exp(selfRef); its page lists only floating and complex types."""
+    types = {"f32", "f16", "f64", "c64", "c128", "bf16"}
+    return _unary(self_ref, self_ref, types, types, "same", np.exp, out_name="selfRef")

@@ -1,0 +1,104 @@
+"""Run a test-backend-ops binary op by op (as the Ascend CI does), read its console lines,
+and count OK / not supported / FAIL per op; a process that dies (ggml-cann aborts on any
+failed ACL call) is recorded with the last lines of its stderr, and the op goes on from the
+cases it had not reached (they are excluded from the rerun by a params regex).
+
+  python bench/tbo_ops.py BINARY [-b CANN0] [-o OP,OP] [--json FILE] [--timeout S]
+
+Without -o, every op the binary lists (--list-ops). Used by .ci/run (a sample on the
+simulated 910B), `make bench` (time per case) and docs/ggml-cann-on-cann-sim.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+
+CASE = re.compile(r"^  (?P<op>[A-Z0-9_]+)\((?P<params>.*)\): (?P<status>.*)$")
+RERUNS = 8   # per op: after that many deaths, the op's remaining cases are counted not run
+
+
+def status_of(text: str) -> str:
+    if text.startswith("OK"):
+        return "OK"
+    if text.startswith("not supported"):
+        return "not supported"
+    if "skipping" in text:
+        return "skipped"
+    return "FAIL"
+
+
+def list_ops(binary: str) -> list[str]:
+    out = subprocess.run([binary, "--list-ops"], capture_output=True, text=True, timeout=60).stdout
+    return [w for w in re.findall(r"^\s*([A-Z][A-Z0-9_]+)\s*$", out, re.M)]
+
+
+def run_op(binary: str, backend: str, op: str, timeout: float) -> dict:
+    cases: dict[str, str] = {}
+    deaths: list[dict] = []
+    t0 = time.monotonic()
+    while True:
+        cmd = [binary, "test", "-b", backend, "-o", op]
+        if cases:   # skip what ran: a negative look-ahead over the finished params strings
+            done = "|".join(re.escape(p) for p in cases)
+            cmd += ["-p", f"^(?!({done})$)"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = "timeout", (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
+        new = 0
+        for line in out.splitlines():
+            m = CASE.match(line)
+            if m and m["op"] == op and m["params"] not in cases:
+                cases[m["params"]] = status_of(m["status"])
+                new += 1
+        finished = rc == 0 or (rc == 1 and "Backend " in out and "tests passed" in out)
+        if finished:
+            break
+        deaths.append({"rc": rc, "after": len(cases),
+                       "stderr": "\n".join(err.strip().splitlines()[-6:])})
+        if len(deaths) >= RERUNS or rc == "timeout":
+            break
+    counts = {s: sum(1 for v in cases.values() if v == s) for s in ("OK", "not supported", "FAIL", "skipped")}
+    return {"op": op, "counts": counts, "cases": cases, "deaths": deaths,
+            "seconds": round(time.monotonic() - t0, 2), "finished": not deaths}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("binary")
+    ap.add_argument("-b", "--backend", default="CANN0")
+    ap.add_argument("-o", "--ops", help="comma list of op names (default: every op listed)")
+    ap.add_argument("--json", help="write the per-op results here")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per test-backend-ops process")
+    ap.add_argument("--require-clean", action="store_true",
+                    help="exit 1 if an op died, failed or printed no OK line")
+    args = ap.parse_args()
+    ops = args.ops.split(",") if args.ops else list_ops(args.binary)
+    results, bad = [], []
+    for op in ops:
+        r = run_op(args.binary, args.backend, op, args.timeout)
+        results.append(r)
+        c = r["counts"]
+        line = (f"{op:28s} {c['OK']:6d} OK {c['not supported']:6d} n/s {c['FAIL']:4d} FAIL "
+                f"{r['seconds']:8.1f} s" + (f"  DIED x{len(r['deaths'])}" if r["deaths"] else ""))
+        print(line, flush=True)
+        for d in r["deaths"][:1]:
+            print("    " + d["stderr"].replace("\n", "\n    "), flush=True)
+        if r["deaths"] or c["FAIL"] or not c["OK"]:
+            bad.append(op)
+    total = {k: sum(r["counts"][k] for r in results) for k in ("OK", "not supported", "FAIL")}
+    print(f"{len(ops)} ops: {total['OK']} OK, {total['not supported']} not supported, "
+          f"{total['FAIL']} FAIL; died: {sum(1 for r in results if r['deaths'])} op(s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"binary": args.binary, "backend": args.backend, "ops": results}, f, indent=1)
+    return 1 if args.require_clean and bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

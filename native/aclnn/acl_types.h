@@ -8,7 +8,8 @@
  *   - the cffi cdef (OPS_CDEF): the same declarations, after the preprocessor;
  *   - `make check-cann-headers` (OPS_CHECK_HEADERS, C++): static_asserts comparing every
  *     value and typedef with the real headers, which that translation unit includes.
- * Only the enumerators the layer or the simulator use are listed; values are CANN's.
+ * Only the enumerators the layer, the simulator or ggml-cann use are listed; values and
+ * struct field orders are CANN's.
  */
 #ifndef OPS_ACL_TYPES_H
 #define OPS_ACL_TYPES_H
@@ -27,11 +28,24 @@
 #define ACL_TYPEDEF(type, name) static_assert(std::is_same<name, type>::value, #name " differs from CANN's typedef");
 #define ACL_ENUM(name, list) list(OPS_ENUM_CHECK)
 #define ACL_CONSTS(list) list(OPS_ENUM_CHECK)
+/* a struct: a twin laid out from our field list must match CANN's size and every field's
+ * offset and type */
+#define OPS_FIELD_DECL(s, type, field) type field;
+#define OPS_FIELD_CHECK(s, type, field)                                                 \
+    static_assert(offsetof(s, field) == offsetof(ops_twin_##s, field), #s "." #field " offset"); \
+    static_assert(std::is_same<decltype(s::field), type>::value, #s "." #field " type");
+#define ACL_STRUCT(name, fields)                                                        \
+    struct ops_twin_##name { fields(OPS_FIELD_DECL, name) };                            \
+    static_assert(sizeof(name) == sizeof(ops_twin_##name), #name " size differs from CANN's"); \
+    fields(OPS_FIELD_CHECK, name)
 #else
 #define ACL_OPAQUE(name) typedef struct name name;
 #define ACL_TYPEDEF(type, name) typedef type name;
 #define ACL_ENUM(name, list) typedef enum { list(OPS_ENUM_ITEM) } name;
 #define ACL_CONSTS(list) enum { list(OPS_ENUM_ITEM) };
+/* fields(X, s) lists X(s, type, field) in CANN's order */
+#define OPS_FIELD_DECL(s, type, field) type field;
+#define ACL_STRUCT(name, fields) typedef struct name { fields(OPS_FIELD_DECL, name) } name;
 #endif
 
 /* ---- acl/acl_base.h ---- */
@@ -70,11 +84,17 @@ ACL_CONSTS(OPS_ACL_ERRORS)
 #define OPS_ACL_RT_ERRORS(X)                                                           \
     X(ACL_ERROR_RT_PARAM_INVALID, 107000) X(ACL_ERROR_RT_INVALID_DEVICEID, 107001)     \
     X(ACL_ERROR_RT_CONTEXT_NULL, 107002) X(ACL_ERROR_RT_ADDR_UNALIGNED, 107008)        \
-    X(ACL_ERROR_RT_INVALID_MEMORY_TYPE, 107016)                                        \
+    X(ACL_ERROR_RT_INVALID_MEMORY_TYPE, 107016) X(ACL_ERROR_RT_INVALID_HANDLE, 107017) \
+    X(ACL_ERROR_RT_STREAM_CAPTURED, 107027) X(ACL_ERROR_RT_EVENT_CAPTURED, 107028)     \
+    X(ACL_ERROR_RT_STREAM_NOT_CAPTURED, 107029)                                        \
+    X(ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, 107030)                                   \
+    X(ACL_ERROR_RT_MODEL_RUNNING, 107037)                                              \
+    X(ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD, 107038)                                \
     X(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, 207000)                                        \
     X(ACL_ERROR_RT_MEMORY_ALLOCATION, 207001) X(ACL_ERROR_RT_MEMORY_FREE, 207002)      \
     X(ACL_ERROR_RT_INTERNAL_ERROR, 507000) X(ACL_ERROR_RT_EVENT_NOT_COMPLETE, 507006)  \
-    X(ACL_ERROR_RT_AICORE_EXCEPTION, 507015)
+    X(ACL_ERROR_RT_AICORE_EXCEPTION, 507015)                                           \
+    X(ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED, 507903)
 ACL_CONSTS(OPS_ACL_RT_ERRORS)
 
 /* ---- acl/acl_rt.h ---- */
@@ -88,8 +108,54 @@ ACL_ENUM(aclrtMemcpyKind, OPS_ACL_MEMCPY_KINDS)
     X(ACL_MEM_MALLOC_NORMAL_ONLY, 2)
 ACL_ENUM(aclrtMemMallocPolicy, OPS_ACL_MALLOC_POLICIES)
 
-#define OPS_ACL_MEM_ATTRS(X) X(ACL_DDR_MEM, 0) X(ACL_HBM_MEM, 1)
+#define OPS_ACL_MEM_ATTRS(X)                                                           \
+    X(ACL_DDR_MEM, 0) X(ACL_HBM_MEM, 1) X(ACL_DDR_MEM_HUGE, 2) X(ACL_DDR_MEM_NORMAL, 3)   \
+    X(ACL_HBM_MEM_HUGE, 4) X(ACL_HBM_MEM_NORMAL, 5) X(ACL_DDR_MEM_P2P_HUGE, 6)            \
+    X(ACL_DDR_MEM_P2P_NORMAL, 7) X(ACL_HBM_MEM_P2P_HUGE, 8) X(ACL_HBM_MEM_P2P_NORMAL, 9)  \
+    X(ACL_HBM_MEM_HUGE1G, 10) X(ACL_HBM_MEM_P2P_HUGE1G, 11)
 ACL_ENUM(aclrtMemAttr, OPS_ACL_MEM_ATTRS)
+
+/* aclrtCreateEventWithFlag's flags (#defines in acl_rt.h) */
+#define OPS_ACL_EVENT_FLAGS(X)                                                         \
+    X(ACL_EVENT_SYNC, 0x1) X(ACL_EVENT_CAPTURE_STREAM_PROGRESS, 0x2)                   \
+    X(ACL_EVENT_TIME_LINE, 0x8) X(ACL_EVENT_DEVICE_USE_ONLY, 0x10) X(ACL_EVENT_EXTERNAL, 0x20)
+ACL_CONSTS(OPS_ACL_EVENT_FLAGS)
+
+/* virtual memory management (aclrtMallocPhysical, aclrtMapMem, ...) */
+ACL_TYPEDEF(void *, aclrtDrvMemHandle)
+
+#define OPS_ACL_MEM_LOCATION_TYPES(X)                                                  \
+    X(ACL_MEM_LOCATION_TYPE_HOST, 0) X(ACL_MEM_LOCATION_TYPE_DEVICE, 1)                \
+    X(ACL_MEM_LOCATION_TYPE_UNREGISTERED, 2) X(ACL_MEM_LOCATION_TYPE_MANAGED, 3)       \
+    X(ACL_MEM_LOCATION_TYPE_HOST_NUMA, 4)
+ACL_ENUM(aclrtMemLocationType, OPS_ACL_MEM_LOCATION_TYPES)
+
+#define OPS_ACL_MEM_ALLOCATION_TYPES(X) X(ACL_MEM_ALLOCATION_TYPE_PINNED, 0)
+ACL_ENUM(aclrtMemAllocationType, OPS_ACL_MEM_ALLOCATION_TYPES)
+
+#define OPS_ACL_MEM_HANDLE_TYPES(X) X(ACL_MEM_HANDLE_TYPE_NONE, 0) X(ACL_MEM_HANDLE_TYPE_POSIX, 2)
+ACL_ENUM(aclrtMemHandleType, OPS_ACL_MEM_HANDLE_TYPES)
+
+#define OPS_ACL_MEM_GRANULARITY_OPTIONS(X)                                             \
+    X(ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, 0) X(ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED, 1) \
+    X(ACL_RT_MEM_ALLOC_GRANULARITY_UNDEF, 0xFFFF)
+ACL_ENUM(aclrtMemGranularityOptions, OPS_ACL_MEM_GRANULARITY_OPTIONS)
+
+#define OPS_ACL_MEM_LOCATION_FIELDS(X, s) X(s, uint32_t, id) X(s, aclrtMemLocationType, type)
+ACL_STRUCT(aclrtMemLocation, OPS_ACL_MEM_LOCATION_FIELDS)
+
+#define OPS_ACL_PHYSICAL_MEM_PROP_FIELDS(X, s)                                         \
+    X(s, aclrtMemHandleType, handleType) X(s, aclrtMemAllocationType, allocationType)  \
+    X(s, aclrtMemAttr, memAttr) X(s, aclrtMemLocation, location) X(s, uint64_t, reserve)
+ACL_STRUCT(aclrtPhysicalMemProp, OPS_ACL_PHYSICAL_MEM_PROP_FIELDS)
+
+/* model run instances made by stream capture (aclmdlRICaptureBegin / End) */
+ACL_TYPEDEF(void *, aclmdlRI)
+
+#define OPS_ACL_CAPTURE_MODES(X)                                                       \
+    X(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, 0) X(ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL, 1) \
+    X(ACL_MODEL_RI_CAPTURE_MODE_RELAXED, 2)
+ACL_ENUM(aclmdlRICaptureMode, OPS_ACL_CAPTURE_MODES)
 
 /* ---- aclnn/acl_meta.h ---- */
 ACL_OPAQUE(aclTensor)

@@ -29,7 +29,33 @@ It is stricter than hardware, so that the native layer's mistakes show:
     (ACL_ERROR_RT_FEATURE_NOT_SUPPORT); memory kinds must match the pointers;
   * the current context is per thread: a thread that has not called aclrtSetDevice or
     aclrtSetCurrentContext cannot create streams or events, allocate, copy or set memory
-    (ACL_ERROR_RT_CONTEXT_NULL).
+    (ACL_ERROR_RT_CONTEXT_NULL); aclrtGetDevice without one is that error too;
+  * aclrtStreamWaitEvent: the waiting stream's later work runs after the recording
+    stream's work up to the event's latest record (synchronising the waiting stream runs
+    that much of the other); an event from aclrtCreateEventWithFlag without
+    ACL_EVENT_SYNC cannot be waited for, one without ACL_EVENT_TIME_LINE gives no
+    elapsed time; aclrtSynchronizeDevice runs every stream of the device; a device is
+    never its own peer (aclrtDeviceCanAccessPeer / EnablePeerAccess);
+  * virtual memory (aclrtReserveMemAddress / aclrtMallocPhysical / aclrtMapMem):
+    reserved addresses are never reused; physical memory is counted as device memory;
+    a mapping must be the physical size, a multiple of the granularity (2 MiB for
+    ACL_HBM_MEM_HUGE, 1 GiB for HUGE1G, which 310P lacks), inside the reservation and
+    overlapping no other; mapped ranges are device memory for operators and copies,
+    unmapped ones are not; a reservation is released only once unmapped; physical
+    memory freed while mapped goes at its last unmap (its doc); reservations and
+    physical handles still held are leaks;
+  * stream capture (aclmdlRICaptureBegin / End): work launched on a capturing stream is
+    recorded into the model, which aclmdlRIExecuteAsync replays (reading memory as it
+    is then) and aclmdlRIDestroy releases (refused while queued: ACL_ERROR_RT_MODEL_RUNNING;
+    never destroyed: a leak). During a capture, synchronising its stream or device
+    (ACL_ERROR_RT_STREAM_CAPTURED) or an event it recorded (ACL_ERROR_RT_EVENT_CAPTURED),
+    and aclrtMemcpy / aclrtMemset in GLOBAL or (on the capturing thread) THREAD_LOCAL
+    mode (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) are refused and fail the capture:
+    aclmdlRICaptureEnd then gives ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED; outside
+    RELAXED mode, only the capturing thread may end it;
+  * the simulated SoC is CANN_SIM_SOC (default Ascend910B3; Ascend310P3, ...), which
+    aclrtGetSocName reports and runtime.soc_family() gives operators; an unknown one
+    fails aclInit.
 
 `install()` attaches the Python implementations to the `extern "Python"` entry points of
 cannops.native._aclnn; runtime.py holds the runtime, aclnn.py the operator framework and

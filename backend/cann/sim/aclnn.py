@@ -24,7 +24,7 @@ import numpy as np
 from .binding import ffi, lib
 
 from . import dtypes
-from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, entry, guarded
+from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry, guarded
 
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
@@ -192,7 +192,7 @@ def _launch(name: str, workspace, ws_size, executor, stream) -> None:
         if a is None or not a.live:
             raise invalid(f"{what}: workspace [{ws:#x}, +{ws_size}) is not inside one live "
                           "device allocation")
-    s.queue.append(lambda: execute(plan, ws))
+    enqueue(s, lambda: execute(plan, ws))   # or into the stream's capture
 
 
 @entry

@@ -1,18 +1,23 @@
-"""The simulated ACL runtime: device memory, streams, events, and the aclTensor /
-aclScalar / aclIntArray descriptors of aclnn/acl_meta.h.
+"""The simulated ACL runtime: device memory (aclrtMalloc and the virtual memory API),
+streams, events, stream capture into model run instances, and the aclTensor / aclScalar /
+aclIntArray descriptors of aclnn/acl_meta.h.
 
-Device memory is real host memory (NumPy buffers), so the native layer's pointer
-arithmetic works; it is tracked by address. Handles (streams, events, descriptors,
-executors) are opaque addresses that are never reused, so a destroyed handle is
-recognised as such.
+Device memory is real host memory (NumPy buffers, or a memfd mapped into reserved host
+address space for aclrtMapMem), so the native layer's pointer arithmetic works; it is
+tracked by address. Handles (streams, events, descriptors, executors, physical memory,
+models) are opaque addresses that are never reused, so a destroyed handle is recognised
+as such.
 """
 from __future__ import annotations
 
 import bisect
 import collections
+import ctypes
 import functools
 import itertools
 import math
+import mmap
+import os
 import sys
 import threading
 import time
@@ -26,7 +31,11 @@ from .binding import ffi, lib
 
 from . import dtypes
 
-SOC_NAME = "Ascend910B1"          # whose aclnn rules the simulator follows
+# The simulated SoC, whose aclnn rules the simulator follows: CANN_SIM_SOC picks it (read
+# at aclInit), by the name aclrtGetSocName reports; operators ask soc_family().
+SOCS = {"Ascend910B1": "910B", "Ascend910B2": "910B", "Ascend910B3": "910B",
+        "Ascend910B4": "910B", "Ascend310P1": "310P", "Ascend310P3": "310P"}
+DEFAULT_SOC = "Ascend910B3"
 DEVICE_COUNT = 1
 DEVICE_MEMORY = 8 << 30           # bytes of simulated device memory
 HOST_PINNED = 4 << 30             # bytes of aclrtMallocHost memory
@@ -39,6 +48,7 @@ FRESH, POISON = 0xA5, 0xFF        # bytes of new and of freed memory
 INT4_PAIRS = ((np.arange(256)[:, None] >> np.array([0, 4])) & 0xF).astype(np.int8)
 INT4_PAIRS[INT4_PAIRS >= 8] -= 16
 QUARANTINE_BYTES = 256 << 20      # freed memory kept poisoned before it really goes
+HUGE_PAGE, HUGE_1G = 2 << 20, 1 << 30   # granularities of ACL_HBM_MEM_HUGE / _HUGE1G (aclrtMallocPhysical's doc)
 
 
 class SimError(Exception):
@@ -71,6 +81,9 @@ class DeviceMemory:
         self.by_addr: dict[int, Allocation] = {}
         self.quarantine: collections.deque[Allocation] = collections.deque()
         self.quarantined = 0
+        # aclrtReserveMemAddress ranges by address (live ones only)
+        self.res_starts: list[int] = []
+        self.reservations: dict[int, Reservation] = {}
 
     def malloc(self, size: int) -> int:
         if size == 0:
@@ -108,17 +121,34 @@ class DeviceMemory:
             self.starts.remove(old.addr)
 
     def find(self, addr: int, size: int) -> Allocation | None:
-        """The known allocation holding [addr, addr + size), live or freed."""
+        """The known allocation holding [addr, addr + size), live or freed, or a live
+        one standing for a range of reserved virtual memory that is mapped throughout."""
         i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0:
+            a = self.by_addr[self.starts[i]]
+            if addr + size <= a.addr + a.size:
+                return a
+        if self.reservations:
+            r = self.reservation_at(addr)
+            if r is not None and r.mapped(addr, size):
+                return Allocation(addr, size, host_bytes(addr, size))
+        return None
+
+    def reservation_at(self, addr: int) -> Reservation | None:
+        i = bisect.bisect_right(self.res_starts, addr) - 1
         if i < 0:
             return None
-        a = self.by_addr[self.starts[i]]
-        return a if addr + size <= a.addr + a.size else None
+        r = self.reservations[self.res_starts[i]]
+        return r if addr < r.addr + r.size else None
 
     def bytes(self, addr: int, size: int, what: str, write: bool = False) -> np.ndarray:
         """A uint8 view of device memory; reading freed memory gives its poison."""
         a = self.find(addr, size)
         if a is None:
+            if self.reservation_at(addr) is not None:
+                raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                               f"{what}: [{addr:#x}, +{size}) is reserved virtual memory that "
+                               "is not mapped (aclrtMapMem) throughout")
             raise SimError(lib.ACL_ERROR_INVALID_PARAM,
                            f"{what}: [{addr:#x}, +{size}) is not inside one device allocation")
         if write and not a.live:
@@ -132,6 +162,68 @@ class DeviceMemory:
 
 def host_bytes(addr: int, size: int) -> np.ndarray:
     return np.frombuffer(ffi.buffer(ffi.cast("char *", addr), size), np.uint8)
+
+
+# ----------------------------------------------------------- virtual memory ----
+# aclrtReserveMemAddress reserves host address space (PROT_NONE, never given back, so an
+# address is never reused); aclrtMallocPhysical's memory is a memfd, which aclrtMapMem
+# maps there (MAP_FIXED | MAP_SHARED): mapped ranges of one reservation are contiguous
+# host memory, as they are contiguous device addresses on the NPU, and aclrtUnmapMem
+# puts PROT_NONE back, so a host access to unmapped memory faults as it would.
+
+_PROT_NONE, _MAP_FIXED, _MAP_NORESERVE = 0, 0x10, 0x4000   # Linux values the mmap module lacks
+_libc = None
+
+
+def _mmap(addr: int | None, size: int, prot: int, flags: int, fd: int = -1) -> int:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mmap.restype = ctypes.c_void_p
+        _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                               ctypes.c_int, ctypes.c_long)
+    p = _libc.mmap(addr, size, prot, flags, fd, 0)
+    if p is None or p == ctypes.c_void_p(-1).value:
+        raise SimError(lib.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                       f"host mmap of {size} bytes failed: {os.strerror(ctypes.get_errno())}")
+    return p
+
+
+def _no_access(addr: int, size: int) -> int:
+    return _mmap(addr, size, _PROT_NONE,
+                 mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE | (_MAP_FIXED if addr else 0))
+
+
+@dataclass(eq=False)
+class Physical:
+    """aclrtMallocPhysical's memory: a memfd of `size` bytes, counted on `device`."""
+    size: int
+    device: int
+    granularity: int
+    fd: int
+    mappings: int = 0
+    freed: bool = False      # aclrtFreePhysical came while mapped: it goes at the last unmap
+
+
+@dataclass(eq=False)
+class Reservation:
+    addr: int
+    size: int
+    maps: dict = field(default_factory=dict)     # mapped address -> (size, Physical)
+
+    def mapped(self, addr: int, size: int) -> bool:
+        """Whether [addr, addr + size) is mapped throughout."""
+        pos, end = addr, addr + size
+        if end > self.addr + self.size:
+            return False
+        for start in sorted(self.maps):
+            n = self.maps[start][0]
+            if start > pos:
+                return False
+            pos = max(pos, start + n)
+            if pos >= end:
+                return True
+        return pos >= end
 
 
 # ------------------------------------------------------------- descriptors ----
@@ -200,14 +292,57 @@ class ScalarDesc:
 
 
 @dataclass(eq=False)
+class Capture:
+    """A stream between aclmdlRICaptureBegin and aclmdlRICaptureEnd: its work is
+    recorded in `tasks`; `invalid` says why the capture failed (its end refuses)."""
+    mode: int
+    thread: int
+    tasks: list[Callable[[], None]] = field(default_factory=list)
+    invalid: str = ""
+    active: bool = True
+
+
+@dataclass(eq=False)
 class Stream:
+    device: int = 0
     queue: list[Callable[[], None]] = field(default_factory=list)
+    capture: Capture | None = None
 
 
 @dataclass(eq=False)
 class Event:
-    stream: int | None = None
+    flags: int | None = None            # None: aclrtCreateEvent's (sync and timing)
+    mark: Mark | None = None            # the task its latest aclrtRecordEvent queued
+    capture: Capture | None = None      # the capture that recorded it, if any
     time: float | None = None
+
+
+class Mark:
+    """The task aclrtRecordEvent queues: its event is complete once it has run."""
+
+    def __init__(self, event: Event):
+        self.event = event
+
+    def __call__(self):
+        if self.event.mark is self:     # a later record replaced it: it no longer counts
+            self.event.time = time.perf_counter()
+
+
+@dataclass(eq=False)
+class Model:
+    """An aclmdlRI made by capture: the recorded tasks, replayed by aclmdlRIExecuteAsync."""
+    tasks: list[Callable[[], None]]
+    device: int
+
+
+class ModelEnd:
+    """Queued after a model's tasks: while one is queued the model is running."""
+
+    def __init__(self, model: Model):
+        self.model = model
+
+    def __call__(self):
+        pass
 
 
 class Handles:
@@ -257,6 +392,10 @@ class State:
         self.int_arrays = Handles("aclIntArray", 0x80_0000_0000)
         self.tensor_lists = Handles("aclTensorList", 0x82_0000_0000)   # -> tensor handles
         self.executors = Handles("aclOpExecutor", 0x81_0000_0000)
+        self.physical = Handles("aclrtDrvMemHandle", 0x83_0000_0000)
+        self.models = Handles("aclmdlRI", 0x84_0000_0000)
+        self.peer_access: set[tuple[int, int]] = set()   # (device, peer) enabled
+        self.soc = ""                       # the simulated SoC, fixed at aclInit
         self.last_error = ""
         self.leaks: list[str] = []          # what device close / aclFinalize found still held
         self.reported: set[int] = set()     # ids of the objects a leak report named already
@@ -275,6 +414,20 @@ def current_device() -> int | None:
     """The device of this thread's current context (None: none, or it was destroyed)."""
     ctx = STATE.current.get(threading.get_ident())
     return STATE.contexts.objects.get(ctx) if ctx is not None else None
+
+
+def soc_family() -> str:
+    """The simulated SoC's family, "910B" (Atlas A2) or "310P" (Atlas inference series),
+    for operators whose aclnn pages differ between them."""
+    return SOCS[STATE.soc or _soc_from_env()]
+
+
+def _soc_from_env() -> str:
+    name = os.environ.get("CANN_SIM_SOC", "") or DEFAULT_SOC
+    if name not in SOCS:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                       f"CANN_SIM_SOC={name!r} is not a simulated SoC (one of {', '.join(SOCS)})")
+    return name
 
 
 def need_device(what: str) -> int:
@@ -303,7 +456,15 @@ def report_leaks(when: str) -> list[str]:
         live = fresh(mem.live())
         if live:
             found.append(f"{len(live)} {what}, {sum(a.size for a in live)} bytes, never freed")
-    for kind in ("streams", "events", "tensors", "scalars", "int_arrays", "tensor_lists"):
+    live = fresh(STATE.memory.reservations.values())
+    if live:
+        found.append(f"{len(live)} aclrtReserveMemAddress range(s), {sum(r.size for r in live)} "
+                     "bytes, never released")
+    live = fresh(STATE.physical.objects.values())
+    if live:
+        found.append(f"{len(live)} aclrtMallocPhysical handle(s), {sum(p.size for p in live)} "
+                     "bytes, never freed")
+    for kind in ("streams", "events", "tensors", "scalars", "int_arrays", "tensor_lists", "models"):
         handles = getattr(STATE, kind)
         n = len(fresh(handles.objects.values()))
         if n:
@@ -333,6 +494,10 @@ def entry(fn):
 def aclInit(config_path):
     if STATE.initialised or STATE.finalised:
         raise SimError(lib.ACL_ERROR_REPEAT_INITIALIZE, "aclInit: only once per process")
+    try:
+        STATE.soc = _soc_from_env()
+    except SimError as e:
+        raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
     return 0
 
@@ -391,6 +556,46 @@ def aclrtResetDevice(device_id):
 
 
 @entry
+def aclrtGetDevice(device_id):
+    """The device of the calling thread's current context; none is an error (its doc)."""
+    d = need_device("aclrtGetDevice")
+    if device_id == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, "aclrtGetDevice: deviceId is nullptr")
+    device_id[0] = d
+    return 0
+
+
+def _peer_pair(device: int, peer: int, what: str) -> None:
+    """aclrtDeviceCanAccessPeer / aclrtDeviceEnablePeerAccess: ids in [0, count - 1],
+    and a device is never its own peer (their docs: "不能与...相同")."""
+    for d in (device, peer):
+        _device(d, what)
+    if device == peer:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: device {device} and its peer must differ")
+
+
+@entry
+def aclrtDeviceCanAccessPeer(can_access, device_id, peer_device_id):
+    if can_access == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, "aclrtDeviceCanAccessPeer: canAccessPeer is nullptr")
+    _peer_pair(device_id, peer_device_id, "aclrtDeviceCanAccessPeer")
+    can_access[0] = 1     # simulated devices of one process share the host's memory
+    return 0
+
+
+@entry
+def aclrtDeviceEnablePeerAccess(peer_device_id, flags):
+    d = need_device("aclrtDeviceEnablePeerAccess")
+    if flags != 0:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                       f"aclrtDeviceEnablePeerAccess: flags {flags} (reserved, must be 0)")
+    _peer_pair(d, peer_device_id, "aclrtDeviceEnablePeerAccess")
+    STATE.peer_access.add((d, peer_device_id))   # one way (its doc); enabling again is fine
+    return 0
+
+
+@entry
 def aclrtGetCurrentContext(context):
     need_device("aclrtGetCurrentContext")
     context[0] = ffi.cast("void *", STATE.current[threading.get_ident()])
@@ -406,7 +611,7 @@ def aclrtSetCurrentContext(context):
 
 @entry
 def aclrtGetSocName():
-    return STATE.c_string(SOC_NAME) if STATE.initialised else ffi.NULL
+    return STATE.c_string(STATE.soc) if STATE.initialised else ffi.NULL
 
 
 @entry
@@ -419,34 +624,92 @@ def aclrtGetMemInfo(attr, free, total):
 
 @entry
 def aclrtCreateStream(stream):
-    need_device("aclrtCreateStream")
-    stream[0] = ffi.cast("void *", STATE.streams.new(Stream()))
+    d = need_device("aclrtCreateStream")
+    stream[0] = ffi.cast("void *", STATE.streams.new(Stream(d)))
     return 0
 
 
 @entry
 def aclrtDestroyStream(stream):
-    s = STATE.streams.pop(stream, "aclrtDestroyStream")
+    s = STATE.streams.get(stream, "aclrtDestroyStream")
+    if s.capture is not None:
+        raise SimError(lib.ACL_ERROR_RT_STREAM_CAPTURED,
+                       "aclrtDestroyStream: the stream is capturing (aclmdlRICaptureEnd first)")
+    STATE.streams.pop(stream, "aclrtDestroyStream")
     if s.queue:   # destroying a stream does not run its work: the caller forgot a sync
         raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
                        f"aclrtDestroyStream: {len(s.queue)} task(s) queued and never synchronised")
     return 0
 
 
-def run_stream(s: Stream) -> None:
-    """Execute the queued work in order; the first failure empties the stream."""
+def enqueue(s: Stream, task: Callable[[], None]) -> None:
+    """Queue work on a stream, or record it in the stream's capture."""
+    (s.capture.tasks if s.capture is not None else s.queue).append(task)
+
+
+def run_stream(s: Stream, until: Callable | None = None) -> None:
+    """Execute the queued work in order (up to and including the task `until`); the
+    first failure empties the stream."""
     while s.queue:
         task = s.queue.pop(0)
         try:
             task()
         except Exception as e:
             s.queue.clear()
+            if isinstance(e, SimError) and e.code == lib.ACL_ERROR_RT_AICORE_EXCEPTION:
+                raise      # a failure of the stream this one waited for
             raise SimError(lib.ACL_ERROR_RT_AICORE_EXCEPTION, f"task failed on the stream: {e}") from e
+        if task is until:
+            return
+
+
+def _queued_on(task) -> Stream | None:
+    """The stream whose queue holds `task` (a Mark; a model replays the same ones)."""
+    for s in STATE.streams.objects.values():
+        if any(t is task for t in s.queue):
+            return s
+    return None
+
+
+def _refuse_in_capture(capture: Capture, code: int, message: str):
+    """Capture rules (hicann/runtime dev_guide 04-01, single-stream capture): querying or
+    synchronising a capturing stream, its events, its device or context is illegal in
+    every mode, and an unsafe call "fails the capture": the capture is invalidated, so
+    aclmdlRICaptureEnd refuses it (ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED)."""
+    capture.invalid = capture.invalid or message
+    return SimError(code, message)
 
 
 @entry
 def aclrtSynchronizeStream(stream):
-    run_stream(STATE.streams.get(stream, "aclrtSynchronizeStream", lib.ACL_ERROR_INVALID_PARAM))
+    s = STATE.streams.get(stream, "aclrtSynchronizeStream", lib.ACL_ERROR_INVALID_PARAM)
+    if s.capture is not None:
+        raise _refuse_in_capture(s.capture, lib.ACL_ERROR_RT_STREAM_CAPTURED,
+                                 "aclrtSynchronizeStream: the stream is capturing")
+    run_stream(s)
+    return 0
+
+
+@entry
+def aclrtSynchronizeDevice():
+    """Run every stream of the calling thread's device (the first failure is returned,
+    after the other streams ran)."""
+    d = need_device("aclrtSynchronizeDevice")
+    streams = [s for s in STATE.streams.objects.values() if s.device == d]
+    capturing = [s for s in streams if s.capture is not None]
+    if capturing:
+        for s in capturing:
+            _refuse_in_capture(s.capture, 0, "aclrtSynchronizeDevice during the capture")
+        raise SimError(lib.ACL_ERROR_RT_STREAM_CAPTURED,
+                       f"aclrtSynchronizeDevice: {len(capturing)} stream(s) of device {d} capturing")
+    first = None
+    for s in streams:
+        try:
+            run_stream(s)
+        except SimError as e:
+            first = first or e
+    if first is not None:
+        raise first
     return 0
 
 
@@ -528,8 +791,25 @@ def _check_async_copy(d, s, count, kind, dev_dst, dev_src, what):
                            "aclrtMallocHost (an asynchronous host<->device copy needs it)")
 
 
+def _unsafe_call(what: str) -> None:
+    """aclrtMemcpy / aclrtMemset (the docs' "non-safe functions") during a capture in
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL (from any thread) or THREAD_LOCAL (from the
+    capturing thread): ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, and the capture fails."""
+    me = threading.get_ident()
+    hit = [s.capture for s in STATE.streams.objects.values() if s.capture is not None and (
+        s.capture.mode == lib.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL
+        or (s.capture.mode == lib.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL and s.capture.thread == me))]
+    for c in hit:
+        _refuse_in_capture(c, 0, f"{what} during the capture")
+    if hit:
+        raise SimError(lib.ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+                       f"{what}: not allowed while a stream captures in mode "
+                       f"{'GLOBAL' if hit[0].mode == lib.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL else 'THREAD_LOCAL'}")
+
+
 @entry
 def aclrtMemcpy(dst, dest_max, src, count, kind):
+    _unsafe_call("aclrtMemcpy")
     if count:
         # synchronous, but not ordered after stream work: results need a stream sync
         _copy_plan(dst, dest_max, src, count, kind, "aclrtMemcpy")()
@@ -540,13 +820,14 @@ def aclrtMemcpy(dst, dest_max, src, count, kind):
 def aclrtMemcpyAsync(dst, dest_max, src, count, kind, stream):
     s = STATE.streams.get(stream, "aclrtMemcpyAsync", lib.ACL_ERROR_INVALID_PARAM)
     if count:
-        s.queue.append(_copy_plan(dst, dest_max, src, count, kind, "aclrtMemcpyAsync", True))
+        enqueue(s, _copy_plan(dst, dest_max, src, count, kind, "aclrtMemcpyAsync", True))
     return 0
 
 
 @entry
 def aclrtMemset(dev_ptr, max_count, value, count):
     need_device("aclrtMemset")
+    _unsafe_call("aclrtMemset")
     if int(count) > int(max_count):
         raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"aclrtMemset: count {count} > maxCount {max_count}")
     if count:
@@ -562,6 +843,30 @@ def aclrtCreateEvent(event):
     return 0
 
 
+EVENT_FLAGS = 0x1 | 0x2 | 0x8 | 0x10 | 0x20    # ACL_EVENT_SYNC ... ACL_EVENT_EXTERNAL
+
+
+@entry
+def aclrtCreateEventWithFlag(event, flag):
+    """Flags as aclrtCreateEventWithFlag's doc lists them, OR-ed; ACL_EVENT_EXTERNAL
+    (capture task update) goes alone, and is not simulated."""
+    need_device("aclrtCreateEventWithFlag")
+    if event == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, "aclrtCreateEventWithFlag: event is nullptr")
+    flag = int(flag)
+    if flag & ~EVENT_FLAGS:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                       f"aclrtCreateEventWithFlag: unknown flag bits {flag & ~EVENT_FLAGS:#x}")
+    if flag & lib.ACL_EVENT_EXTERNAL:
+        if flag != lib.ACL_EVENT_EXTERNAL:
+            raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                           "aclrtCreateEventWithFlag: ACL_EVENT_EXTERNAL takes no other flag")
+        raise SimError(lib.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                       "aclrtCreateEventWithFlag: ACL_EVENT_EXTERNAL (capture task update) is not simulated")
+    event[0] = ffi.cast("void *", STATE.events.new(Event(flag)))
+    return 0
+
+
 @entry
 def aclrtDestroyEvent(event):
     STATE.events.pop(event, "aclrtDestroyEvent")
@@ -572,19 +877,57 @@ def aclrtDestroyEvent(event):
 def aclrtRecordEvent(event, stream):
     e = STATE.events.get(event, "aclrtRecordEvent", lib.ACL_ERROR_INVALID_PARAM)
     s = STATE.streams.get(stream, "aclrtRecordEvent", lib.ACL_ERROR_INVALID_PARAM)
-    e.stream, e.time = int(ffi.cast("uintptr_t", stream)), None
-
-    def mark():
-        e.time = time.perf_counter()
-    s.queue.append(mark)
+    e.mark, e.capture, e.time = Mark(e), s.capture, None
+    enqueue(s, e.mark)
     return 0
+
+
+def _captured(e: Event) -> bool:
+    return e.capture is not None and e.capture.active
 
 
 @entry
 def aclrtSynchronizeEvent(event):
+    """Run the work queued before the event's record (on whichever stream holds it)."""
     e = STATE.events.get(event, "aclrtSynchronizeEvent", lib.ACL_ERROR_INVALID_PARAM)
-    if e.stream is not None and e.stream in STATE.streams.objects:
-        run_stream(STATE.streams.objects[e.stream])
+    if _captured(e):
+        raise _refuse_in_capture(e.capture, lib.ACL_ERROR_RT_EVENT_CAPTURED,
+                                 "aclrtSynchronizeEvent: the event was recorded in a capture")
+    s = _queued_on(e.mark) if e.mark is not None else None
+    if s is not None:
+        run_stream(s, until=e.mark)
+    return 0
+
+
+@entry
+def aclrtStreamWaitEvent(stream, event):
+    """The stream's later work runs after the work queued before the event's latest
+    record (not a later one: its doc). In the simulator's model, where work runs at
+    synchronisation, the wait is a task that first runs the recording stream up to the
+    record. An event from aclrtCreateEventWithFlag without ACL_EVENT_SYNC cannot be
+    waited for (its doc). A wait that would join a second stream to a capture
+    (cross-stream capture) is not simulated."""
+    what = "aclrtStreamWaitEvent"
+    s = STATE.streams.get(stream, what, lib.ACL_ERROR_INVALID_PARAM)
+    e = STATE.events.get(event, what, lib.ACL_ERROR_INVALID_PARAM)
+    if e.flags is not None and not e.flags & lib.ACL_EVENT_SYNC:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: the event was created without ACL_EVENT_SYNC (flags {e.flags:#x})")
+    mark = e.mark
+    if mark is None:            # never recorded: nothing to wait for
+        return 0
+    if s.capture is not None or _captured(e):
+        if s.capture is not None and e.capture is s.capture:
+            return 0            # recorded earlier in this same capture: already in order
+        raise SimError(lib.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                       f"{what}: cross-stream capture (an event wait linking a capturing "
+                       "stream with another stream) is not simulated")
+
+    def wait():
+        src = _queued_on(mark)
+        if src is not None and src is not s:
+            run_stream(src, until=mark)
+    enqueue(s, wait)
     return 0
 
 
@@ -592,10 +935,288 @@ def aclrtSynchronizeEvent(event):
 def aclrtEventElapsedTime(ms, start, end):
     a = STATE.events.get(start, "aclrtEventElapsedTime", lib.ACL_ERROR_INVALID_PARAM)
     b = STATE.events.get(end, "aclrtEventElapsedTime", lib.ACL_ERROR_INVALID_PARAM)
+    for ev in (a, b):    # aclrtCreateEventWithFlag's doc: only ACL_EVENT_TIME_LINE records time
+        if ev.flags is not None and not ev.flags & lib.ACL_EVENT_TIME_LINE:
+            raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                           "aclrtEventElapsedTime: an event was created without "
+                           f"ACL_EVENT_TIME_LINE (flags {ev.flags:#x}): it records no time")
     if a.time is None or b.time is None:
         raise SimError(lib.ACL_ERROR_RT_EVENT_NOT_COMPLETE,
                        "aclrtEventElapsedTime: an event has not completed (synchronise it first)")
     ms[0] = (b.time - a.time) * 1e3
+    return 0
+
+
+# virtual memory (hicann/runtime api_ref 11-04). The docs give no code per refusal:
+# a null pointer or a reserved argument that is not 0 is ACL_ERROR_INVALID_PARAM (the
+# ACL layer's check), a rule broken against the runtime's state ACL_ERROR_RT_PARAM_INVALID,
+# a dead handle ACL_ERROR_RT_INVALID_HANDLE, no memory ACL_ERROR_RT_MEMORY_ALLOCATION.
+
+def _granularity(prop, what: str) -> int:
+    """Check an aclrtPhysicalMemProp as aclrtMallocPhysical's doc allows it for device
+    memory; its granularity: 2 MiB for the huge-page types (ACL_HBM_MEM_NORMAL is
+    allocated as ACL_HBM_MEM_HUGE), 1 GiB for ACL_HBM_MEM_HUGE1G (A2 / A3 only)."""
+    if prop == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: prop is nullptr")
+    if prop.handleType not in (lib.ACL_MEM_HANDLE_TYPE_NONE, lib.ACL_MEM_HANDLE_TYPE_POSIX):
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: handleType {prop.handleType}")
+    if prop.allocationType != lib.ACL_MEM_ALLOCATION_TYPE_PINNED:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: allocationType {prop.allocationType}")
+    if prop.location.type != lib.ACL_MEM_LOCATION_TYPE_DEVICE:
+        raise SimError(lib.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                       f"{what}: location.type {prop.location.type}: only device memory "
+                       "(ACL_MEM_LOCATION_TYPE_DEVICE) is simulated")
+    _device(prop.location.id, what)
+    attr = prop.memAttr
+    if attr in (lib.ACL_HBM_MEM_HUGE, lib.ACL_HBM_MEM_NORMAL):
+        return HUGE_PAGE
+    if attr == lib.ACL_HBM_MEM_HUGE1G:
+        if soc_family() != "910B":
+            raise SimError(lib.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                           f"{what}: ACL_HBM_MEM_HUGE1G is not supported on {STATE.soc}")
+        return HUGE_1G
+    raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                   f"{what}: memAttr {attr} is not a device memory type the simulator takes "
+                   "(ACL_HBM_MEM_HUGE, ACL_HBM_MEM_NORMAL, ACL_HBM_MEM_HUGE1G)")
+
+
+@entry
+def aclrtMemGetAllocationGranularity(prop, option, granularity):
+    what = "aclrtMemGetAllocationGranularity"
+    if not STATE.initialised:
+        raise SimError(lib.ACL_ERROR_UNINITIALIZE, f"{what}: aclInit has not been called")
+    if granularity == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: granularity is nullptr")
+    if option not in (lib.ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+                      lib.ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED):
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: option {option}")
+    granularity[0] = _granularity(prop, what)   # minimum and recommended alike
+    return 0
+
+
+@entry
+def aclrtMallocPhysical(handle, size, prop, flags):
+    """Counted against the device's memory; new memory is not zero (FRESH bytes).
+    The doc asks for size in granularity multiples "to save memory": another size is
+    taken, but aclrtMapMem then refuses it (it wants a granularity multiple)."""
+    what = "aclrtMallocPhysical"
+    need_device(what)
+    if handle == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: handle is nullptr")
+    if flags != 0:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: flags {flags} (reserved, must be 0)")
+    gran, size = _granularity(prop, what), int(size)
+    if size == 0:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: size is 0")
+    mem = STATE.memory
+    if mem.used + size > mem.capacity:
+        raise SimError(lib.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                       f"{what}: out of memory ({size} bytes asked, {mem.capacity - mem.used} free)")
+    fd = os.memfd_create("cann-sim-physical", os.MFD_CLOEXEC)
+    os.ftruncate(fd, size)
+    with mmap.mmap(fd, size) as m:
+        m.write(bytes([FRESH]) * size)   # uninitialised memory is not zero on a device
+    mem.used += size
+    handle[0] = ffi.cast("void *", STATE.physical.new(Physical(size, prop.location.id, gran, fd)))
+    return 0
+
+
+def _release_physical(p: Physical) -> None:
+    os.close(p.fd)
+    STATE.memory.used -= p.size
+
+
+@entry
+def aclrtFreePhysical(handle):
+    """Its doc: memory still mapped is not freed until its last aclrtUnmapMem; the handle
+    is dead at once."""
+    p = STATE.physical.get(handle, "aclrtFreePhysical", lib.ACL_ERROR_RT_INVALID_HANDLE)
+    STATE.physical.pop(handle, "aclrtFreePhysical")
+    if p.mappings:
+        p.freed = True
+    else:
+        _release_physical(p)
+    return 0
+
+
+@entry
+def aclrtReserveMemAddress(vir_ptr, size, alignment, expect_ptr, flags):
+    """Host address space aligned to the page type's granularity (flags: acl_rt.h's
+    aclrtMemPgType, 0 normal / 1 huge / 2 huge 1G; ggml-cann passes 1). The doc sets
+    no rule on size but "not 0": another size is rounded up to the granularity."""
+    what = "aclrtReserveMemAddress"
+    need_device(what)
+    if vir_ptr == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: virPtr is nullptr")
+    if int(size) == 0:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: size is 0")
+    if alignment != 0:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: alignment {alignment} (reserved, must be 0)")
+    if expect_ptr != ffi.NULL:    # acl_rt.h: "must be nullptr" (the doc's 16T-24T range is experimental)
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: expectPtr must be nullptr")
+    if flags not in (0, 1, 2):
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: flags {flags} is no aclrtMemPgType")
+    align = HUGE_1G if flags == 2 else HUGE_PAGE
+    size = -(-int(size) // align) * align
+    raw = _no_access(0, size + align)
+    r = Reservation(-(-raw // align) * align, size)
+    mem = STATE.memory
+    bisect.insort(mem.res_starts, r.addr)
+    mem.reservations[r.addr] = r
+    vir_ptr[0] = ffi.cast("void *", r.addr)
+    return 0
+
+
+def _reservation(vir_ptr, what: str) -> Reservation:
+    addr = int(ffi.cast("uintptr_t", vir_ptr))
+    r = STATE.memory.reservation_at(addr) if addr else None
+    if r is None:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: {addr:#x} is not in memory reserved by aclrtReserveMemAddress")
+    return r
+
+
+@entry
+def aclrtReleaseMemAddress(vir_ptr):
+    """Its doc: unmap first. The addresses stay reserved on the host: never reused."""
+    what = "aclrtReleaseMemAddress"
+    r = _reservation(vir_ptr, what)
+    addr = int(ffi.cast("uintptr_t", vir_ptr))
+    if addr != r.addr:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: {addr:#x} is inside the reservation at {r.addr:#x}, not its start")
+    if r.maps:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: {len(r.maps)} mapping(s) still there (aclrtUnmapMem them first)")
+    mem = STATE.memory
+    del mem.reservations[r.addr]
+    mem.res_starts.remove(r.addr)
+    return 0
+
+
+@entry
+def aclrtMapMem(vir_ptr, size, offset, handle, flags):
+    """Its doc: size equal to the physical memory's and a multiple of the granularity,
+    offset and flags 0; one reservation takes no memory of two devices. The address may
+    be anywhere in a reservation (aligned to the granularity, so the host can map it),
+    and the range must not overlap a mapping."""
+    what = "aclrtMapMem"
+    need_device(what)
+    if offset != 0 or flags != 0:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM,
+                       f"{what}: offset {offset} and flags {flags} must be 0")
+    p = STATE.physical.get(handle, what, lib.ACL_ERROR_RT_INVALID_HANDLE)
+    r = _reservation(vir_ptr, what)
+    addr, size = int(ffi.cast("uintptr_t", vir_ptr)), int(size)
+    if size != p.size or size % p.granularity:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: size {size} must be the physical memory's ({p.size}) and a "
+                       f"multiple of the granularity ({p.granularity})")
+    if addr % p.granularity:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: {addr:#x} is not aligned to the granularity ({p.granularity})")
+    if addr + size > r.addr + r.size:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                       f"{what}: [{addr:#x}, +{size}) runs past the reservation's end "
+                       f"({r.addr + r.size:#x})")
+    for start, (n, q) in r.maps.items():
+        if start < addr + size and addr < start + n:
+            raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                           f"{what}: [{addr:#x}, +{size}) overlaps the mapping at {start:#x}")
+        if q.device != p.device:
+            raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID,
+                           f"{what}: the reservation holds memory of device {q.device} already")
+    _mmap(addr, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | _MAP_FIXED, p.fd)
+    r.maps[addr] = (size, p)
+    p.mappings += 1
+    return 0
+
+
+@entry
+def aclrtUnmapMem(vir_ptr):
+    """The address a mapping started at; the range is no device memory any more."""
+    what = "aclrtUnmapMem"
+    r = _reservation(vir_ptr, what)
+    addr = int(ffi.cast("uintptr_t", vir_ptr))
+    if addr not in r.maps:
+        raise SimError(lib.ACL_ERROR_RT_PARAM_INVALID, f"{what}: no mapping starts at {addr:#x}")
+    size, p = r.maps.pop(addr)
+    _no_access(addr, size)
+    p.mappings -= 1
+    if p.freed and not p.mappings:
+        _release_physical(p)
+    return 0
+
+
+# stream capture into a model run instance (hicann/runtime api_ref 15 and dev_guide
+# 04-01): between aclmdlRICaptureBegin and aclmdlRICaptureEnd the stream's work is
+# recorded, not queued; aclmdlRIExecuteAsync queues it again, as often as asked, and it
+# reads device memory when it runs. Followed from 04-01: synchronising the capturing
+# stream, its events or its device is illegal in every mode, aclrtMemcpy / aclrtMemset
+# in GLOBAL (any thread) and THREAD_LOCAL (the capturing thread) modes; either fails
+# the capture. The docs forbid no allocation during a capture: aclrtMalloc / aclrtFree
+# and the virtual memory calls are taken.
+
+@entry
+def aclmdlRICaptureBegin(stream, mode):
+    what = "aclmdlRICaptureBegin"
+    s = STATE.streams.get(stream, what, lib.ACL_ERROR_INVALID_PARAM)
+    if mode not in (lib.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, lib.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
+                    lib.ACL_MODEL_RI_CAPTURE_MODE_RELAXED):
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: mode {mode}")
+    if s.capture is not None:
+        raise SimError(lib.ACL_ERROR_RT_STREAM_CAPTURED, f"{what}: the stream is capturing already")
+    s.capture = Capture(int(mode), threading.get_ident())
+    return 0
+
+
+@entry
+def aclmdlRICaptureEnd(stream, model_ri):
+    """The capture ends (whatever it answers); a capture an illegal call failed gives
+    ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED and no model. Outside RELAXED mode, the
+    thread that began it must end it (ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD)."""
+    what = "aclmdlRICaptureEnd"
+    s = STATE.streams.get(stream, what, lib.ACL_ERROR_INVALID_PARAM)
+    c = s.capture
+    if c is None:
+        raise SimError(lib.ACL_ERROR_RT_STREAM_NOT_CAPTURED, f"{what}: the stream is not capturing")
+    if c.mode != lib.ACL_MODEL_RI_CAPTURE_MODE_RELAXED and c.thread != threading.get_ident():
+        raise SimError(lib.ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD,
+                       f"{what}: another thread began the capture")
+    if model_ri == ffi.NULL:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{what}: modelRI is nullptr")
+    s.capture, c.active = None, False
+    if c.invalid:
+        raise SimError(lib.ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+                       f"{what}: the capture failed: {c.invalid}")
+    model_ri[0] = ffi.cast("void *", STATE.models.new(Model(c.tasks, s.device)))
+    return 0
+
+
+@entry
+def aclmdlRIExecuteAsync(model_ri, stream):
+    what = "aclmdlRIExecuteAsync"
+    m = STATE.models.get(model_ri, what, lib.ACL_ERROR_RT_INVALID_HANDLE)
+    s = STATE.streams.get(stream, what, lib.ACL_ERROR_INVALID_PARAM)
+    if s.capture is not None:
+        raise SimError(lib.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                       f"{what}: executing a model into a capture is not simulated")
+    s.queue += m.tasks
+    s.queue.append(ModelEnd(m))
+    return 0
+
+
+@entry
+def aclmdlRIDestroy(model_ri):
+    """A model still queued to run cannot go (ACL_ERROR_RT_MODEL_RUNNING, its meaning in
+    the aclError table): synchronise first."""
+    what = "aclmdlRIDestroy"
+    m = STATE.models.get(model_ri, what, lib.ACL_ERROR_RT_INVALID_HANDLE)
+    for s in STATE.streams.objects.values():
+        if any(isinstance(t, ModelEnd) and t.model is m for t in s.queue):
+            raise SimError(lib.ACL_ERROR_RT_MODEL_RUNNING,
+                           f"{what}: the model is queued on a stream (synchronise it first)")
+    STATE.models.pop(model_ri, what)
     return 0
 
 

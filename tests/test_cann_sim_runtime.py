@@ -63,6 +63,8 @@ def in_thread(fn):
             out["value"] = fn()
         except rt.SimError as e:
             out["error"] = e
+        finally:   # a thread id is reused: a later thread must not inherit this context
+            rt.STATE.current.pop(threading.get_ident(), None)
     t = threading.Thread(target=body)
     t.start()
     t.join()

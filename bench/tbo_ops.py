@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")       # test-backend-ops colours its statuses
 CASE = re.compile(r"^  (?P<op>[A-Z0-9_]+)\((?P<params>.*)\): (?P<status>.*)$")
 RERUNS = 8   # per op: after that many deaths, the op's remaining cases are counted not run
 
@@ -51,7 +52,7 @@ def run_op(binary: str, backend: str, op: str, timeout: float) -> dict:
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
         new = 0
-        for line in out.splitlines():
+        for line in ANSI.sub("", out).splitlines():
             m = CASE.match(line)
             if m and m["op"] == op and m["params"] not in cases:
                 cases[m["params"]] = status_of(m["status"])

@@ -24,9 +24,11 @@ It is stricter than hardware, so that the native layer's mistakes show:
     which refuses float -> integral, complex -> real and anything but bool -> bool;
   * the runtime's documented limits: aclrtMalloc addresses are 64-byte aligned and never
     more (odd multiples of 64); aclrtMemcpyAsync wants both addresses 64-byte aligned
-    (ACL_ERROR_RT_ADDR_UNALIGNED), pinned host memory from aclrtMallocHost for
-    host<->device copies (ACL_ERROR_RT_INVALID_MEMORY_TYPE) and no host-to-host copy
-    (ACL_ERROR_RT_FEATURE_NOT_SUPPORT); memory kinds must match the pointers;
+    (ACL_ERROR_RT_ADDR_UNALIGNED) and no host-to-host copy
+    (ACL_ERROR_RT_FEATURE_NOT_SUPPORT); with pageable (not aclrtMallocHost) host memory
+    it returns only once the copy and the work queued before it ran (its current page);
+    memory kinds must match the pointers; a NULL stream is the device's default stream;
+    CANN_SIM_MALLOC_ALIGN raises aclrtMalloc's alignment for a client that needs more;
   * the current context is per thread: a thread that has not called aclrtSetDevice or
     aclrtSetCurrentContext cannot create streams or events, allocate, copy or set memory
     (ACL_ERROR_RT_CONTEXT_NULL); aclrtGetDevice without one is that error too;

@@ -24,7 +24,8 @@ import numpy as np
 from .binding import ffi, lib
 
 from . import dtypes
-from .runtime import STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry, guarded
+from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry,
+                      get_stream, guarded)
 
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
@@ -180,7 +181,7 @@ def _launch(name: str, workspace, ws_size, executor, stream) -> None:
     if not plan.repeatable:   # the launch releases the executor, whatever it answers
         STATE.executors.pop(executor, what)
         _launched.add(h)
-    s = STATE.streams.get(stream, what)
+    s = get_stream(stream, what)
     ws, ws_size = int(ffi.cast("uintptr_t", workspace)), int(ws_size)
     if ws_size < plan.workspace:
         raise invalid(f"{what}: workspaceSize {ws_size} is smaller than the "

@@ -30,7 +30,7 @@ import numpy as np
 from .binding import lib
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_contiguous, need_dims,
+from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims,
                     need_dtype, need_same_dtype, need_same_shape, operator, scalar, tensor)
 from .runtime import SimError
 
@@ -106,8 +106,8 @@ def rms_norm(x_p, gamma_p, epsilon, y_p, rstd_p):
     if (dtypes.short(x.dtype), dtypes.short(g.dtype)) not in _RMS_PAIRS:
         raise invalid(f"x dtype {dtypes.name(x.dtype)} with gamma dtype {dtypes.name(g.dtype)} "
                       "is not a supported combination")
+    # x, gamma and yOut may be non-contiguous (the page's 非连续Tensor column: √)
     need_dims((x, "x"), (g, "gamma"), (y, "yOut"), (rstd, "rstdOut"), lo=1)
-    need_contiguous(x, "x")
     n = x.ndim - g.ndim
     if n < 0 or x.dims[n:] != g.dims:
         raise SimError(TILING_ERROR, f"gamma shape {list(g.dims)} should be x's trailing dims {list(x.dims)}")

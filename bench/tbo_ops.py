@@ -3,7 +3,8 @@ and count OK / not supported / FAIL per op; a process that dies (ggml-cann abort
 failed ACL call) is recorded with the last lines of its stderr, and the op goes on from the
 cases it had not reached (they are excluded from the rerun by a params regex).
 
-  python bench/tbo_ops.py BINARY [-b CANN0] [-o OP,OP] [--json FILE] [--timeout S]
+  python bench/tbo_ops.py BINARY [-b CANN0] [-o OP,OP] [-p OP=REGEX ...] [--json FILE]
+                                 [--timeout S] [--require-clean]
 
 Without -o, every op the binary lists (--list-ops). Used by .ci/run (a sample on the
 simulated 910B), `make bench` (time per case) and docs/ggml-cann-on-cann-sim.md.
@@ -37,15 +38,18 @@ def list_ops(binary: str) -> list[str]:
     return [w for w in re.findall(r"^\s*([A-Z][A-Z0-9_]+)\s*$", out, re.M)]
 
 
-def run_op(binary: str, backend: str, op: str, timeout: float) -> dict:
+def run_op(binary: str, backend: str, op: str, timeout: float, params: str | None = None) -> dict:
     cases: dict[str, str] = {}
     deaths: list[dict] = []
     t0 = time.monotonic()
     while True:
         cmd = [binary, "test", "-b", backend, "-o", op]
-        if cases:   # skip what ran: a negative look-ahead over the finished params strings
-            done = "|".join(re.escape(p) for p in cases)
-            cmd += ["-p", f"^(?!({done})$)"]
+        # test-backend-ops takes one params regex: the op's own filter, as a look-ahead, and
+        # what already ran skipped by a negative one over the finished params strings
+        done = "|".join(re.escape(p) for p in cases)
+        regex = (f"(?=.*(?:{params}))" if params else "") + (f"(?!({done})$)" if cases else "")
+        if regex:
+            cmd += ["-p", "^" + regex]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
@@ -74,15 +78,18 @@ def main() -> int:
     ap.add_argument("binary")
     ap.add_argument("-b", "--backend", default="CANN0")
     ap.add_argument("-o", "--ops", help="comma list of op names (default: every op listed)")
+    ap.add_argument("-p", "--params", action="append", default=[], metavar="OP=REGEX",
+                    help="only the cases of OP whose params match REGEX (repeatable)")
     ap.add_argument("--json", help="write the per-op results here")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per test-backend-ops process")
     ap.add_argument("--require-clean", action="store_true",
                     help="exit 1 if an op died, failed or printed no OK line")
     args = ap.parse_args()
     ops = args.ops.split(",") if args.ops else list_ops(args.binary)
+    params = dict(p.split("=", 1) for p in args.params)
     results, bad = [], []
     for op in ops:
-        r = run_op(args.binary, args.backend, op, args.timeout)
+        r = run_op(args.binary, args.backend, op, args.timeout, params.get(op))
         results.append(r)
         c = r["counts"]
         line = (f"{op:28s} {c['OK']:6d} OK {c['not supported']:6d} n/s {c['FAIL']:4d} FAIL "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 from dataclasses import dataclass, field
 
 from cannops.native._aclnn import ffi, lib   # ImportError: the native layer is not built
@@ -90,6 +91,11 @@ def _start() -> Runtime:
             lib.ops_cann_finalize(err, len(err))
         elif libs:
             why = f"CANN libraries did not load: {err_text(err)}"
+    if "_cannsim" in sys.modules:
+        # ggml-cann in this process already runs on the simulated toolkit (a GGML device):
+        # one simulator per process, and it serves that client
+        raise DeviceError("the CANN simulator serves ggml-cann's CANN backend in this process "
+                          "(a GGML-CANN device): test CANN-SIM in a run of its own")
     from .sim import install
     install()
     rc = lib.ops_cann_load(ffi.NULL, 1, err, len(err))

@@ -33,7 +33,7 @@ from .binding import ffi, lib
 from . import dtypes
 from .aclnn import Plan, invalid, need_contiguous, need_dims, need_dtype, operator, tensor
 from .ops_movement import _tensor_list
-from .runtime import SimError
+from .runtime import SimError, tolerate
 
 LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
 CHUNK = 1 << 22    # logits computed at once
@@ -123,9 +123,12 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
             + ([(pse, "pseShiftOptional")] if pse else []) + ([(mask, "attenMaskOptional")] if mask else []):
         if t.format not in (lib.ACL_FORMAT_ND, lib.ACL_FORMAT_NCHW, lib.ACL_FORMAT_NHWC):
             raise invalid(f"{what} format {t.format} should be ND")
-    for t, what in [(q, "query")] + [(k, "key") for k in ks] + [(v, "value") for v in vs] \
+    need_contiguous(q, "query")
+    for t, what in [(k, "key") for k in ks] + [(v, "value") for v in vs] \
             + ([(pse, "pseShiftOptional")] if pse else []):
-        need_contiguous(t, what)
+        if not t.is_contiguous():   # the page's 非连续Tensor column: ×
+            tolerate("fias-strided-inputs", f"aclnnFusedInferAttentionScoreV2: {what} must be "
+                     f"contiguous (strides {list(t.strides)}, dims {list(t.dims)})")
     need_dims((q, "query"), (out, "attentionOut"), *[(k, "key") for k in ks], *[(v, "value") for v in vs],
               lo=3, hi=4)
 

@@ -1377,6 +1377,10 @@ RELAXATIONS = {
     "storage-shape": "aclCreateTensor: the storage shape need not cover the view (an empty "
                      "view may have negative storage dims); the memory the view reaches must "
                      "still lie in one live allocation when an operator runs",
+    "fias-strided-inputs": "aclnnFusedInferAttentionScoreV2: key, value and pseShift may be "
+                           "strided views (its page marks them non-contiguous ×; the 910B CI "
+                           "passes ggml-cann's FLASH_ATTN_EXT, which hands over ggml's K / V "
+                           "with BSND strides and a mask broadcast over heads by a 0 stride)",
 }
 
 

@@ -7,7 +7,10 @@
   coverage shows; and the -j 1 / -j 2 scaling on big cases (--scaling-ops, --scaling-params);
 * with TBO=<path to a test-backend-ops binary> (environment or --tbo): the same cases run
   by test-backend-ops too, `test -b CPU -j 2` and `perf -b CPU` (perf on --perf-ops), and the
-  ratios ops / test-backend-ops side by side (below 1.0: ops is faster).
+  ratios ops / test-backend-ops side by side (below 1.0: ops is faster);
+* with build/ggml-cann/910B (make ggml-cann): bench/ggml_cann.py, the simulated toolkit's
+  per-call overhead and the time per case of test-backend-ops on the simulated CANN0 next
+  to ops -b CANN-SIM.
 Each figure is the best of --repeat runs: on a shared machine, the least disturbed one.
 Usage: python bench/run.py [--jobs 2,1] [-o OPS] [--tbo PATH] [--perf-ops OPS] [--repeat N]
 """
@@ -100,6 +103,10 @@ def main() -> int:
 
     if args.tbo:
         compare(args, test_s)
+    print()
+    import ggml_cann   # ggml-cann on the simulator, when make ggml-cann built it
+    sys.argv = sys.argv[:1]
+    ggml_cann.main()
     return 0
 
 

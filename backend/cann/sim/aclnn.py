@@ -25,7 +25,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry,
-                      get_stream, guarded)
+                      get_stream, guarded, tolerate)
 
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
@@ -98,6 +98,23 @@ def need_cast(src: int, dst: int, what: str) -> None:
 def need_same_shape(a: TensorDesc, b: TensorDesc, an: str, bn: str) -> None:
     if a.dims != b.dims:
         raise invalid(f"{an} shape {list(a.dims)} and {bn} shape {list(b.dims)} should be the same")
+
+
+# The formats that only name a layout of plain (ND) memory, unlike the private ones (5HD, NZ)
+ORIGIN_FORMATS = {lib.ACL_FORMAT_NCHW, lib.ACL_FORMAT_NHWC, lib.ACL_FORMAT_NCL, lib.ACL_FORMAT_NCDHW,
+                  lib.ACL_FORMAT_NDHWC, lib.ACL_FORMAT_NC}
+
+
+def need_nd(*named: tuple[TensorDesc, str]) -> None:
+    """Operators whose page lists format ND only. An origin format (NCL, NCHW, …) tags the
+    same plain memory: refused as the page says unless CANN_SIM_ALLOW=origin-format."""
+    for t, what in named:
+        if t.format == lib.ACL_FORMAT_ND:
+            continue
+        message = f"{what} format {t.format} should be ND"
+        if t.format not in ORIGIN_FORMATS:
+            raise invalid(message)
+        tolerate("origin-format", message)
 
 
 def need_contiguous(t: TensorDesc, what: str) -> None:

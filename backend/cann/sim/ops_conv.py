@@ -25,7 +25,7 @@ import numpy as np
 from .binding import lib
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype,
+from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype,
                     operator, promote, tensor)
 
 F = {"f32", "f16", "bf16"}
@@ -204,11 +204,6 @@ SLICE_TYPES = {"f32", "f16", "bf16", "s32", "s64", "s8", "u8", "bool"}
 ZERO_TYPES = {"s8", "s16", "s32", "s64", "u8", "u16", "f16", "f32", "f64", "bf16", "bool", "c64", "c128"}
 
 
-def _need_nd(t, what) -> None:
-    if t.format != lib.ACL_FORMAT_ND:
-        raise invalid(f"{what} format {t.format} should be ND")
-
-
 @operator("Slice")
 def slice_(self, dim, start, end, step, out):
     """out = self[start:end:step] along dim; start / end outside [0, N) are clamped as the
@@ -217,8 +212,7 @@ def slice_(self, dim, start, end, step, out):
     need_dtype(x, "self", SLICE_TYPES)
     need_same_dtype(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"), lo=1, hi=8)
-    _need_nd(x, "self")
-    _need_nd(y, "out")
+    need_nd((x, "self"), (y, "out"))
     if not -x.ndim <= dim < x.ndim:
         raise invalid(f"dim {dim} should be in [{-x.ndim}, {x.ndim - 1}]")
     if step <= 0:
@@ -237,5 +231,5 @@ def slice_(self, dim, start, end, step, out):
 def inplace_zero(self_ref):
     t = tensor(self_ref, "selfRef")
     need_dtype(t, "selfRef", ZERO_TYPES)
-    _need_nd(t, "selfRef")
+    need_nd((t, "selfRef"))
     return Plan(lambda: np.zeros(t.dims), [], [t])

@@ -38,7 +38,7 @@ import numpy as np
 from .binding import lib
 
 from . import dtypes
-from .aclnn import Plan, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .aclnn import Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
 
 F = {"f32", "f16", "bf16"}
 
@@ -76,9 +76,7 @@ def im2col(self, kernel_size, dilation, padding, stride, out):
     need_dtype(x, "self", F)
     need_dtype(y, "out", F)
     need_dims((x, "self"), lo=3, hi=4)
-    for t, what in ((x, "self"), (y, "out")):
-        if t.format != lib.ACL_FORMAT_ND:
-            raise invalid(f"{what} format {t.format} should be ND")
+    need_nd((x, "self"), (y, "out"))
     if min(x.dims) <= 0:
         raise invalid(f"self shape {list(x.dims)} has a dim <= 0")
     h, w = x.dims[-2:]
@@ -187,9 +185,7 @@ def max_pool(self, kernel_shape, strides, auto_pad, pads, dilations, ceil_mode, 
     need_dtype(x, "self", {"f32", "f16"})
     need_same_dtype(x, y, "self", "out")
     need_dims((x, "self"), lo=3, hi=4)
-    for t, what in ((x, "self"), (y, "out")):
-        if t.format != lib.ACL_FORMAT_ND:
-            raise invalid(f"{what} format {t.format} should be ND")
+    need_nd((x, "self"), (y, "out"))
     if sum(ph) > k[0] or sum(pw) > k[1]:
         raise invalid(f"pads {list(pv)}: each axis' padding should be at most its kernel {list(k)}")
     h, w = x.dims[-2:]

@@ -35,7 +35,7 @@ import math
 from .binding import ffi, lib
 
 from . import dtypes
-from .aclnn import Plan, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
+from .aclnn import Plan, need_nd, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
 from .runtime import STATE, SimError, TensorDesc, entry
 
 F = {"f32", "f16", "bf16"}
@@ -243,8 +243,7 @@ def trans_matmul_weight(mm_weight_ref):
     op_api does in GetWorkspaceSize, the data moves at launch."""
     w = tensor(mm_weight_ref, "mmWeightRef")
     need_dtype(w, "mmWeightRef", NZ_TYPES)
-    if w.format != lib.ACL_FORMAT_ND:
-        raise invalid(f"mmWeightRef format {w.format} should be ND")
+    need_nd((w, "mmWeightRef"))
     need_dims((w, "mmWeightRef"), lo=2, hi=6)
     if 0 in w.dims:   # the page refuses empty tensors (the source returns at once)
         raise invalid(f"mmWeightRef {list(w.dims)} is empty")

@@ -19,9 +19,9 @@ import numpy as np
 
 from .binding import lib
 
-from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .aclnn import Plan, invalid, need_dims, need_nd, need_dtype, need_same_dtype, operator, tensor
 from .ops_matmul import _check, product_plan
-from .ops_movement import _dim, _need_nd
+from .ops_movement import _dim
 from .runtime import SimError
 
 SELECT_TYPES = {"f32", "f16", "bf16", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
@@ -34,7 +34,7 @@ def index_select(self, dim, index, out):
     need_dtype(x, "self", SELECT_TYPES)
     need_dtype(idx, "index", {"s32", "s64"})
     need_same_dtype(x, y, "self", "out")
-    _need_nd((x, "self"), (idx, "index"), (y, "out"))
+    need_nd((x, "self"), (idx, "index"), (y, "out"))
     need_dims((x, "self"), (y, "out"), lo=0, hi=8)
     need_dims((idx, "index"), lo=0, hi=1)
     d = _dim(int(dim), x.ndim, "dim")

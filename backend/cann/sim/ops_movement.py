@@ -15,18 +15,12 @@ import numpy as np
 from .binding import ffi, lib
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims, need_dtype,
+from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_cast, need_dims, need_dtype,
                     need_same_dtype, need_same_shape, operator, promote, scalar, tensor)
 from .runtime import STATE, SimError, TensorDesc
 
 # integer and float types the A2 pages list for most of these operators
 BASIC = {"f32", "f16", "bf16", "f64", "s8", "u8", "s16", "s32", "s64", "bool"}
-
-
-def _need_nd(*named: tuple[TensorDesc, str]) -> None:
-    for t, what in named:
-        if t.format != lib.ACL_FORMAT_ND:
-            raise invalid(f"{what} format {t.format} should be ND")
 
 
 def _dim(d: int, ndim: int, what: str) -> int:
@@ -48,7 +42,7 @@ def repeat(self, repeats, out):
     types = BASIC | {"u16", "u32", "u64", "c64", "c128"}
     need_dtype(x, "self", types)
     need_same_dtype(x, y, "self", "out")
-    _need_nd((x, "self"), (y, "out"))
+    need_nd((x, "self"), (y, "out"))
     need_dims((x, "self"), (y, "out"))
     if len(reps) < x.ndim or len(reps) > 8:
         raise invalid(f"repeats has {len(reps)} values; it needs between self's {x.ndim} dims and 8")
@@ -87,7 +81,7 @@ def cat(tensors, dim, out):
         work = promote(work, t.dtype, "tensors", f"tensors[{i}]")
     need_dtype(y, "out", types)
     need_cast(work, y.dtype, "promoted type of tensors -> out")
-    _need_nd(*((t, "tensors") for t in parts), (y, "out"))
+    need_nd(*((t, "tensors") for t in parts), (y, "out"))
     nd = parts[0].ndim
     d = _dim(int(dim), nd, "dim")
     for i, t in enumerate(parts):
@@ -111,7 +105,7 @@ def gather_v2(self, dim, index, out):
     need_dtype(x, "self", BASIC | {"c64", "c128"})
     need_dtype(idx, "index", {"s32", "s64"})
     need_same_dtype(x, y, "self", "out")
-    _need_nd((x, "self"), (idx, "index"), (y, "out"))
+    need_nd((x, "self"), (idx, "index"), (y, "out"))
     need_dims((x, "self"), (idx, "index"), (y, "out"), lo=1)
     d = _dim(int(dim), x.ndim, "dim")
     expect = x.dims[:d] + idx.dims + x.dims[d + 1:]
@@ -172,7 +166,7 @@ def _mirror_or_wrap(self, padding, out, op, types, dims, n_pad, limits=None):
     p = int_array(padding, "padding")
     need_dtype(x, "self", types)
     need_same_dtype(x, y, "self", "out")
-    _need_nd((x, "self"), (y, "out"))
+    need_nd((x, "self"), (y, "out"))
     need_dims((x, "self"), (y, "out"), lo=dims[0], hi=dims[1])
     if y.ndim != x.ndim:
         raise invalid(f"out has {y.ndim} dims, self {x.ndim}")
@@ -217,7 +211,7 @@ def roll(x, shifts, dims, out):
     s, d = int_array(shifts, "shifts"), int_array(dims, "dims") if dims != ffi.NULL else ()
     need_dtype(a, "x", {"bf16", "f16", "f32", "s8", "u8", "s32", "s64", "u32", "bool", "s16"})
     need_same_dtype(a, y, "x", "out")
-    _need_nd((a, "x"), (y, "out"))
+    need_nd((a, "x"), (y, "out"))
     need_dims((a, "x"), (y, "out"))
     need_same_shape(a, y, "x", "out")
     if d and len(s) != len(d):
@@ -243,7 +237,7 @@ def arange(start, end, step, out):
         if dtypes.short(sc.dtype) not in types:
             raise invalid(f"{what} dtype {dtypes.name(sc.dtype)} is not supported")
     need_dtype(y, "out", {"f16", "f32", "f64", "s32", "s64", "bf16"})
-    _need_nd((y, "out"))
+    need_nd((y, "out"))
     a, b, k = lo.value, hi.value, st.value
     if k == 0 or (k > 0 and a > b) or (k < 0 and a < b):
         raise invalid(f"start {a}, end {b}, step {k} is not a range")
@@ -254,8 +248,10 @@ def arange(start, end, step, out):
         count = int(np.ceil((f(b) - f(a)) / f(k)))
     else:
         count = -(-(b - a) // k)
-    if y.dims != (count,):
-        raise invalid(f"out shape {list(y.dims)} should be [{count}]")
+    # the page: out is the 1-D [N] the caller sizes, and the operator checks only dtypes and
+    # nullptrs, "不重新校验 N": N contiguous elements of any shape are what the kernel writes
+    if math.prod(y.dims) != count or not y.is_contiguous():
+        raise invalid(f"out shape {list(y.dims)} should hold [{count}] contiguous elements")
     work = dtypes.compute_dtype(y.dtype)
     return Plan(lambda: np.arange(count, dtype=work) * work.type(k) + work.type(a), [], [y])
 
@@ -287,7 +283,7 @@ def _tri(self_p, diagonal, out_p, lower: bool, inplace: bool, zero_dims_ok: bool
         if x.format != y.format:
             raise invalid("self and out formats differ")
     if lower:
-        _need_nd((x, "self"))
+        need_nd((x, "self"))
     elif x.format in (lib.ACL_FORMAT_FRACTAL_NZ, lib.ACL_FORMAT_FRACTAL_Z, lib.ACL_FORMAT_NC1HWC0):
         raise invalid("self has a private format")
     if not (2 <= x.ndim <= 8 or (zero_dims_ok and x.ndim == 0)):

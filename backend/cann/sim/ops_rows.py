@@ -14,7 +14,7 @@ import numpy as np
 
 from .binding import lib
 
-from .aclnn import Plan, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .aclnn import Plan, need_nd, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
 from .runtime import SimError
 
 SELF_TYPES = {"f32", "bf16", "f16", "s32", "s64", "s16", "s8", "u8", "f64", "bool", "c64", "c128"}
@@ -26,9 +26,7 @@ def inplace_index_copy(self_ref, dim, index, source):
     need_dtype(x, "selfRef", SELF_TYPES)
     need_dtype(idx, "index", {"s32", "s64"})
     need_same_dtype(x, src, "selfRef", "source")
-    for t, what in ((x, "selfRef"), (idx, "index"), (src, "source")):
-        if t.format != lib.ACL_FORMAT_ND:
-            raise invalid(f"{what} format {t.format} should be ND")
+    need_nd((x, "selfRef"), (idx, "index"), (src, "source"))
     need_dims((x, "selfRef"), (src, "source"))
     need_dims((idx, "index"), hi=1)
     n = max(x.ndim, 1)

@@ -42,6 +42,7 @@ GLU_OPS = "REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF GEGLU_QUICK".split()
 
 OP_VALUE = {name: i for i, name in enumerate(OPS)}
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
+SUBOP_OPS = ("UNARY", "GLU")   # ops whose op_params[0] names a sub-op (ggml_op_desc)
 
 # tensor flags (ggml.h)
 FLAG_INPUT, FLAG_OUTPUT, FLAG_PARAM, FLAG_LOSS = 1, 2, 4, 8
@@ -135,6 +136,13 @@ class Tensor:
         if self.op == "GLU":
             return GLU_OPS[self.param_i32(0)]
         return self.op
+
+    @property
+    def op_key(self) -> str:
+        """The key every op registry uses (reference, ggml replay, CANN rule and handler):
+        "UNARY:SILU" / "GLU:SWIGLU" for the sub-op nodes, the op name for the others.
+        native/aclnn/dispatch.c's subop_of() is its C mirror."""
+        return f"{self.op}:{self.op_desc}" if self.op in SUBOP_OPS else self.op
 
     def __repr__(self) -> str:
         return f"Tensor#{self.index}({self.name or '?'}: {self.op_desc} {self.type.name} ne={list(self.ne)})"

@@ -211,4 +211,4 @@ def test_rules_follow_ggml_cann_or_say_why(dev):
         kept = [c for c in support if c.op == op and picks(c) and dev.supports(c, c.build())]
         assert len(kept) == n, op
         for c in kept:
-            assert "ggml-cann v0.20.2" in rules.RULES[rules.rule_key(c.build().out)].beyond, c.name
+            assert "ggml-cann v0.20.2" in rules.RULES[c.build().out.op_key].beyond, c.name

@@ -77,7 +77,7 @@ class _Placed:
     def compute(self, nodes: list[Tensor] | None = None) -> None:
         for node in self.graph.nodes() if nodes is None else nodes:
             self.dev._check(lib.ops_cann_compute(self.dev.ctx, self.structs[node.index],
-                                                 *self.dev._err()), f"{rules.rule_key(node)} #{node.index}")
+                                                 *self.dev._err()), f"{node.op_key} #{node.index}")
 
     def overruns(self) -> list[str]:
         """Guard regions a kernel wrote into (after synchronisation)."""
@@ -155,7 +155,7 @@ class CANNDevice(Device):
 
     @staticmethod
     def has_handler(node: Tensor) -> bool:
-        sub = node.param_i32(0) if node.op in ("UNARY", "GLU") else -1
+        sub = node.param_i32(0) if node.op_key != node.op else -1   # dispatch.c's OPS_ANY
         return bool(lib.ops_cann_has_handler(OP_VALUE[node.op], sub))
 
     def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:

@@ -154,6 +154,15 @@ struct ops_handler {
 #define OPS_FAMILY(name) const struct ops_handler ops_family_##name[]
 #define OPS_END { GGML_OP_NONE, 0, NULL }
 
+/* A handler that is one self -> out operator, aclnnOP(src0, dst): most of UNARY, and
+ * SQRT, LOG, SIN, COS. */
+#define OPS_SIMPLE_UNARY(fn, OP)                                                 \
+    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {          \
+        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
+        OPS_ACLNN(ctx, OP, x, y);                                                \
+        return 0;                                                                \
+    }
+
 static inline float ops_param_f32(const struct ggml_tensor *t, int i) {
     float v;
     __builtin_memcpy(&v, &t->op_params[i], sizeof v);

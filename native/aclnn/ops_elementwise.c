@@ -4,17 +4,10 @@
  * ADD_ID, which ggml-cann does not map: aclnnGatherV2 of b's rows by ids, then aclnnAdd. */
 #include "ops_cann.h"
 
-#define SIMPLE(fn, OP)                                                          \
-    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {         \
-        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
-        OPS_ACLNN(ctx, OP, x, y);                                               \
-        return 0;                                                               \
-    }
-
-SIMPLE(op_sqrt, Sqrt)
-SIMPLE(op_log, Log)
-SIMPLE(op_sin, Sin)
-SIMPLE(op_cos, Cos)
+OPS_SIMPLE_UNARY(op_sqrt, Sqrt)
+OPS_SIMPLE_UNARY(op_log, Log)
+OPS_SIMPLE_UNARY(op_sin, Sin)
+OPS_SIMPLE_UNARY(op_cos, Cos)
 
 static int op_sqr(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);

@@ -217,6 +217,14 @@ def view_of(a: Tensor, op: str, ne: Sequence[int], nb: Sequence[int], offset: in
     return t
 
 
+def strided_view(a: Tensor, ne: Sequence[int], name: str = "", offset: int = 0) -> Tensor:
+    """ggml_view_Nd(a, ne..., a->nb[1], .., a->nb[N-1], offset) for N = len(ne): a part of
+    `a` that keeps its strides (the non-contiguous inputs of test-backend-ops' `v` cases)."""
+    t = view(a, ne, a.nb[1:len(ne)], offset)
+    t.name = name
+    return t
+
+
 def set_param(t: Tensor) -> Tensor:
     """ggml_set_param: a leaf that `ops grad` differentiates the output by."""
     assert t.op == "NONE", "ggml_set_param: only leaves are parameters"

@@ -6,7 +6,7 @@ import numpy as np
 
 from .catalog import EVERY_DEVICE, Family, Tolerance, fd_limit, register
 from .elementwise import sqr
-from .graph import UNARY_OPS, add, mul, new_op, set_param, unary, view
+from .graph import UNARY_OPS, add, mul, new_op, set_param, strided_view, unary, view
 from .inputs import uniform
 
 SHAPES = ([128, 2, 2, 2], [5, 7, 11, 13])
@@ -19,9 +19,7 @@ def view_or_leaf(g, type, ne_a, v, name="a", grow=(3, 2, 5, 4), param=False):
         big = g.new_tensor(type, [n * k for n, k in zip(ne_a, grow)], name)
         if param:
             set_param(big)
-        a = view(big, ne_a, big.nb[1:], 0)
-        a.name = f"view_of_{name}"
-        return a
+        return strided_view(big, ne_a, f"view_of_{name}")
     a = g.new_tensor(type, ne_a, name)
     return set_param(a) if param else a
 

@@ -125,6 +125,13 @@ class Tensor:
     def param_f32(self, i: int) -> float:
         return struct.unpack_from("<f", self.op_params, 4 * i)[0]
 
+    def params_i32(self, n: int, start: int = 0) -> tuple[int, ...]:
+        """op_params words start .. start+n-1 as int32: a constructor's int arguments in order."""
+        return struct.unpack_from(f"<{n}i", self.op_params, 4 * start)
+
+    def params_f32(self, n: int, start: int = 0) -> tuple[float, ...]:
+        return struct.unpack_from(f"<{n}f", self.op_params, 4 * start)
+
     def param_u64(self, i: int) -> int:
         return struct.unpack_from("<Q", self.op_params, 4 * i)[0]
 

@@ -31,7 +31,7 @@ def _few_repeats(node) -> bool:
 
 def _pads(node) -> list[tuple[int, int, int]]:
     """(left, right, source size) per ggml dim."""
-    p, src = [node.param_i32(i) for i in range(8)], node.src[0]
+    p, src = node.params_i32(8), node.src[0]
     return [(p[2 * d], p[2 * d + 1], src.ne[d]) for d in range(4)]
 
 

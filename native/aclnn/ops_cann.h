@@ -163,6 +163,13 @@ struct ops_handler {
         return 0;                                                                \
     }
 
+/* nb[0 .. dims-1] of a contiguous tensor of ne with elements of `elem` bytes (ggml's
+ * row-major layout; dims may exceed GGML_MAX_DIMS for a split view). */
+static inline void ops_contiguous_nb(const int64_t *ne, int dims, size_t elem, size_t *nb) {
+    nb[0] = elem;
+    for (int i = 1; i < dims; i++) nb[i] = nb[i - 1] * (size_t) ne[i - 1];
+}
+
 static inline float ops_param_f32(const struct ggml_tensor *t, int i) {
     float v;
     __builtin_memcpy(&v, &t->op_params[i], sizeof v);

@@ -84,8 +84,7 @@ static int op_add_id(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     if (ids->ne[2] != 1 || ids->ne[3] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1)
         return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ADD_ID: unexpected shapes");
     size_t es = ops_elem_size(b->type), nb[GGML_MAX_DIMS];
-    nb[0] = es;
-    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) dst->ne[i - 1];
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, es, nb);
     void *rows = ops_scratch(ctx, (size_t) ops_nelements(dst) * es);
     if (!rows) return ctx->rc;
     aclTensor *table = ops_tensor_ex(ctx, b->data, b->type, b->ne, b->nb, 2, ACL_FORMAT_ND, 0);

@@ -146,11 +146,7 @@ def cli():
 @report_options
 def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""
-    base = check_report_options(log_dir, summary_file, baseline)
-    run = run_mode("test", **kw)
-    emit(run, kw["output"])
-    write_reports(run, log_dir, summary_file, base)
-    sys.exit(_Stdout.status(run.exit_status))
+    _run_and_report("test", log_dir, summary_file, baseline, **kw)
 
 
 @cli.command()
@@ -159,8 +155,14 @@ def test(log_dir, summary_file, baseline, **kw):
 def grad(log_dir, summary_file, baseline, **kw):
     """Check each case's gradients: backprop (libggml's backward graph) against finite
     differences on the device, as test-backend-ops' grad mode: OK / not supported / FAIL."""
+    _run_and_report("grad", log_dir, summary_file, baseline, **kw)
+
+
+def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
+    """test and grad: the report options checked first, then the run, its outputs and
+    reports; the exit status is the run's."""
     base = check_report_options(log_dir, summary_file, baseline)
-    run = run_mode("grad", **kw)
+    run = run_mode(mode, **kw)
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
     sys.exit(_Stdout.status(run.exit_status))

@@ -232,6 +232,20 @@ def strided_view(a: Tensor, ne: Sequence[int], name: str = "", offset: int = 0) 
     return t
 
 
+def leaf_or_view(g: Graph, type, ne: Sequence[int], name: str, grow: Sequence[int] | None = None,
+                 param: bool = False) -> Tensor:
+    """The leaf `name`, or with `grow` (a factor per dim) a strided view of ne into a leaf
+    that many times larger, named view_of_<name>; with `param` the leaf is a gradient
+    parameter."""
+    if grow is None:
+        leaf = g.new_tensor(type, ne, name)
+        return set_param(leaf) if param else leaf
+    big = g.new_tensor(type, [n * k for n, k in zip(ne, grow)], name)
+    if param:
+        set_param(big)
+    return strided_view(big, ne, f"view_of_{name}")
+
+
 def set_param(t: Tensor) -> Tensor:
     """ggml_set_param: a leaf that `ops grad` differentiates the output by."""
     assert t.op == "NONE", "ggml_set_param: only leaves are parameters"

@@ -13,8 +13,8 @@ import numpy as np
 
 from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register
 from .tolerances import QUANTIZED_DST
-from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute, set_param,
-                    strided_view, transpose)
+from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_view, new_op, permute,
+                    set_param, strided_view, transpose)
 from .inputs import shape_of, uniform_init
 from .types import F32, I32, ggml_type
 
@@ -155,16 +155,9 @@ def build_concat(g, type, ne_a, ne_b_d, dim, v):
     ne_b = list(ne_a)
     ne_b[dim] = ne_b_d
     # v bits: 1 / 2: a / b is a view with gaps in dims 0-2, 4 / 8: with gaps in dims 2-3
-    a = _leaf_or_view(g, type, ne_a, "a", (2, 4, 3, 1) if v & 1 else (1, 1, 2, 4) if v & 4 else None)
-    b = _leaf_or_view(g, type, ne_b, "b", (3, 2, 4, 1) if v & 2 else (1, 1, 3, 2) if v & 8 else None)
+    a = leaf_or_view(g, type, ne_a, "a", (2, 4, 3, 1) if v & 1 else (1, 1, 2, 4) if v & 4 else None)
+    b = leaf_or_view(g, type, ne_b, "b", (3, 2, 4, 1) if v & 2 else (1, 1, 3, 2) if v & 8 else None)
     return concat(a, b, dim)
-
-
-def _leaf_or_view(g, type, ne, name, grow):
-    if grow is None:
-        return g.new_tensor(type, ne, name)
-    big = g.new_tensor(type, _mul(ne, grow), name)
-    return strided_view(big, ne, name=f"view_of_{name}")
 
 
 def _concat_grid():

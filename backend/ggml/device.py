@@ -179,7 +179,7 @@ class GGMLDevice(Device):
     def replay(self, graph: Graph, sentinels: bool = False, graph_size: int = 0,
                grads: bool = False) -> Replay:
         """Rebuild every tensor of the graph in a fresh no_alloc ggml context (with `grads`,
-        room for a backward graph too: backward.py)."""
+        room for a backward graph too: Backward, above)."""
         n = len(graph.tensors)
         graph_size = max(graph_size, 2 * n + 16)
         n_objs = (2 * n + 2 if sentinels else n) + 32  # + by-products of composite constructors

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Family, register
-from .graph import Tensor, binary, can_repeat, new_op, permute, set_param, view, view_of
+from .graph import (Tensor, binary, can_repeat, new_op, permute, set_param, strided_view, view,
+                    view_of)
 from .types import I32
-from .inputs import uniform
+from .inputs import shuffled_rows, uniform
 
 BIN_OPS = ("ADD", "SUB", "MUL", "DIV")
 
@@ -175,8 +176,7 @@ def build_add_id(g, type_a, type_b, n_embd, n_experts, n_experts_used, n_token):
     b = g.new_tensor(type_b, [n_embd, n_experts], "b")
     ids = g.new_tensor(I32, [n_experts, n_token], "ids")
     if n_experts_used != n_experts:
-        ids = view(ids, [n_experts_used, n_token], [ids.nb[1]], 0)
-        ids.name = "view_of_ids"
+        ids = strided_view(ids, [n_experts_used, n_token], "view_of_ids")
     out = add_id(a, b, ids)
     out.name = "out"
     return out
@@ -186,8 +186,7 @@ def init_add_id(t, rng, p):
     if t.type != I32:
         return None
     # each token's row is a permutation of the experts (the view keeps the first ones)
-    n_rows, n = t.nrows(), t.ne[0]
-    return rng.permuted(np.broadcast_to(np.arange(n) % p["n_experts"], (n_rows, n)), axis=1)
+    return shuffled_rows(rng, np.arange(t.ne[0]) % p["n_experts"], t.nrows())
 
 
 def add_id_case(n_embd, n_experts, n_experts_used, n_token):

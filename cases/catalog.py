@@ -15,6 +15,7 @@ import numpy as np
 
 from .graph import Graph, Tensor
 from .inputs import init_leaf
+from .plugins import load_plugins
 from .types import GGMLType
 
 Params = Mapping[str, Any]
@@ -202,8 +203,7 @@ class _Registry(dict):
     FAMILIES["sum"] works whichever module was imported before."""
 
     def __getitem__(self, name: str) -> Family:
-        if not _loaded:
-            _load_all()
+        _load_all()
         return super().__getitem__(name)
 
 
@@ -277,22 +277,12 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
     return case
 
 
-_loaded = False
+_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins")   # the case model, not families
 
 
 def _load_all() -> None:
     """Import every family module of this package (each registers its families)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-    import pkgutil
-
-    from . import __path__ as pkg_path
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg_path)):
-        if mod not in ("catalog", "graph", "types", "inputs"):
-            importlib.import_module(f"{__package__}.{mod}")
+    load_plugins(__package__, skip=_NOT_FAMILIES)
 
 
 def family(name: str) -> Family:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .catalog import Family, register
 from .graph import Tensor, new_op
-from .inputs import uniform
+from .inputs import uniform_by_name
 from .types import F32
 
 HC = 4
@@ -48,9 +48,7 @@ RANGES = {"mixes": (-2.0, 2.0), "scale": (-0.5, 0.5), "base": (-0.25, 0.25), "we
           "comb": (0.0, 1.0), "post": (0.0, 2.0), "x": (-1.0, 1.0), "residual": (-1.0, 1.0)}
 
 
-def init_by_name(t, rng, p):
-    lo_hi = RANGES.get(t.name)
-    return uniform(t, rng, *lo_hi) if lo_hi else None
+init_by_name = uniform_by_name(RANGES)
 
 
 def build_comb(g, n_tokens, n_iter, eps):

@@ -7,7 +7,7 @@ import numpy as np
 
 from .catalog import EVERY_DEVICE, fd_limit, Family, register
 from .graph import new_op, scale as scale_bias, set_param, unary, view_of
-from .inputs import uniform
+from .inputs import uniform_init
 
 TYPES = ("f16", "f32")
 
@@ -97,9 +97,7 @@ def _shapes(default):
 
 
 def _init_range(lo_hi):
-    if lo_hi is None:
-        return None
-    return lambda t, rng, p: uniform(t, rng, *lo_hi)
+    return None if lo_hi is None else uniform_init(*lo_hi)
 
 
 for _name, (_op, _fn, _ne, _range) in SIMPLE.items():

@@ -3,7 +3,7 @@ summed into the rows of a zero f32 matrix shaped like the forward input."""
 from __future__ import annotations
 
 from .catalog import Family, register
-from .graph import Tensor, new_op, view
+from .graph import Tensor, new_op, strided_view
 from .inputs import shape_of
 from .matmul import ALL_TYPES
 from .types import F32, I32
@@ -21,8 +21,7 @@ def build_get_rows_back(g, type, n, m, r, b, v):
     in_forward = g.new_tensor(type, [n, m, b], "in_forward")
     rows = g.new_tensor(I32, [r, b], "rows")
     if v:  # the first half of the row ids, through a view
-        rows = view(rows, [r // 2, b], rows.nb[1:2], 0)
-        rows.name = "view_of_rows"
+        rows = strided_view(rows, [r // 2, b], "view_of_rows")
     grad = g.new_tensor(type, [n, r, b], "grad")
     return get_rows_back(grad, rows, in_forward)
 

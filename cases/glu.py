@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .catalog import Family, register
 from .graph import GLU_OPS, new_op
-from .inputs import uniform
+from .inputs import uniform_init
 from .unary import F16_GELU_TABLE, SHAPES, view_or_leaf
 
 GROW = (3, 1, 1, 1)  # v=1: a view into a tensor 3x wider in dim 0
@@ -30,8 +30,7 @@ def swiglu_oai(a, b, alpha, limit):
     return t
 
 
-def init_wide(t, rng, p):
-    return uniform(t, rng, -150.0, 150.0)  # wide range: catches NaNs in GELU & co
+init_wide = uniform_init(-150.0, 150.0)  # wide range: catches NaNs in GELU & co
 
 
 GATED = [op for op in GLU_OPS if op != "SWIGLU_OAI"]

@@ -42,6 +42,7 @@ GLU_OPS = "REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF GEGLU_QUICK".split()
 
 OP_VALUE = {name: i for i, name in enumerate(OPS)}
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
+SUBOP_OPS = ("UNARY", "GLU")   # ops whose op_params[0] names a sub-op (ggml_op_desc)
 
 # tensor flags (ggml.h)
 FLAG_INPUT, FLAG_OUTPUT, FLAG_PARAM, FLAG_LOSS = 1, 2, 4, 8
@@ -124,6 +125,13 @@ class Tensor:
     def param_f32(self, i: int) -> float:
         return struct.unpack_from("<f", self.op_params, 4 * i)[0]
 
+    def params_i32(self, n: int, start: int = 0) -> tuple[int, ...]:
+        """op_params words start .. start+n-1 as int32: a constructor's int arguments in order."""
+        return struct.unpack_from(f"<{n}i", self.op_params, 4 * start)
+
+    def params_f32(self, n: int, start: int = 0) -> tuple[float, ...]:
+        return struct.unpack_from(f"<{n}f", self.op_params, 4 * start)
+
     def param_u64(self, i: int) -> int:
         return struct.unpack_from("<Q", self.op_params, 4 * i)[0]
 
@@ -135,6 +143,13 @@ class Tensor:
         if self.op == "GLU":
             return GLU_OPS[self.param_i32(0)]
         return self.op
+
+    @property
+    def op_key(self) -> str:
+        """The key every op registry uses (reference, ggml replay, CANN rule and handler):
+        "UNARY:SILU" / "GLU:SWIGLU" for the sub-op nodes, the op name for the others.
+        native/aclnn/dispatch.c's subop_of() is its C mirror."""
+        return f"{self.op}:{self.op_desc}" if self.op in SUBOP_OPS else self.op
 
     def __repr__(self) -> str:
         return f"Tensor#{self.index}({self.name or '?'}: {self.op_desc} {self.type.name} ne={list(self.ne)})"
@@ -207,6 +222,28 @@ def view_of(a: Tensor, op: str, ne: Sequence[int], nb: Sequence[int], offset: in
     t.op = op
     t.src = [a]
     return t
+
+
+def strided_view(a: Tensor, ne: Sequence[int], name: str = "", offset: int = 0) -> Tensor:
+    """ggml_view_Nd(a, ne..., a->nb[1], .., a->nb[N-1], offset) for N = len(ne): a part of
+    `a` that keeps its strides (the non-contiguous inputs of test-backend-ops' `v` cases)."""
+    t = view(a, ne, a.nb[1:len(ne)], offset)
+    t.name = name
+    return t
+
+
+def leaf_or_view(g: Graph, type, ne: Sequence[int], name: str, grow: Sequence[int] | None = None,
+                 param: bool = False) -> Tensor:
+    """The leaf `name`, or with `grow` (a factor per dim) a strided view of ne into a leaf
+    that many times larger, named view_of_<name>; with `param` the leaf is a gradient
+    parameter."""
+    if grow is None:
+        leaf = g.new_tensor(type, ne, name)
+        return set_param(leaf) if param else leaf
+    big = g.new_tensor(type, [n * k for n, k in zip(ne, grow)], name)
+    if param:
+        set_param(big)
+    return strided_view(big, ne, f"view_of_{name}")
 
 
 def set_param(t: Tensor) -> Tensor:

@@ -17,6 +17,23 @@ def uniform(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1
     return rng.uniform(lo, hi, size=shape_of(t)).astype(np.float32)
 
 
+def uniform_init(lo: float, hi: float):
+    """A family's `init`: every leaf uniform in [lo, hi]."""
+    return lambda t, rng, p: uniform(t, rng, lo, hi)
+
+
+def uniform_by_name(ranges: dict[str, tuple[float, float]]):
+    """A family's `init`: the leaves named in `ranges` uniform in their (lo, hi), the
+    others as by default."""
+    return lambda t, rng, p: uniform(t, rng, *ranges[t.name]) if t.name in ranges else None
+
+
+def shuffled_rows(rng: np.random.Generator, values: np.ndarray, n_rows: int) -> np.ndarray:
+    """n_rows rows, each its own shuffle of `values` (shape n_rows, len(values)): the row
+    ids and tie-free rows that test-backend-ops draws with std::shuffle."""
+    return rng.permuted(np.broadcast_to(values, (n_rows, len(values))), axis=1)
+
+
 def kq_mask(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
     """test-backend-ops' init_tensor_kq_mask: uniform [lo, hi], then about 20% of the area
     covered by blocks of 64 rows x 128 columns (clipped at the edges, at random places) of

@@ -15,6 +15,7 @@ from .unary import f16_gelu_table
 from . import tolerances
 from .glu import glu_split
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
+from .inputs import shuffled_rows
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
 from .movement import get_rows, repeat
 from .types import F32, I32, ggml_type
@@ -53,7 +54,7 @@ def mul_mat_set_hint(t: Tensor, hint: int) -> Tensor:
 
 def expert_ids(t: Tensor, rng: np.random.Generator, n_mats: int) -> np.ndarray:
     """init_mul_mat_id_tensors: each row holds i % n_mats for i < ne0, shuffled."""
-    return rng.permuted(np.broadcast_to(np.arange(t.ne[0]) % n_mats, (t.nrows(), t.ne[0])), axis=1)
+    return shuffled_rows(rng, np.arange(t.ne[0]) % n_mats, t.nrows())
 
 
 def init_moe(t, rng, p):

@@ -13,9 +13,9 @@ import numpy as np
 
 from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register
 from .tolerances import QUANTIZED_DST
-from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, new_op, permute, set_param,
-                    transpose, view)
-from .inputs import shape_of, uniform
+from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_view, new_op, permute,
+                    set_param, strided_view, transpose)
+from .inputs import shape_of, uniform_init
 from .types import F32, I32, ggml_type
 
 # test-backend-ops' all_types: every type a copy / row gather is tried with
@@ -106,13 +106,6 @@ def _mul(ne, nr):
     return [n * r for n, r in zip(ne, nr)]
 
 
-def _view_4d(src: Tensor, ne, offset=0, name="") -> Tensor:
-    """ggml_view_4d(src, ne..., src->nb[1], src->nb[2], src->nb[3], offset)."""
-    v = view(src, ne, src.nb[1:], offset)
-    v.name = name
-    return v
-
-
 # --- REPEAT / REPEAT_BACK ---
 
 def build_repeat(g, type, ne, nr):
@@ -125,7 +118,7 @@ def build_repeat(g, type, ne, nr):
 def build_repeat_back(g, type, ne, nr, v):
     src = g.new_tensor(type, _mul(ne, nr), "src")
     if v:  # halve every repeated dim: a non-contiguous view of the tiled tensor
-        src = _view_4d(src, [n if r == 1 else n // 2 for n, r in zip(src.ne, nr)], name="view")
+        src = strided_view(src, [n if r == 1 else n // 2 for n, r in zip(src.ne, nr)], name="view")
     target = g.new_tensor(type, ne, "target")
     return repeat_back(src, target.ne)
 
@@ -162,16 +155,9 @@ def build_concat(g, type, ne_a, ne_b_d, dim, v):
     ne_b = list(ne_a)
     ne_b[dim] = ne_b_d
     # v bits: 1 / 2: a / b is a view with gaps in dims 0-2, 4 / 8: with gaps in dims 2-3
-    a = _leaf_or_view(g, type, ne_a, "a", (2, 4, 3, 1) if v & 1 else (1, 1, 2, 4) if v & 4 else None)
-    b = _leaf_or_view(g, type, ne_b, "b", (3, 2, 4, 1) if v & 2 else (1, 1, 3, 2) if v & 8 else None)
+    a = leaf_or_view(g, type, ne_a, "a", (2, 4, 3, 1) if v & 1 else (1, 1, 2, 4) if v & 4 else None)
+    b = leaf_or_view(g, type, ne_b, "b", (3, 2, 4, 1) if v & 2 else (1, 1, 3, 2) if v & 8 else None)
     return concat(a, b, dim)
-
-
-def _leaf_or_view(g, type, ne, name, grow):
-    if grow is None:
-        return g.new_tensor(type, ne, name)
-    big = g.new_tensor(type, _mul(ne, grow), name)
-    return _view_4d(big, ne, name=f"view_of_{name}")
 
 
 def _concat_grid():
@@ -226,8 +212,8 @@ register(Family(name="dup", build=build_dup, vars=_dup_vars, op="DUP", eval_grid
 def build_cont(g, type, ne, use_view_slice):
     src = set_param(g.new_tensor(type, ne, "src"))
     if use_view_slice:  # one row per (i2, i3), at an element offset of ne1-1
-        a = _view_4d(src, [src.ne[0], 1, src.ne[2], src.ne[3]], src.nb[0] * (src.ne[1] - 1),
-                     "src_view_slice")
+        a = strided_view(src, [src.ne[0], 1, src.ne[2], src.ne[3]], "src_view_slice",
+                         src.nb[0] * (src.ne[1] - 1))
     else:
         a = transpose(src)
     return cont(a)
@@ -278,7 +264,7 @@ def build_cpy(g, type_src, type_dst, ne_src, ne_dst, permute_src, permute_dst, _
         src.name = "src_transposed"
     ne = ne_dst if min(ne_dst) >= 0 else src.ne
     if dst_alloc[0] > 0:  # dst is a strided view into a larger buffer
-        dst = _view_4d(g.new_tensor(type_dst, dst_alloc, "dst_buf"), ne, name="dst_view")
+        dst = strided_view(g.new_tensor(type_dst, dst_alloc, "dst_buf"), ne, name="dst_view")
     else:
         dst = g.new_tensor(type_dst, ne, "dst")
         if any(permute_dst):
@@ -370,8 +356,7 @@ def cpy_max_nmse(p):
     return 1e-6
 
 
-def init_cpy(t, rng, p):
-    return uniform(t, rng, -150.0, 150.0)  # wide range: f32 <-> i32 conversions are checked
+init_cpy = uniform_init(-150.0, 150.0)  # wide range: f32 <-> i32 conversions are checked
 
 
 register(Family(
@@ -398,8 +383,7 @@ def build_get_rows(g, type, n, m, r, be1, be2, v):
     a = g.new_tensor(type, [n, m, be1, be2], "in")
     rows = g.new_tensor(I32, [r, be1, be2], "rows")
     if v:  # the first half of each batch's row ids, through a strided view
-        rows = view(rows, [r // 2, be1, be2], rows.nb[1:3], 0)
-        rows.name = "view_of_rows"
+        rows = strided_view(rows, [r // 2, be1, be2], "view_of_rows")
     if be1 == be2 == 1 and rows.ne[1] == rows.ne[2] == rows.ne[3] == 1:
         set_param(a)   # ggml's backward: a matrix and a vector of row ids only
     return get_rows(a, rows)
@@ -441,7 +425,7 @@ def build_pad(g, type, ne_a, pad_0, pad_1, circular):
 def build_pad_ext(g, type, ne_a, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3, tfrm, circular):
     a = g.new_tensor(type, ne_a, "a")
     if tfrm == 1:  # the first half of every dim: a strided view
-        a = _view_4d(a, [(n + 1) // 2 for n in a.ne], name="view of a")
+        a = strided_view(a, [(n + 1) // 2 for n in a.ne], name="view of a")
     elif tfrm == 2:
         a = _permute(a, (2, 1, 0, 3))
     return pad_ext(a, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3, circular)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .catalog import Family, register
 from .graph import Tensor, add, mul, new_op, permute, set_param, view, view_of
-from .inputs import uniform
+from .inputs import uniform_init
 
 # --- constructors (ggml.c): the result is a dup of `a` (or, in place, a view of it) ---
 
@@ -60,8 +60,7 @@ def _input(g, type, ne, v=False, noncontig_rows=False, param=False):
     return a
 
 
-def init_pm10(t, rng, p):
-    return uniform(t, rng, -10.0, 10.0)
+init_pm10 = uniform_init(-10.0, 10.0)
 
 
 register(Family(

@@ -14,7 +14,7 @@ from .catalog import Deviation, Family, register
 from .tolerances import CANN_CUBE_F32, ILL_CONDITIONED
 from .elementwise import sqr
 from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
-from .inputs import uniform
+from .inputs import uniform, uniform_by_name
 from .misc import ssm_conv
 from .norm import l2_norm
 from .reduce import sum_all
@@ -321,9 +321,7 @@ def build_gated_delta_net(g, type, head_count, head_size, n_seq_tokens, n_seqs, 
 GDN_RANGES = {"g": (-20.0, -1e-4), "beta": (0.0, 1.0), "v": (-0.3, 5.0)}
 
 
-def init_gated_delta_net(t, rng, p):
-    lo_hi = GDN_RANGES.get(t.name)
-    return uniform(t, rng, *lo_hi) if lo_hi else None
+init_gated_delta_net = uniform_by_name(GDN_RANGES)
 
 
 def _gdn(head_count, head_size, n_seq_tokens, n_seqs, v_repeat=1, permuted=False, kda=False, K=1):

@@ -9,7 +9,7 @@ from .catalog import Deviation, Family, fmt_vars, register
 from .tolerances import RUNNING_SUMS
 from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter
-from .inputs import shape_of, uniform
+from .inputs import shape_of, shuffled_rows, uniform_init
 from .types import F32, I32, I64
 
 SORT_ASC, SORT_DESC = 0, 1  # enum ggml_sort_order
@@ -54,17 +54,15 @@ def argsort(a: Tensor, order: int = SORT_ASC) -> Tensor:
 
 # --- inputs ---
 
-def init_shifted(t, rng, p):
-    # not centred on zero: keeps sums away from catastrophic cancellation
-    return uniform(t, rng, -0.9, 1.1)
+# not centred on zero: keeps sums away from catastrophic cancellation
+init_shifted = uniform_init(-0.9, 1.1)
 
 
 def init_distinct_rows(t, rng, p):
     """f32 rows that are shuffled 0, 1, ..., ne0-1: no ties for argmax / argsort."""
     if t.type != F32:
         return None
-    rows = np.broadcast_to(np.arange(t.ne[0], dtype=np.float32), (t.nrows(), t.ne[0]))
-    return rng.permuted(rows, axis=1).reshape(shape_of(t))
+    return shuffled_rows(rng, np.arange(t.ne[0], dtype=np.float32), t.nrows()).reshape(shape_of(t))
 
 
 # --- test_sum ---

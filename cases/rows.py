@@ -8,8 +8,8 @@ import numpy as np
 
 from .catalog import Family, register
 from .tolerances import QUANTIZED_DST
-from .graph import Tensor, view, view_of
-from .inputs import shape_of
+from .graph import Tensor, strided_view, view_of
+from .inputs import shape_of, shuffled_rows
 from .movement import ALL_TYPES
 from .types import F16, F32, I32, I64, ggml_type
 
@@ -32,9 +32,8 @@ def build_set_rows(g, type_src, type_dst, type_idx, ne, nr23, r, v):
     src = g.new_tensor(type_src, [ne[0], r, n2, n3], "src")
     row_idxs = g.new_tensor(type_idx, [r, ne[2], ne[3]], "row_idxs")
     if v:  # the first half of the rows and of their ids, through strided views
-        src = view(src, [ne[0], r // 2, n2, n3], src.nb[1:], 0)
-        row_idxs = view(row_idxs, [r // 2, ne[2], ne[3]], row_idxs.nb[1:3], 0)
-        row_idxs.name = "view_of_rows"
+        src = strided_view(src, [ne[0], r // 2, n2, n3])
+        row_idxs = strided_view(row_idxs, [r // 2, ne[2], ne[3]], "view_of_rows")
     out = set_rows(dst, src, row_idxs)
     out.name = "out"
     return out
@@ -46,8 +45,7 @@ def init_set_rows(t, rng, p):
     if not t.type.is_int:
         return None
     n_rows = p["ne"][1]
-    perms = rng.permuted(np.broadcast_to(np.arange(n_rows), (t.nrows(), n_rows)), axis=1)
-    return perms[:, :t.ne[0]].reshape(shape_of(t))
+    return shuffled_rows(rng, np.arange(n_rows), t.nrows())[:, :t.ne[0]].reshape(shape_of(t))
 
 
 def set_rows_max_nmse(p) -> float:

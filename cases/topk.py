@@ -9,7 +9,7 @@ import numpy as np
 from .catalog import Family, register
 from .elementwise import clamp, sqrt
 from .graph import Tensor, add, div, new_op, reshape, scale, unary, view
-from .inputs import shape_of
+from .inputs import shape_of, shuffled_rows
 from .movement import get_rows
 from .reduce import SORT_DESC, argsort, sum_rows
 from .softmax import soft_max_ext
@@ -66,8 +66,7 @@ def init_top_k(t, rng, p):
     vals = np.arange(t.ne[0])
     if p["ties"]:
         vals = vals // max(1, min(10, p["k"] // 2))
-    rows = np.broadcast_to(vals.astype(np.float32), (t.nrows(), t.ne[0]))
-    return rng.permuted(rows, axis=1).reshape(shape_of(t))
+    return shuffled_rows(rng, vals.astype(np.float32), t.nrows()).reshape(shape_of(t))
 
 
 def build_top_k(g, type, ne, k, ties):

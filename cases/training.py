@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .catalog import Family, register
 from .graph import FLAG_PARAM, Tensor, new_op, set_param, view_of
-from .inputs import uniform
+from .inputs import uniform_init
 from .softmax import soft_max_ext
 from .types import F32
 
@@ -83,16 +83,12 @@ def build_sgd(g, type, ne):
     return opt_step_sgd(a, g.new_tensor(type, ne, "grad"), g.new_tensor(F32, [2], "sgd_params"))
 
 
-def init_range(lo: float, hi: float):
-    return lambda t, rng, p: uniform(t, rng, lo, hi)
-
-
 CE_GRID = lambda: [dict(type="f32", ne=[10, 5, 4, 3]), dict(type="f32", ne=[30000, 1, 1, 1])]
 
 register(Family(
     name="cross_entropy_loss", build=build_cross_entropy_loss, vars=("type", "ne"), op="CROSS_ENTROPY_LOSS",
     eval_grid=CE_GRID,
-    init=init_range(-100.0, 100.0),   # wide logits: a near-linear softmax for numeric gradients
+    init=uniform_init(-100.0, 100.0),   # wide logits: a near-linear softmax for numeric gradients
     grad_eps=1.0,
     grad_precise=True,
 ))
@@ -103,13 +99,13 @@ register(Family(
 register(Family(
     name="opt_step_adamw", build=build_adamw, vars=("type", "ne"), op="OPT_STEP_ADAMW",
     eval_grid=lambda: [dict(type="f32", ne=[10, 5, 4, 3])],
-    init=init_range(0.0, 1.0),   # grad_v and the hyper-parameters must be non-negative
+    init=uniform_init(0.0, 1.0),   # grad_v and the hyper-parameters must be non-negative
     in_grad=False,               # test-backend-ops' grad mode leaves it out, unprinted
 ))
 register(Family(
     name="opt_step_sgd", build=build_sgd, vars=("type", "ne"), op="OPT_STEP_SGD",
     eval_grid=lambda: [dict(type="f32", ne=[10, 5, 4, 3])],
-    init=init_range(0.0, 1.0),
+    init=uniform_init(0.0, 1.0),
     grad_precise=True,
 ))
 register(Family(
@@ -124,5 +120,5 @@ register(Family(
     vars=("type", "ne", "eps"), op="RMS_NORM_BACK",
     eval_grid=lambda: [dict(type="f32", ne=[n, 5, 4, 3], eps=eps)
                        for eps in (0.0, 1e-6, 1e-4, 1e-1, 10.0) for n in (64, 1025)],
-    init=init_range(-10.0, 10.0),
+    init=uniform_init(-10.0, 10.0),
 ))

@@ -6,7 +6,7 @@ import numpy as np
 
 from .catalog import EVERY_DEVICE, Family, Tolerance, fd_limit, register
 from .elementwise import sqr
-from .graph import UNARY_OPS, add, mul, new_op, set_param, unary, view
+from .graph import UNARY_OPS, add, leaf_or_view, mul, new_op, set_param, unary, view
 from .inputs import uniform
 
 SHAPES = ([128, 2, 2, 2], [5, 7, 11, 13])
@@ -15,15 +15,7 @@ SHAPES = ([128, 2, 2, 2], [5, 7, 11, 13])
 def view_or_leaf(g, type, ne_a, v, name="a", grow=(3, 2, 5, 4), param=False):
     """The input `a` (a gradient parameter with `param`), or with v=1 a non-contiguous view
     into a larger tensor."""
-    if v & 1:
-        big = g.new_tensor(type, [n * k for n, k in zip(ne_a, grow)], name)
-        if param:
-            set_param(big)
-        a = view(big, ne_a, big.nb[1:], 0)
-        a.name = f"view_of_{name}"
-        return a
-    a = g.new_tensor(type, ne_a, name)
-    return set_param(a) if param else a
+    return leaf_or_view(g, type, ne_a, name, grow if v & 1 else None, param)
 
 
 # the unary ops with a backward in ggml (test_unary's grad_supported)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -11,151 +10,16 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__
-from .selection import BadInput, select_cases, select_devices, split_ops_filter
+from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
+                      checked_selection, common_options, ops_text, output_option, report_options,
+                      selected_devices, selection_options)
+from .selection import BadInput, split_ops_filter
 
 if TYPE_CHECKING:
     from .results import Run
 
-OUTPUTS = ("console", "csv", "json", "junit")
-
-
-def _devices(wanted, include_reference=False):
-    from cannops.backend.base import list_devices
-    return select_devices(wanted, list_devices(), include_reference)
-
-
-def _apply(f, *options):
-    """Decorate with `options` so that --help lists them in the order given."""
-    for opt in reversed(options):
-        f = opt(f)
-    return f
-
-
-def selection_options(f):
-    """What to run where: -o, -p, -b, -j, --timeout, --seed, --shard."""
-    return _apply(
-        f,
-        click.option("-o", "ops", metavar="OPS", multiple=True,
-                     help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
-        click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),
-        click.option("-b", "backends", metavar="DEVICE", multiple=True,
-                     help="Device(s) to use (repeat or comma list); default: every device but NUMPY."),
-        click.option("-j", "jobs", type=int, default=1, show_default=True, help="Worker processes."),
-        click.option("--timeout", type=float, default=None,
-                     help="Seconds a case may take before it is a FAIL (its worker is replaced); "
-                          "default 60 (perf: 600, as one measurement repeats the op for 1 s or more; "
-                          "grad: 900, as finite differences run the forward graph twice per "
-                          "gradient element); ten times that on a simulated device (CANN-SIM)."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data."),
-        click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."))
-
-
-def output_option(f):
-    return click.option("--output", type=click.Choice(OUTPUTS), default="console", show_default=True,
-                        help="console, or machine-readable on stdout: csv, json (the results file), "
-                             "junit (JUnit XML, one testcase per case).")(f)
-
-
-def common_options(f):
-    return _apply(
-        f, selection_options, output_option,
-        click.option("--results", "results_path", metavar="FILE",
-                     help="Also write the results as JSON to FILE (and, while running, each result "
-                          "as it comes to FILE.partial.jsonl, for --resume)."),
-        click.option("--resume", "resume_path", metavar="FILE",
-                     help="Go on with the run that wrote FILE (its --results) and was interrupted or "
-                          "killed: its finished cases are taken, not run again. --results defaults to FILE."))
-
-
-def report_options(f):
-    """The CI's instruments: per-op logs and the markdown status report."""
-    return _apply(
-        f,
-        click.option("--log-dir", metavar="DIR", help="Write one log per op (its case lines and summary) to DIR/OP.log."),
-        click.option("--summary-file", metavar="FILE",
-                     help="Write the markdown status report to FILE (e.g. the CI's step summary); "
-                          "its content is replaced only when it changed."),
-        click.option("--baseline", metavar="FILE",
-                     help="A previous report (markdown) or results file (JSON): the report then lists "
-                          "the ops whose status changed, with the tail of each one's log."))
-
-
-DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0, "grad": 900.0}
-
-
-MAX_SECONDS = 1e6  # a longer wait overflows the platform's timeouts
-
-
-def check_seconds(flag, value):
-    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
-        raise BadInput(f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:g} (got {value:g})")
-
-
-def _check_common(jobs, timeout, seed):
-    if jobs < 1:
-        raise BadInput(f"-j must be at least 1 (got {jobs})")
-    if timeout is not None:
-        check_seconds("--timeout", timeout)
-    if seed < 0:
-        raise BadInput(f"--seed must be at least 0 (got {seed})")
-
-
-def ops_text(ops):
-    """The -o values (repeatable, each a comma list) as one comma list; None when -o is not given."""
-    if not ops:
-        return None
-    text = ",".join(ops)
-    if not split_ops_filter(text):
-        raise BadInput(f"-o {text!r} names no op: no case selected")
-    return text
-
-
-def check_regex(params):
-    if params is None:
-        return
-    try:
-        re.compile(params)
-    except (re.error, RecursionError, OverflowError) as e:
-        why = e if isinstance(e, re.error) else "nested too deeply"
-        raise BadInput(f"bad -p regex {params[:40]!r}{'...' if len(params) > 40 else ''}: {why}") from None
-
-
-def checked_selection(mode, ops, params, shard, names_only=False):
-    """The selected cases (names_only: their names, see select_cases); an empty selection
-    is an error (exit 2) that says why."""
-    check_regex(params)
-    cases = select_cases(mode, ops, params, shard, names_only)
-    if cases:
-        return cases
-    if shard and select_cases(mode, ops, params, names_only=names_only):
-        return cases  # a shard of a selection smaller than N may be empty
-    if ops:
-        from cannops.cases.cache import case_names
-        has = {c.op for c in case_names(mode)}
-        none = [op for op in split_ops_filter(ops) if "(" not in op and op not in has]
-        if none:
-            raise BadInput(f"no case selected: {', '.join(none)} {'has' if len(none) == 1 else 'have'} "
-                           f"no {mode} cases")
-    raise BadInput("no case selected" + (f": -p {params!r} matches none of the cases" if params else ""))
-
-
-def _check_writable(path):
-    """Fail early (exit 2) on an output path that cannot be written; leave no file behind."""
-    if path is None:
-        return
-    existed = os.path.exists(path)
-    if existed and not os.path.isfile(path):
-        # a FIFO or a device: opening it here could block, or be its only reader's EOF
-        if not os.access(path, os.W_OK):
-            raise BadInput(f"cannot write {path}: permission denied")
-        return
-    try:
-        with open(path, "a"):
-            pass
-    except OSError as e:
-        raise BadInput(f"cannot write {path}: {e.strerror}") from None
-    if not existed:
-        os.remove(path)
+# Each command imports the modules it runs with inside it: `ops --help` and a bad option
+# stay free of NumPy and the backends (75 ms, against 300 ms with them all imported here).
 
 
 def write_or_fail(path, write, *args) -> None:
@@ -172,14 +36,14 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     from .printers import ConsolePrinter, QuietPrinter
     from .results import journal_path, load_resume
     from .runner import Options, execute, new_run
-    _check_common(jobs, timeout, seed)
+    check_common(jobs, timeout, seed)
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
     ops = ops_text(ops)
     results_path = results_path or resume_path
-    _check_writable(results_path)
+    check_writable(results_path)
     cases = checked_selection(mode, ops, params, shard)
-    devices = _devices(backends)
+    devices = selected_devices(backends)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
@@ -256,40 +120,6 @@ def _emit(run: Run, output: str, slower=None) -> None:
         write_junit(run, sys.stdout, slower)
 
 
-def _load_status_baseline(path):
-    if path is None:
-        return None
-    from .report import BaselineError, load_baseline
-    try:
-        return load_baseline(path)
-    except BaselineError as e:
-        raise BadInput(str(e)) from None
-
-
-def _check_log_dir(path):
-    if path is None:
-        return
-    import os
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise BadInput(f"cannot create --log-dir {path}: {e.strerror}") from None
-    if not os.access(path, os.W_OK):
-        raise BadInput(f"cannot write to --log-dir {path}")
-
-
-def check_report_options(log_dir, summary_file, baseline, markdown=False, can_print=False):
-    """Validate before running anything: a bad baseline is found in a second, not after
-    an hour of cases. Returns the loaded baseline (or None)."""
-    if baseline is not None and summary_file is None and not markdown:
-        raise BadInput("--baseline compares status reports: give --summary-file FILE"
-                       + (" or --markdown" if can_print else "") + " too")
-    base = _load_status_baseline(baseline)
-    _check_writable(summary_file)
-    _check_log_dir(log_dir)
-    return base
-
-
 def write_reports(run: Run, log_dir, summary_file, base, markdown=False) -> None:
     from .report import markdown_report, write_if_changed, write_logs
     if log_dir:
@@ -316,11 +146,7 @@ def cli():
 @report_options
 def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""
-    base = check_report_options(log_dir, summary_file, baseline)
-    run = run_mode("test", **kw)
-    emit(run, kw["output"])
-    write_reports(run, log_dir, summary_file, base)
-    sys.exit(_Stdout.status(run.exit_status))
+    _run_and_report("test", log_dir, summary_file, baseline, **kw)
 
 
 @cli.command()
@@ -329,8 +155,14 @@ def test(log_dir, summary_file, baseline, **kw):
 def grad(log_dir, summary_file, baseline, **kw):
     """Check each case's gradients: backprop (libggml's backward graph) against finite
     differences on the device, as test-backend-ops' grad mode: OK / not supported / FAIL."""
+    _run_and_report("grad", log_dir, summary_file, baseline, **kw)
+
+
+def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
+    """test and grad: the report options checked first, then the run, its outputs and
+    reports; the exit status is the run's."""
     base = check_report_options(log_dir, summary_file, baseline)
-    run = run_mode("grad", **kw)
+    run = run_mode(mode, **kw)
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
     sys.exit(_Stdout.status(run.exit_status))
@@ -363,7 +195,7 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     if plot_path is not None:
         if os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
             raise BadInput(f"--plot {plot_path}: the file name must end in " + ", ".join(f".{f}" for f in PLOT_FORMATS))
-        _check_writable(plot_path)
+        check_writable(plot_path)
     base = None
     if baseline is not None:
         try:
@@ -465,14 +297,14 @@ def fuzz(ops, backends, examples, seed, timeout):
     from .workers import WorkerPool, WorkerStartError
     if examples < 1:
         raise BadInput(f"--examples must be at least 1 (got {examples})")
-    _check_common(1, timeout, 0 if seed is None else seed)
+    check_common(1, timeout, 0 if seed is None else seed)
     known = op_names()
     names = split_ops_filter(ops_text(ops))
     for op in names:
         if op not in known:
             raise BadInput(f"unknown op {op!r}{_suggest(op, known)}" +
                            (": ops fuzz takes op names; ops test -o runs a case" if "(" in op else ""))
-    targets = _devices(backends)
+    targets = selected_devices(backends)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
     seed = random.randrange(2**31) if seed is None else seed
@@ -525,7 +357,7 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
     from cannops.backend.cann import rules
     if results_in is not None or compute or markdown or output != "console":
         raise BadInput("--explain prints the CANN rules per case: it goes with -o, -p, -b and --shard only")
-    targets = [t.label for t in _devices(backends) if t.label.startswith("CANN")]
+    targets = [t.label for t in selected_devices(backends) if t.label.startswith("CANN")]
     if not targets:
         raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
                        "(see `ops list devices`)")
@@ -578,7 +410,7 @@ def merge(results, out_path, allow_partial):
     except ValueError as e:
         raise BadInput(str(e)) from None
     if out_path:
-        _check_writable(out_path)
+        check_writable(out_path)
         write_or_fail(out_path, merged.write_json, out_path)
         for dev, c in merged.summary().items():
             _Stdout.write(click.echo, f"{dev}: {c['total']} cases, {c['OK']} OK, "

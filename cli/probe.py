@@ -12,7 +12,10 @@ import hashlib
 
 from cannops.cases import cache
 
+from . import __version__
+from .options import check_common, checked_selection, ops_text, selected_devices
 from .results import NOT_SUPPORTED, OK, CaseResult, Run
+from .selection import BadInput
 
 
 def _entry(device: str) -> str | None:
@@ -28,15 +31,12 @@ def _entry(device: str) -> str | None:
 def cached_probe(ops, params, backends, jobs, timeout, seed, shard) -> Run | None:
     """The probe's Run from the cache, exactly as the workers would have made it; None when
     a device or a case is not cached (or the cache is off). Bad input raises as run_mode."""
-    from .main import _check_common, _devices, checked_selection, ops_text
-    from . import __version__
-    from .selection import BadInput
-    _check_common(jobs, timeout, seed)
+    check_common(jobs, timeout, seed)
     ops = ops_text(ops)
     if cache.cache_dir() is None:
         return None
     cases = checked_selection("support", ops, params, shard, names_only=True)
-    targets = _devices(backends)
+    targets = selected_devices(backends)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
     run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__)

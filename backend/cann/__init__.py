@@ -25,23 +25,9 @@ from cannops.native.toolkit import find_toolkit
 
 from cannops.backend.base import DeviceError
 
+from .errors import CANNError, err_buffer, err_text  # noqa: F401  (CANNError: the package's API)
+
 SIM_NAME = "CANN-SIM"
-
-
-class CANNError(DeviceError):
-    """An ACL / aclnn call failed: its return code and aclGetRecentErrMsg's text."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(f"error {code}: {message}" if str(code) not in message else message)
-        self.code = code
-
-
-def err_buffer():
-    return ffi.new("char[]", 2048)
-
-
-def err_text(buf) -> str:
-    return ffi.string(buf).decode(errors="replace")
 
 
 def find_cann_libraries() -> list[str] | None:
@@ -131,7 +117,7 @@ def open_device(name: str):
     rt = runtime()
     for dev_name, desc, index in rt.devices:
         if dev_name == name:
-            dev = CANNDevice(dev_name, desc, index, rt.simulated)
+            dev = CANNDevice(dev_name, desc, index, rt.simulated, rt.open)
             rt.open.append(dev)
             return dev
     raise KeyError(name)

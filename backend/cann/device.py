@@ -13,7 +13,8 @@ from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
 
-from . import CANNError, err_buffer, err_text, layout, rules
+from . import layout, rules
+from .errors import CANNError, err_buffer, err_text
 
 
 GUARD = 4096  # bytes of guard region before and after every tensor (test-backend-ops'
@@ -77,7 +78,7 @@ class _Placed:
     def compute(self, nodes: list[Tensor] | None = None) -> None:
         for node in self.graph.nodes() if nodes is None else nodes:
             self.dev._check(lib.ops_cann_compute(self.dev.ctx, self.structs[node.index],
-                                                 *self.dev._err()), f"{rules.rule_key(node)} #{node.index}")
+                                                 *self.dev._err()), f"{node.op_key} #{node.index}")
 
     def overruns(self) -> list[str]:
         """Guard regions a kernel wrote into (after synchronisation)."""
@@ -114,8 +115,9 @@ class _Placed:
 
 
 class CANNDevice(Device):
-    def __init__(self, name: str, description: str, index: int, simulated: bool):
+    def __init__(self, name: str, description: str, index: int, simulated: bool, open_devices: list | None = None):
         self.name, self.description, self.index, self.simulated = name, description, index, simulated
+        self._open_devices = open_devices   # the runtime's devices not closed yet, this one among them
         self.is_cpu = simulated   # an NPU takes the accelerator perf targets; the simulator runs on the CPU
         self._lock = threading.Lock()
         self._errbuf = err_buffer()
@@ -155,7 +157,7 @@ class CANNDevice(Device):
 
     @staticmethod
     def has_handler(node: Tensor) -> bool:
-        sub = node.param_i32(0) if node.op in ("UNARY", "GLU") else -1
+        sub = node.param_i32(0) if node.op_key != node.op else -1   # dispatch.c's OPS_ANY
         return bool(lib.ops_cann_has_handler(OP_VALUE[node.op], sub))
 
     def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
@@ -234,6 +236,5 @@ class CANNDevice(Device):
             if self.ctx is not None:
                 lib.ops_cann_ctx_free(self.ctx, *self._err())
                 self.ctx = None
-        from . import _runtime
-        if _runtime is not None and self in _runtime.open:
-            _runtime.open.remove(self)
+        if self._open_devices is not None and self in self._open_devices:
+            self._open_devices.remove(self)

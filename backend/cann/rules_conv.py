@@ -10,7 +10,7 @@ def _fits_forward(node) -> bool:
     """aclnnConvolution refuses a padded input shorter than the dilated kernel (ggml's
     C-style size rule still gives such a case one output of zeros)."""
     kernel, input = node.src
-    p = [node.param_i32(i) for i in range(6)]
+    p = node.params_i32(6)
     return all(input.ne[i] + 2 * p[2 + i] >= p[4 + i] * (kernel.ne[i] - 1) + 1 for i in (0, 1))
 
 

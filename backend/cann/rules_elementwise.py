@@ -3,11 +3,7 @@
 b's rows by ids, then aclnnAdd."""
 from __future__ import annotations
 
-from .rules import ELEMENTS, FLOAT, RULES, Rule, unary
-
-
-def _same_type(node) -> bool:
-    return node.src[0].type == node.type
+from .rules import ELEMENTS, FLOAT, RULES, Rule, same_type, unary
 
 
 def _src1_converts(node) -> bool:
@@ -29,9 +25,9 @@ RULES.update({
     "LEAKY_RELU": unary("LeakyRelu"),
     # dst = src0 (a device copy), then src1 added into / copied into a view of dst
     "ACC": Rule(("Add", "InplaceAdd", "InplaceCopy"), {"src0": FLOAT, "src1": FLOAT, "dst": FLOAT},
-                ((_same_type, "src0 and dst types differ"),)),
+                ((same_type, "src0 and dst types differ"),)),
     "SET": Rule(("InplaceCopy",), {"src0": ELEMENTS, "src1": ELEMENTS, "dst": ELEMENTS},
-                ((_same_type, "src0 and dst types differ"),
+                ((same_type, "src0 and dst types differ"),
                  (_src1_converts, "src1 converts into dst only between float types"))),
     "ADD_ID": Rule(("GatherV2", "Add"), {"src0": FLOAT, "src1": FLOAT, "src2": frozenset({"i32"}), "dst": FLOAT},
                    ((_dst_of_a_type, "src0 and dst types differ"),),

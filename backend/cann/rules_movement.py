@@ -8,7 +8,7 @@ and aclnnRoll express them. Circular PAD (a ggml-cann TODO) is aclnnCircularPad2
 whose limits are the rule's."""
 from __future__ import annotations
 
-from .rules import ELEMENTS, FLOAT, RULES, Rule
+from .rules import ELEMENTS, FLOAT, RULES, Rule, same_type
 
 I32 = frozenset({"i32"})
 F32 = frozenset({"f32"})
@@ -19,10 +19,6 @@ ROLL_TYPES = FLOAT | {"i8", "i16", "i32", "i64"}
 CIRCULAR_LIMIT = {"f16": 49088, "bf16": 49088, "f32": 24544, "i8": 98176, "i32": 24544}
 
 
-def _same_type(node) -> bool:
-    return node.src[0].type == node.type
-
-
 def _few_repeats(node) -> bool:
     """aclnnRepeat repeats at most 4 dims at once when the outermost is repeated, else 3."""
     reps = [node.ne[i] // node.src[0].ne[i] for i in reversed(range(4))]
@@ -31,7 +27,7 @@ def _few_repeats(node) -> bool:
 
 def _pads(node) -> list[tuple[int, int, int]]:
     """(left, right, source size) per ggml dim."""
-    p, src = [node.param_i32(i) for i in range(8)], node.src[0]
+    p, src = node.params_i32(8), node.src[0]
     return [(p[2 * d], p[2 * d + 1], src.ne[d]) for d in range(4)]
 
 
@@ -58,15 +54,15 @@ _F32_ONLY = ("non-f32 types (none in the catalog): ggml-cann v0.20.2 takes f32 o
 
 RULES.update({
     "REPEAT": Rule(("Repeat",), {"src0": ELEMENTS, "dst": ELEMENTS},
-                   ((_same_type, "src0 and dst types differ"),
+                   ((same_type, "src0 and dst types differ"),
                     (_few_repeats, "aclnnRepeat repeats at most 4 dims at once (3 when the "
                                    "outermost is not repeated)"))),
     "REPEAT_BACK": Rule(("ReduceSum", "InplaceCopy"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                        ((_same_type, "src0 and dst types differ"),),
+                        ((same_type, "src0 and dst types differ"),),
                         beyond="every case: ggml-cann v0.20.2 has no REPEAT_BACK; it is one "
                                "aclnnReduceSum over the repeats (keepDim), documented for these types"),
     # block-quantized sources are concatenated as the bytes of their rows
-    "CONCAT": Rule(("Cat",), {}, ((_same_type, "src0 and dst types differ"),
+    "CONCAT": Rule(("Cat",), {}, ((same_type, "src0 and dst types differ"),
                                   (lambda n: n.src[1].type == n.type, "src1 and dst types differ"))),
     # f32 / f16 / bf16 rows converted by aclnnCast, q8_0 dequantized by aclnnMul, as in
     # ggml-cann; i32 rows gathered as they are (aclnnGatherV2 takes INT32). Many batch
@@ -77,20 +73,20 @@ RULES.update({
                      beyond="i32 rows: ggml-cann v0.20.2 gathers floats and q8_0 only; "
                             "aclnnGatherV2 documents INT32 self"),
     "PAD": Rule(("ConstantPadNd", "CircularPad2d"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                ((_same_type, "src0 and dst types differ"),
+                ((same_type, "src0 and dst types differ"),
                  (_circular_ok, "circular padding (aclnnCircularPad2d) takes f32 / f16 / bf16 / "
                                 "i8 / i32, pads below each padded dim's size and a bounded "
                                 "innermost output dim")),
                 beyond="circular padding: ggml-cann v0.20.2 refuses it (a TODO there); "
                        "aclnnCircularPad2d is documented for it, within the limits checked above"),
     "PAD_REFLECT_1D": Rule(("ReflectionPad1d",), {"src0": ELEMENTS, "dst": ELEMENTS},
-                           ((_same_type, "src0 and dst types differ"),
+                           ((same_type, "src0 and dst types differ"),
                             (lambda n: _merge23(n.src[0]) and _merge23(n),
                              "dims 2 and 3 must merge into one (aclnnReflectionPad1d takes 2-3 dims)"),
                             (lambda n: all(0 <= n.param_i32(i) < n.src[0].ne[0] for i in (0, 1)),
                              "reflection pads must be below the row length"))),
     "ROLL": Rule(("Roll",), {"src0": ROLL_TYPES, "dst": ROLL_TYPES},
-                 ((_same_type, "src0 and dst types differ"),),
+                 ((same_type, "src0 and dst types differ"),),
                  beyond="every case: ggml-cann v0.20.2 has no ROLL; aclnnRoll is its operator "
                         "(shifts and dims as ggml's), documented for these types"),
     "ARANGE": Rule(("Arange",), {"dst": F32}),
@@ -98,10 +94,10 @@ RULES.update({
     # type, and the aclnn operators document the others (checked on CANN-SIM by hand)
     "FILL": Rule(("InplaceFillScalar",), {"dst": ELEMENTS}, beyond=_F32_ONLY),
     "TRI": Rule(("Tril", "Triu"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                ((_same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
+                ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
     "DIAG": Rule(("InplaceFillScalar", "InplaceCopy"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                 ((_same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
+                 ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
     # the -inf mask needs a float type
     "DIAG_MASK_INF": Rule(("InplaceFillScalar", "InplaceTriu", "Tril", "InplaceAdd"),
-                          {"src0": FLOAT, "dst": FLOAT}, ((_same_type, "src0 and dst types differ"),)),
+                          {"src0": FLOAT, "dst": FLOAT}, ((same_type, "src0 and dst types differ"),)),
 })

@@ -2,12 +2,12 @@
 The fused test-mode chains (RMS_NORM_MUL_ADD, ...) are ordinary ADD / MUL / *_NORM nodes."""
 from __future__ import annotations
 
-from .rules import FLOAT, RULES, Rule, _same_type
+from .rules import FLOAT, RULES, Rule, same_type
 
 
 def _float_same(*ops: str, checks=()) -> Rule:
     return Rule(ops, {"src0": FLOAT, "dst": FLOAT},
-                ((_same_type, "src0 and dst types differ"),) + tuple(checks))
+                ((same_type, "src0 and dst types differ"),) + tuple(checks))
 
 
 def _groups_divide_channels(node) -> bool:

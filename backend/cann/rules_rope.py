@@ -9,7 +9,7 @@ ggml-cann does not check those, the operator would refuse such a case at run tim
 """
 from __future__ import annotations
 
-from .rules import RULES, Rule
+from .rules import RULES, Rule, same_type
 
 F32_F16 = frozenset({"f32", "f16"})
 NEOX, MROPE, VISION = 2, 8, 24
@@ -29,17 +29,13 @@ def _heads_fit(node) -> bool:
     return (b < 1000 and n < 1000) if half else b * n < 1000
 
 
-def _same_type(node) -> bool:
-    return node.src[0].type == node.type
-
-
 RULES.update({
     "ROPE": Rule(("InplaceSubs", "InplaceDivs", "InplaceMuls", "InplaceThreshold", "InplaceClampMax",
                   "IndexSelect", "RepeatInterleaveIntWithDim", "RotaryPositionEmbedding", "Arange",
                   "InplaceAdds", "InplaceMul", "Mul", "Div", "Sin", "Cos", "Repeat", "Cast",
                   "InplaceCopy"),
                  {"src0": F32_F16, "src1": frozenset({"i32"}), "dst": F32_F16},
-                 ((_same_type, "src0 and dst types differ"),
+                 ((same_type, "src0 and dst types differ"),
                   (_rotated_dim_fits, "rows longer than 896 (ggml-cann), or a rotated dim D >= 896 "
                                       "(aclnnRotaryPositionEmbedding needs D < 896)"),
                   (_heads_fit, "aclnnRotaryPositionEmbedding needs B, N < 1000 (half) or "

@@ -2,7 +2,7 @@
 dims 2 and 3, ALiBi slopes, attention sinks."""
 from __future__ import annotations
 
-from .rules import FLOAT, RULES, Rule, _same_type
+from .rules import FLOAT, RULES, Rule, same_type
 
 
 def _src(node, i):
@@ -22,7 +22,7 @@ RULES.update({
     "SOFT_MAX": Rule(("Muls", "InplaceAdd", "Arange", "PowScalarTensor", "Mul", "InplaceCopy",
                       "Softmax"),
                      {"src0": FLOAT, "dst": FLOAT},
-                     ((_same_type, "src0 and dst types differ"),
+                     ((same_type, "src0 and dst types differ"),
                       (_mask_ok, "the mask must be f32 or f16"),
                       (_no_sinks, "attention sinks: ggml-cann v0.20.2 refuses them "
                                   "(the handler's aclnn composition is kept for a later mapping)"))),

@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import os
 
-try:
-    from cannops.native._ggml import ffi, lib
-except ImportError as e:  # reported by backend.base as an unavailable provider
-    raise ImportError(f"the ggml bridge cannops.native._ggml is not built ({e}); "
-                      "build it with `make native` (or `python -m cannops.native.build`)") from e
+from .library import PREFIX, ffi, lib
 
-PREFIX = "GGML-"
 _devices: dict[str, object] | None = None
 
 

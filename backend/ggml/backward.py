@@ -3,7 +3,9 @@ test-backend-ops' gradient mode builds it, and read back into our case model so 
 device that is not ggml (CANN) runs the very same backward nodes.
 
 The loss is the case's output, summed to a scalar when it is not one ("sum_of_out");
-the parameters are the leaves the family marked with set_param.
+the parameters are the leaves the family marked with set_param. The ggml side (the
+context with its forward and backward graphs) is device.Backward, which GGMLDevice.grad
+computes; this module reads it back.
 """
 from __future__ import annotations
 
@@ -11,69 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cannops.backend.base import DeviceError, GradUnsupported
 from cannops.cases.graph import OPS, Graph, Tensor
 from cannops.cases.types import TYPES
 
-from . import ffi, lib
+from . import open_device
+from .device import Backward
+from .library import ffi, lib
 
-GRAPH_SIZE = 2048   # GGML_DEFAULT_GRAPH_SIZE, test-backend-ops' grad graphs
 NULL = ffi.NULL
 _TYPE_BY_VALUE = {t.value: t for t in TYPES.values()}
-
-
-def _no_backward(message: str) -> str:
-    """ggml's abort in ggml_build_backward_expand, in a few words."""
-    if "view_src" in message:
-        return "no backward in ggml for an in-place node"
-    why = message.rsplit(".c:", 1)[-1].split(": ", 1)[-1].strip()   # after "ggml.c:NNNN: "
-    return f"no backward in ggml ({why})"
-
-
-class Backward:
-    """A case graph replayed by a ggml device into one no_alloc context, with its
-    parameters marked, its loss, the forward graph `gf` and the backward graph `gb`."""
-
-    def __init__(self, device, graph: Graph):
-        from .device import G
-        self.graph = graph
-        self.replay = r = device.replay(graph, grads=True)
-        try:
-            for t in graph.params():
-                G.ggml_set_param(r.ptrs[t.index])
-            loss = r.ptrs[graph.out.index]
-            if not lib.ggml_is_scalar(loss):
-                loss = G.ggml_sum(r.ctx, loss)
-                lib.ggml_set_name(loss, b"sum_of_out")
-            G.ggml_set_loss(loss)
-            self.loss = loss
-            self.gf = G.ggml_new_graph_custom(r.ctx, GRAPH_SIZE, True)
-            G.ggml_build_forward_expand(self.gf, loss)
-            self.gb = G.ggml_new_graph_custom(r.ctx, GRAPH_SIZE, True)
-            G.ggml_graph_cpy(self.gf, self.gb)
-            try:
-                G.ggml_build_backward_expand(r.ctx, self.gb, ffi.cast("struct ggml_tensor **", NULL))
-            except DeviceError as e:
-                # an op without a backward in ggml, or an in-place node: ggml aborts here
-                # (test-backend-ops itself dies on such a case)
-                raise GradUnsupported(_no_backward(str(e))) from None
-        except BaseException:
-            r.free()
-            raise
-
-    def grad_of(self, t: Tensor):
-        """The ggml tensor holding t's gradient in gb, or NULL (the output does not depend on t)."""
-        return lib.ggml_graph_get_grad(self.gb, self.replay.ptrs[t.index])
-
-    def tensors(self):
-        """Every ggml tensor of the context, in creation (= topological) order."""
-        p = lib.ggml_get_first_tensor(self.replay.ctx)
-        while p != NULL:
-            yield p
-            p = lib.ggml_get_next_tensor(self.replay.ctx, p)
-
-    def free(self) -> None:
-        self.replay.free()
 
 
 def _import(g: Graph, p, known: dict) -> Tensor:
@@ -110,7 +58,6 @@ class BackwardGraph:
 def backward_case_graph(graph: Graph, inputs: dict[int, np.ndarray]) -> BackwardGraph:
     """Build the case's backward graph with libggml (on the CPU device's replay, nothing is
     computed) and read it back into our case model."""
-    from . import open_device
     dev = open_device("GGML-CPU")
     try:
         bw = Backward(dev, graph)

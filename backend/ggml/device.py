@@ -20,50 +20,16 @@ from cannops.backend.base import (Device, DeviceError, GradUnsupported, ParamGra
 from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 
-from . import PREFIX, ffi, lib
 from . import ops
+from .library import PREFIX, G, ffi, lib
 from .ops import DEFER, find_replay, load_all
 
-GUARD = "cannops_guard_"
 SENTINEL_SIZE = 1024      # f32 elements, as test-backend-ops
 PERF_GRAPH_NODES = 8192   # test-backend-ops' eval_perf graph size
 DEV_TYPES = ("CPU", "GPU", "IGPU", "ACCEL", "META")  # enum ggml_backend_dev_type
 NULL = ffi.NULL
 
 
-class GuardedLib:
-    """The bridge's lib, where each ggml.h function that takes a context or a graph is
-    its guarded twin: a failed GGML_ASSERT raises DeviceError instead of aborting."""
-
-    ffi = ffi
-
-    def __getattr__(self, name: str):
-        twin = getattr(lib, GUARD + name, None)
-        value = getattr(lib, name) if twin is None else _guarded(name, twin)
-        setattr(self, name, value)  # looked up once
-        return value
-
-
-def _guarded(name: str, twin) -> Callable:
-    if ffi.typeof(ffi.addressof(lib, name)).result.kind == "void":
-        def call(*args):
-            if twin(*args):
-                raise DeviceError(f"{name}: {_abort_message()}")
-    else:
-        def call(*args):
-            r = twin(*args)
-            if not r and lib.cannops_guard_message()[0] != b"\0":  # NULL from an abort
-                raise DeviceError(f"{name}: {_abort_message()}")
-            return r
-    call.__name__ = name
-    return call
-
-
-def _abort_message() -> str:
-    return ffi.string(lib.cannops_guard_message()).decode(errors="replace")
-
-
-G = GuardedLib()
 _TENSOR_OVERHEAD = lib.ggml_tensor_overhead()
 
 
@@ -92,6 +58,62 @@ class Replay:
         if self.ctx is not None:
             lib.ggml_free(self.ctx)
             self.ctx = None
+
+
+GRAPH_SIZE = 2048   # GGML_DEFAULT_GRAPH_SIZE, test-backend-ops' grad graphs
+
+
+def _no_backward(message: str) -> str:
+    """ggml's abort in ggml_build_backward_expand, in a few words."""
+    if "view_src" in message:
+        return "no backward in ggml for an in-place node"
+    why = message.rsplit(".c:", 1)[-1].split(": ", 1)[-1].strip()   # after "ggml.c:NNNN: "
+    return f"no backward in ggml ({why})"
+
+
+class Backward:
+    """A case graph replayed by a ggml device into one no_alloc context, with its
+    parameters marked, its loss, the forward graph `gf` and the backward graph `gb`."""
+
+    def __init__(self, device, graph: Graph):
+        self.graph = graph
+        self.replay = r = device.replay(graph, grads=True)
+        try:
+            for t in graph.params():
+                G.ggml_set_param(r.ptrs[t.index])
+            loss = r.ptrs[graph.out.index]
+            if not lib.ggml_is_scalar(loss):
+                loss = G.ggml_sum(r.ctx, loss)
+                lib.ggml_set_name(loss, b"sum_of_out")
+            G.ggml_set_loss(loss)
+            self.loss = loss
+            self.gf = G.ggml_new_graph_custom(r.ctx, GRAPH_SIZE, True)
+            G.ggml_build_forward_expand(self.gf, loss)
+            self.gb = G.ggml_new_graph_custom(r.ctx, GRAPH_SIZE, True)
+            G.ggml_graph_cpy(self.gf, self.gb)
+            try:
+                G.ggml_build_backward_expand(r.ctx, self.gb, ffi.cast("struct ggml_tensor **", NULL))
+            except DeviceError as e:
+                # an op without a backward in ggml, or an in-place node: ggml aborts here
+                # (test-backend-ops itself dies on such a case)
+                raise GradUnsupported(_no_backward(str(e))) from None
+        except BaseException:
+            r.free()
+            raise
+
+    def grad_of(self, t: Tensor):
+        """The ggml tensor holding t's gradient in gb, or NULL (the output does not depend on t)."""
+        return lib.ggml_graph_get_grad(self.gb, self.replay.ptrs[t.index])
+
+    def tensors(self):
+        """Every ggml tensor of the context, in creation (= topological) order."""
+        p = lib.ggml_get_first_tensor(self.replay.ctx)
+        while p != NULL:
+            yield p
+            p = lib.ggml_get_next_tensor(self.replay.ctx, p)
+
+    def free(self) -> None:
+        self.replay.free()
 
 
 class GGMLDevice(Device):
@@ -157,13 +179,12 @@ class GGMLDevice(Device):
     def replay(self, graph: Graph, sentinels: bool = False, graph_size: int = 0,
                grads: bool = False) -> Replay:
         """Rebuild every tensor of the graph in a fresh no_alloc ggml context (with `grads`,
-        room for a backward graph too: backward.py)."""
+        room for a backward graph too: Backward, above)."""
         n = len(graph.tensors)
         graph_size = max(graph_size, 2 * n + 16)
         n_objs = (2 * n + 2 if sentinels else n) + 32  # + by-products of composite constructors
         mem = _TENSOR_OVERHEAD * n_objs + lib.ggml_graph_overhead_custom(graph_size, False)
         if grads:   # test-backend-ops' eval_grad: 128 tensors and two graphs with gradients
-            from .backward import GRAPH_SIZE
             mem += _TENSOR_OVERHEAD * (128 + 4 * n) + 2 * lib.ggml_graph_overhead_custom(GRAPH_SIZE, True)
         params = ffi.new("struct ggml_init_params *", {
             "mem_size": mem, "mem_buffer": NULL, "no_alloc": True})
@@ -325,7 +346,6 @@ class GGMLDevice(Device):
     def grad(self, case, graph: Graph, inputs: dict[int, np.ndarray]) -> list[ParamGrad]:
         """test-backend-ops' eval_grad: the backward graph computed here, and finite
         differences of the forward graph, one element of one parameter at a time."""
-        from .backward import Backward
         self._drop_perf()
         bw = Backward(self, graph)
         threads = self.n_threads

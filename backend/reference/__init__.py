@@ -8,8 +8,6 @@ is a vectorised NumPy function registered with @reference("OP") (or "UNARY:SILU"
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -17,6 +15,7 @@ import numpy as np
 from cannops.cases import quants
 from cannops.cases.graph import Graph, Tensor
 from cannops.cases.inputs import stored_view, values
+from cannops.cases.plugins import load_plugins
 
 NAME = "NUMPY"  # the reference's device name, named in `not supported [NUMPY]`
 REFERENCES: dict[str, Callable] = {}
@@ -38,13 +37,9 @@ def reference(*ops: str, raw: Callable | None = None):
     return deco
 
 
-def ref_key(t: Tensor) -> str:
-    return f"{t.op}:{t.op_desc}" if t.op in ("UNARY", "GLU") else t.op
-
-
 def has_reference(t: Tensor) -> bool:
     _load_all()
-    return t.is_view() or ref_key(t) in REFERENCES
+    return t.is_view() or t.op_key in REFERENCES
 
 
 def unsupported(t: Tensor) -> str | None:
@@ -55,8 +50,8 @@ def unsupported(t: Tensor) -> str | None:
     if t.is_view():
         return None
     if not has_reference(t):
-        return f"no reference for {ref_key(t)}"
-    if ref_key(t) in RAW and t.type.is_quantized and all(s is None or s.type == t.type for s in t.src):
+        return f"no reference for {t.op_key}"
+    if t.op_key in RAW and t.type.is_quantized and all(s is None or s.type == t.type for s in t.src):
         # blocks are moved bit for bit; reading them back for comparison still decodes
         return quants.missing(t.type, "dequantize")
     for s in t.src:
@@ -124,10 +119,10 @@ def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
             mem.alloc(node)
         if node.is_view():
             continue
-        fn = REFERENCES.get(ref_key(node))
+        fn = REFERENCES.get(node.op_key)
         if fn is None:
-            raise NotImplementedError(f"no NumPy reference for {ref_key(node)}")
-        raw = RAW.get(ref_key(node))
+            raise NotImplementedError(f"no NumPy reference for {node.op_key}")
+        raw = RAW.get(node.op_key)
         if raw is not None and node.type.is_quantized and all(
                 s is None or s.type == node.type for s in node.src):
             mem.raw(node)[...] = raw(node, *[None if s is None else mem.raw(s) for s in node.src])
@@ -147,12 +142,5 @@ def f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-_loaded = False
-
-
-def _load_all():
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-            importlib.import_module(f"{__name__}.{m}")
+def _load_all() -> None:
+    load_plugins(__name__)

@@ -47,7 +47,7 @@ def region(out: np.ndarray, shape, nb1: int, nb2: int, nb3: int, offset: int) ->
 
 
 def _region_params(node):
-    return [node.param_i32(i) for i in range(4)]  # nb1, nb2, nb3, offset
+    return node.params_i32(4)  # nb1, nb2, nb3, offset
 
 
 @reference("ACC")

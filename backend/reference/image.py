@@ -21,7 +21,7 @@ def _taps(n_out: int, k: int, s: int, d: int) -> np.ndarray:
 def im2col(node, kernel, image):
     """dst[n, oh, ow, (c, kh, kw)] = image[n, c, oh*s1 + kh*d1 - p1, ow*s0 + kw*d0 - p0], 0 outside;
     1-D: the same with one image row (KH = OH = 1), the batch in ne2."""
-    s0, s1, p0, p1, d0, d1, is_2d = (node.param_i32(i) for i in range(7))
+    s0, s1, p0, p1, d0, d1, is_2d = node.params_i32(7)
     x = np.asarray(image)
     if not is_2d:
         x, s1, p1, d1 = x[0][:, :, None, :], 1, 0, 1      # (N, IC, 1, IW)
@@ -41,7 +41,7 @@ def im2col(node, kernel, image):
 def im2col_3d(node, kernel, image):
     """dst[n*OD + od, oh, ow, (c, kd, kh, kw)] = image[n*IC + c, od*s2 + kd*d2 - p2,
     oh*s1 + kh*d1 - p1, ow*s0 + kw*d0 - p0], 0 outside (image {IW, IH, ID, N*IC})."""
-    s0, s1, s2, p0, p1, p2, d0, d1, d2, ic = (node.param_i32(i) for i in range(10))
+    s0, s1, s2, p0, p1, p2, d0, d1, d2, ic = node.params_i32(10)
     x = np.asarray(image)
     n = x.shape[0] // ic
     kd, kh, kw = kernel.shape[1:]
@@ -84,7 +84,7 @@ def pool_1d(node, a):
     """Max or average over windows of k0 (stride s0, padding p0) along ne0; padding is
     ignored: max of the valid values (-FLT_MAX when there is none), average over the valid
     count (0 when none)."""
-    op, k0, s0, p0 = (node.param_i32(i) for i in range(4))
+    op, k0, s0, p0 = node.params_i32(4)
     x = np.asarray(a, dtype=np.float64)
     ow = node.ne[0]
     if op == 0:
@@ -99,7 +99,7 @@ def pool_2d(node, a):
     """Max or average over k1 x k0 windows (strides s1, s0; paddings p1, p0) of each plane;
     max ignores the padding (-FLT_MAX when a window holds no value), average divides by
     k0*k1 whatever the padding."""
-    op, k0, k1, s0, s1, p0, p1 = (node.param_i32(i) for i in range(7))
+    op, k0, k1, s0, s1, p0, p1 = node.params_i32(7)
     x = np.asarray(a, dtype=np.float64)
     ow, oh = node.ne[0], node.ne[1]
     fill = -FLT_MAX if op == 0 else 0.0

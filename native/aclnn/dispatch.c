@@ -14,6 +14,8 @@ static const struct ops_handler *const families[] = {
     NULL,
 };
 
+/* The C mirror of the case model's Tensor.op_key: UNARY and GLU nodes are keyed by their
+ * sub-op (op_params[0]) as well as by op; every other node by op alone. */
 static int subop_of(const struct ggml_tensor *t) {
     return t->op == GGML_OP_UNARY || t->op == GGML_OP_GLU ? t->op_params[0] : OPS_ANY;
 }

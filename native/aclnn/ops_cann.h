@@ -154,6 +154,22 @@ struct ops_handler {
 #define OPS_FAMILY(name) const struct ops_handler ops_family_##name[]
 #define OPS_END { GGML_OP_NONE, 0, NULL }
 
+/* A handler that is one self -> out operator, aclnnOP(src0, dst): most of UNARY, and
+ * SQRT, LOG, SIN, COS. */
+#define OPS_SIMPLE_UNARY(fn, OP)                                                 \
+    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {          \
+        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
+        OPS_ACLNN(ctx, OP, x, y);                                                \
+        return 0;                                                                \
+    }
+
+/* nb[0 .. dims-1] of a contiguous tensor of ne with elements of `elem` bytes (ggml's
+ * row-major layout; dims may exceed GGML_MAX_DIMS for a split view). */
+static inline void ops_contiguous_nb(const int64_t *ne, int dims, size_t elem, size_t *nb) {
+    nb[0] = elem;
+    for (int i = 1; i < dims; i++) nb[i] = nb[i - 1] * (size_t) ne[i - 1];
+}
+
 static inline float ops_param_f32(const struct ggml_tensor *t, int i) {
     float v;
     __builtin_memcpy(&v, &t->op_params[i], sizeof v);

@@ -19,11 +19,6 @@
 
 #define CONV_T1D_MAX_TAPS 255
 
-static void contiguous_nb(enum ggml_type type, const int64_t *ne, size_t *nb, int dims) {
-    nb[0] = ops_elem_size(type);
-    for (int i = 1; i < dims; i++) nb[i] = nb[i - 1] * (size_t) ne[i - 1];
-}
-
 /* A contiguous scratch tensor of 3 dims, described twice over the same memory: ND (for
  * the element-wise operators, whose docs take ND) and NCL (for aclnnConvolution). */
 static aclTensor *scratch_3d(struct ops_cann_ctx *ctx, enum ggml_type type, const int64_t *ne,
@@ -31,7 +26,7 @@ static aclTensor *scratch_3d(struct ops_cann_ctx *ctx, enum ggml_type type, cons
     void *data = NULL;
     size_t nb[3];
     aclTensor *nd = ops_scratch_tensor(ctx, type, ne, 3, &data);
-    contiguous_nb(type, ne, nb, 3);
+    ops_contiguous_nb(ne, 3, ops_elem_size(type), nb);
     *ncl = data ? ops_tensor_ex(ctx, data, type, ne, nb, 3, ACL_FORMAT_NCL, 0) : NULL;
     return nd;
 }

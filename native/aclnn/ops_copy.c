@@ -12,11 +12,6 @@ static int copy_or_cast(struct ops_cann_ctx *ctx, aclTensor *src, enum ggml_type
     return 0;
 }
 
-static void contiguous_nb(const int64_t *ne, size_t elem, size_t *nb) {
-    nb[0] = elem;
-    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) ne[i - 1];
-}
-
 static int op_dup(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     struct ggml_tensor *src = dst->src[0];
     if (ops_same_shape(src, dst))
@@ -31,11 +26,11 @@ static int op_dup(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     if (!ops_is_contiguous(src)) {
         flat = ops_scratch(ctx, (size_t) ops_nelements(src) * es);
         if (!flat) return ctx->rc;
-        contiguous_nb(src->ne, es, nb);
+        ops_contiguous_nb(src->ne, GGML_MAX_DIMS, es, nb);
         aclTensor *packed = ops_tensor_ex(ctx, flat, src->type, src->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
         OPS_ACLNN(ctx, InplaceCopy, packed, ops_tensor(ctx, src));
     }
-    contiguous_nb(dst->ne, es, nb);
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, es, nb);
     aclTensor *reshaped = ops_tensor_ex(ctx, flat, src->type, dst->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
     return copy_or_cast(ctx, reshaped, src->type, ops_tensor(ctx, dst), dst->type);
 }

@@ -4,17 +4,10 @@
  * ADD_ID, which ggml-cann does not map: aclnnGatherV2 of b's rows by ids, then aclnnAdd. */
 #include "ops_cann.h"
 
-#define SIMPLE(fn, OP)                                                          \
-    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {         \
-        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
-        OPS_ACLNN(ctx, OP, x, y);                                               \
-        return 0;                                                               \
-    }
-
-SIMPLE(op_sqrt, Sqrt)
-SIMPLE(op_log, Log)
-SIMPLE(op_sin, Sin)
-SIMPLE(op_cos, Cos)
+OPS_SIMPLE_UNARY(op_sqrt, Sqrt)
+OPS_SIMPLE_UNARY(op_log, Log)
+OPS_SIMPLE_UNARY(op_sin, Sin)
+OPS_SIMPLE_UNARY(op_cos, Cos)
 
 static int op_sqr(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
@@ -91,8 +84,7 @@ static int op_add_id(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     if (ids->ne[2] != 1 || ids->ne[3] != 1 || a->ne[3] != 1 || b->ne[2] != 1 || b->ne[3] != 1)
         return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ADD_ID: unexpected shapes");
     size_t es = ops_elem_size(b->type), nb[GGML_MAX_DIMS];
-    nb[0] = es;
-    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) dst->ne[i - 1];
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, es, nb);
     void *rows = ops_scratch(ctx, (size_t) ops_nelements(dst) * es);
     if (!rows) return ctx->rc;
     aclTensor *table = ops_tensor_ex(ctx, b->data, b->type, b->ne, b->nb, 2, ACL_FORMAT_ND, 0);

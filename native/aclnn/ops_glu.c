@@ -76,8 +76,7 @@ static int op_swiglu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
 static int geglu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, int erf) {
     if (!fusable(dst)) return gated(ctx, dst, erf ? ACT_GELU_ERF : ACT_GELU_TANH);
     size_t es = ops_elem_size(dst->type), nb[GGML_MAX_DIMS];
-    nb[0] = es;
-    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) dst->ne[i - 1];
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, es, nb);
     void *gelu = ops_scratch(ctx, (size_t) ops_nelements(dst) * es);   /* outGelu: unused */
     if (!gelu) return ctx->rc;
     aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
@@ -95,8 +94,7 @@ static int op_geglu_erf(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) { ret
 static int op_swiglu_oai(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     const float alpha = ops_param_f32(dst, 2), limit = ops_param_f32(dst, 3);
     size_t es = ops_elem_size(dst->type), nb[GGML_MAX_DIMS];
-    nb[0] = es;
-    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) dst->ne[i - 1];
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, es, nb);
     const size_t bytes = (size_t) ops_nelements(dst) * es;
     void *xc_mem = ops_scratch(ctx, bytes), *s_mem = ops_scratch(ctx, bytes);
     if (!xc_mem || !s_mem) return ctx->rc;

@@ -26,8 +26,7 @@ static int to_f32(struct ops_cann_ctx *ctx, struct ggml_tensor *t) {
     OPS_ACLNN(ctx, Cast, src, ACL_FLOAT, f32);
     t->type = GGML_TYPE_F32;
     t->data = data;
-    t->nb[0] = sizeof(float);
-    for (int i = 1; i < GGML_MAX_DIMS; i++) t->nb[i] = t->nb[i - 1] * (size_t) t->ne[i - 1];
+    ops_contiguous_nb(t->ne, GGML_MAX_DIMS, sizeof(float), t->nb);
     return 0;
 }
 

@@ -10,11 +10,6 @@
 
 #define QK8_0 32   /* ggml's block_q8_0: an f16 scale, then 32 int8 quants (34 bytes) */
 
-static void contiguous_nb(const int64_t *ne, int dims, size_t elem, size_t *nb) {
-    nb[0] = elem;
-    for (int i = 1; i < dims; i++) nb[i] = nb[i - 1] * (size_t) ne[i - 1];
-}
-
 /* REPEAT: aclnnRepeat with one repeat count per dim, outermost first. */
 static int op_repeat(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     struct ggml_tensor *src = dst->src[0];
@@ -140,7 +135,7 @@ static int gather_batched(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, voi
     const int64_t b_ne[3] = { 1, src->ne[2], src->ne[3] };
     const size_t  b_nb3[3] = { i32, i32, i32 * (size_t) src->ne[2] };
     size_t id_nb[3];
-    contiguous_nb(idx->ne, 3, i32, id_nb);
+    ops_contiguous_nb(idx->ne, 3, i32, id_nb);
     aclTensor *row_ids = ops_tensor_ex(ctx, idx->data, idx->type, idx->ne, idx->nb, 3, ACL_FORMAT_ND, 0);
     aclTensor *slice_bases = ops_tensor_ex(ctx, bases, GGML_TYPE_I32, b_ne, b_nb3, 3, ACL_FORMAT_ND, 0);
     aclTensor *flat_ids = ops_tensor_ex(ctx, ids, GGML_TYPE_I32, idx->ne, id_nb, 3, ACL_FORMAT_ND, 0);
@@ -193,21 +188,21 @@ static int op_get_rows(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
         int64_t q_ne[GGML_MAX_DIMS + 1] = { QK8_0, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
         int64_t s_ne[GGML_MAX_DIMS + 1] = { 1, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
         size_t  q_nb[GGML_MAX_DIMS + 1], s_nb[GGML_MAX_DIMS + 1];
-        contiguous_nb(q_ne, GGML_MAX_DIMS + 1, 1, q_nb);
-        contiguous_nb(s_ne, GGML_MAX_DIMS + 1, 2, s_nb);
+        ops_contiguous_nb(q_ne, GGML_MAX_DIMS + 1, 1, q_nb);
+        ops_contiguous_nb(s_ne, GGML_MAX_DIMS + 1, 2, s_nb);
         aclTensor *quants = ops_tensor_ex(ctx, src->data, GGML_TYPE_I8, q_ne, q_nb,
                                           GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
         aclTensor *scales = ops_tensor_ex(ctx, (char *) src->data + n_blk * QK8_0, GGML_TYPE_F16,
                                           s_ne, s_nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
-        contiguous_nb(q_ne, GGML_MAX_DIMS + 1, es, nb);
+        ops_contiguous_nb(q_ne, GGML_MAX_DIMS + 1, es, nb);
         aclTensor *out = ops_tensor_ex(ctx, conv, dst->type, q_ne, nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
         OPS_ACLNN(ctx, Mul, quants, scales, out);
     } else {
-        contiguous_nb(src->ne, GGML_MAX_DIMS, es, nb);
+        ops_contiguous_nb(src->ne, GGML_MAX_DIMS, es, nb);
         aclTensor *out = ops_tensor_ex(ctx, conv, dst->type, src->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
         OPS_ACLNN(ctx, Cast, ops_tensor(ctx, src), ops_acl_dtype(dst->type), out);
     }
-    contiguous_nb(src->ne, GGML_MAX_DIMS, es, nb);
+    ops_contiguous_nb(src->ne, GGML_MAX_DIMS, es, nb);
     return gather_slices(ctx, dst, conv, nb);
 }
 
@@ -249,7 +244,7 @@ static int op_pad(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     size_t  m_nb[GGML_MAX_DIMS];
     void   *m_data = src->data;
     if (inner) {
-        contiguous_nb(m_ne, GGML_MAX_DIMS, ops_elem_size(src->type), m_nb);
+        ops_contiguous_nb(m_ne, GGML_MAX_DIMS, ops_elem_size(src->type), m_nb);
         m_data = ops_scratch(ctx, m_nb[3] * (size_t) m_ne[3]);
         if (!m_data) return ctx->rc;
         aclTensor *t = ops_tensor_ex(ctx, m_data, src->type, m_ne, m_nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
@@ -339,7 +334,7 @@ static int op_diag_mask_inf(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     struct ggml_tensor *src = dst->src[0];
     const int64_t k = (int64_t) dst->op_params[0] + 1;
     size_t nb[GGML_MAX_DIMS];
-    contiguous_nb(src->ne, GGML_MAX_DIMS, ops_elem_size(src->type), nb);
+    ops_contiguous_nb(src->ne, GGML_MAX_DIMS, ops_elem_size(src->type), nb);
     void *buf = ops_scratch(ctx, nb[3] * (size_t) src->ne[3]);
     if (!buf) return ctx->rc;
     aclTensor *mask = ops_tensor_ex(ctx, buf, src->type, src->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);

@@ -9,11 +9,6 @@
  */
 #include "ops_cann.h"
 
-static void contiguous_nb(const int64_t *ne, size_t es, size_t *nb) {
-    nb[0] = es;
-    for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) ne[i - 1];
-}
-
 static int reduce_sum(struct ops_cann_ctx *ctx, aclTensor *x, aclTensor *y, enum ggml_type out,
                       const int64_t *dims, uint64_t n) {
     aclIntArray *axes = ops_int_array(ctx, dims, n);
@@ -51,7 +46,7 @@ static int op_count_equal(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     static const int64_t all[4] = { 0, 1, 2, 3 };
     struct ggml_tensor *a = dst->src[0];
     size_t es = ops_elem_size(a->type), nb[GGML_MAX_DIMS];
-    contiguous_nb(a->ne, es, nb);
+    ops_contiguous_nb(a->ne, GGML_MAX_DIMS, es, nb);
     void *eq = ops_scratch(ctx, (size_t) ops_nelements(a) * es);   /* 0 / 1 in src0's type */
     if (!eq) return ctx->rc;
     aclTensor *e = ops_tensor_ex(ctx, eq, a->type, a->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
@@ -68,7 +63,7 @@ static int op_cumsum(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
 static int op_argsort(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     const int descending = dst->op_params[0] == GGML_SORT_ORDER_DESC;
     size_t nb[GGML_MAX_DIMS];
-    contiguous_nb(dst->ne, sizeof(int64_t), nb);
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, sizeof(int64_t), nb);
     void *idx = ops_scratch(ctx, (size_t) ops_nelements(dst) * sizeof(int64_t));
     if (!idx) return ctx->rc;
     aclTensor *i64 = ops_tensor_ex(ctx, idx, GGML_TYPE_I64, dst->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);

@@ -203,8 +203,7 @@ static int op_rope(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
         aclTensor *yf = ops_scratch_tensor(ctx, GGML_TYPE_F32, dst->ne, 4, &y_buf);
         OPS_ACLNN(ctx, Cast, x_all, ACL_FLOAT, xf);
         x_all = xf, y_all = yf;
-        f32_nb[0] = sizeof(float);
-        for (int i = 1; i < 4; i++) f32_nb[i] = f32_nb[i - 1] * src->ne[i - 1];
+        ops_contiguous_nb(src->ne, 4, sizeof(float), f32_nb);
         x_nb = y_nb = f32_nb;
     }
 

@@ -22,8 +22,7 @@ static int op_set_rows(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
         aclTensor *cast = ops_scratch_tensor(ctx, dst->type, src->ne, GGML_MAX_DIMS, &rows);
         if (!cast) return ctx->rc;
         OPS_ACLNN(ctx, Cast, ops_tensor(ctx, src), ops_acl_dtype(dst->type), cast);
-        nb[0] = ops_elem_size(dst->type);
-        for (int i = 1; i < GGML_MAX_DIMS; i++) nb[i] = nb[i - 1] * (size_t) src->ne[i - 1];
+        ops_contiguous_nb(src->ne, GGML_MAX_DIMS, ops_elem_size(dst->type), nb);
     }
 
     const int64_t d_ne[2] = { dst->ne[0], dst->ne[1] }, s_ne[2] = { dst->ne[0], idx->ne[0] };

@@ -5,26 +5,18 @@
  * x > 0 and ELU / SOFTPLUS pass ggml's fixed constants. */
 #include "ops_cann.h"
 
-/* self -> out operators: aclnnX(self, out) */
-#define SIMPLE_UNARY(fn, OP)                                                 \
-    static int fn(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {      \
-        aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst); \
-        OPS_ACLNN(ctx, OP, x, y);                                            \
-        return 0;                                                            \
-    }
-
-SIMPLE_UNARY(op_abs, Abs)
-SIMPLE_UNARY(op_neg, Neg)
-SIMPLE_UNARY(op_sgn, Sign)
-SIMPLE_UNARY(op_exp, Exp)
-SIMPLE_UNARY(op_tanh, Tanh)
-SIMPLE_UNARY(op_relu, Relu)
-SIMPLE_UNARY(op_sigmoid, Sigmoid)
-SIMPLE_UNARY(op_silu, Silu)
-SIMPLE_UNARY(op_gelu, Gelu)
-SIMPLE_UNARY(op_gelu_quick, FastGelu)
-SIMPLE_UNARY(op_hardsigmoid, Hardsigmoid)
-SIMPLE_UNARY(op_hardswish, Hardswish)
+OPS_SIMPLE_UNARY(op_abs, Abs)
+OPS_SIMPLE_UNARY(op_neg, Neg)
+OPS_SIMPLE_UNARY(op_sgn, Sign)
+OPS_SIMPLE_UNARY(op_exp, Exp)
+OPS_SIMPLE_UNARY(op_tanh, Tanh)
+OPS_SIMPLE_UNARY(op_relu, Relu)
+OPS_SIMPLE_UNARY(op_sigmoid, Sigmoid)
+OPS_SIMPLE_UNARY(op_silu, Silu)
+OPS_SIMPLE_UNARY(op_gelu, Gelu)
+OPS_SIMPLE_UNARY(op_gelu_quick, FastGelu)
+OPS_SIMPLE_UNARY(op_hardsigmoid, Hardsigmoid)
+OPS_SIMPLE_UNARY(op_hardswish, Hardswish)
 
 static int op_gelu_erf(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);

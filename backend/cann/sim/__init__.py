@@ -65,21 +65,15 @@ ops_<family>.py the operators.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import functools
 
-_installed = False
+from cannops.cases.plugins import load_plugins
 
 
+@functools.cache   # once per process (not cached when attaching raised: the next call tries again)
 def install() -> None:
-    """Attach every simulated entry point (once per process)."""
-    global _installed
-    if _installed:
-        return
+    """Attach every simulated entry point: every ops_<family>.py module's operators too."""
     from . import aclnn, runtime
-    for m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-        if m.startswith("ops_"):
-            importlib.import_module(f"{__name__}.{m}")
+    load_plugins(__name__, prefix="ops_")
     runtime.attach()
     aclnn.attach()
-    _installed = True

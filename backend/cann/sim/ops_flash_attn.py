@@ -26,6 +26,9 @@ The computation is in f32 from the input values; the result is rounded to attent
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import numpy as np
 
 from .binding import ffi, lib
@@ -60,6 +63,27 @@ def _dims_bnsd(t, layout: str, n: int, what: str) -> tuple[int, int, int, int]:
         return b, n, s, h // n
     b, x, y, d = t.dims
     return (b, y, x, d) if layout == "BSND" else (b, x, y, d)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A checked call: the sizes and settings the computation needs."""
+    layout: str
+    b: int          # batch
+    n: int          # query heads
+    n_kv: int       # key / value heads
+    s_q: int
+    s_kv: int
+    dv: int         # value's D
+    n_list: int     # tensors in the key (and value) list
+    has_pse: bool
+    has_mask: bool
+    scale: np.float32
+    pre_tokens: int
+    next_tokens: int
+    sparse_mode: int
+    inner_precise: int
+    out_dims: tuple
 
 
 @operator("FusedInferAttentionScoreV2")
@@ -97,8 +121,18 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
         raise invalid(f"inputLayout {layout!r} should be one of {', '.join(LAYOUTS)}")
     if layout not in ("BSH", "BSND", "BNSD"):
         raise _unsimulated(f"inputLayout {layout}")
+    _check_types(q, ks, vs, out, pse, mask)
+    b, n, n_kv, s_q, s_kv, dv = _check_shapes(q, ks, vs, out, layout, num_heads, num_key_value_heads)
+    _check_settings(s_q, sparse_mode, inner_precise, softmax_lse_flag, block_size)
+    _check_pse_and_mask(q, pse, mask, b, n, s_q, s_kv)
+    call = _Call(layout, b, n, n_kv, s_q, s_kv, dv, len(ks), pse is not None, mask is not None,
+                 np.float32(scale_value), pre_tokens, next_tokens, sparse_mode, inner_precise, tuple(out.dims))
+    inputs = [q] + ks + vs + ([pse] if pse is not None else []) + ([mask] if mask is not None else [])
+    return Plan(functools.partial(_attention, call), inputs, [out])
 
-    # types, formats, contiguity
+
+def _check_types(q, ks, vs, out, pse, mask) -> None:
+    """Types, formats, contiguity and ranks of the tensors."""
     floats = {"f16", "bf16"}
     need_dtype(q, "query", floats | {"s8"})
     if dtypes.short(q.dtype) == "s8":
@@ -132,7 +166,9 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
     need_dims((q, "query"), (out, "attentionOut"), *[(k, "key") for k in ks], *[(v, "value") for v in vs],
               lo=3, hi=4)
 
-    # shapes: heads, batch, sequence lengths, D
+
+def _check_shapes(q, ks, vs, out, layout: str, num_heads: int, num_key_value_heads: int):
+    """Heads, batch, sequence lengths and D: (B, N, N_kv, Q_S, KV_S, value's D)."""
     n_kv = num_key_value_heads or num_heads
     if num_heads <= 0 or num_key_value_heads < 0 or num_heads % n_kv:
         raise invalid(f"numHeads {num_heads} should be a positive multiple of numKeyValueHeads {n_kv}")
@@ -159,6 +195,10 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
     expect[-1] = dv * (n if layout == "BSH" else 1)
     if list(out.dims) != expect:
         raise invalid(f"attentionOut shape {list(out.dims)} should be {expect}")
+    return b, n, n_kv, s_q, s_kv, dv
+
+
+def _check_settings(s_q: int, sparse_mode: int, inner_precise: int, softmax_lse_flag, block_size: int) -> None:
     if not 0 <= inner_precise <= 3:
         raise invalid(f"innerPrecise {inner_precise} should be in 0..3")
     if s_q > 1 and not 0 <= sparse_mode <= 4:
@@ -169,6 +209,9 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
         raise _unsimulated("softmaxLseFlag true")
     if block_size:
         raise invalid(f"blockSize {block_size} without a blockTable")
+
+
+def _check_pse_and_mask(q, pse, mask, b: int, n: int, s_q: int, s_kv: int) -> None:
     if pse is not None:
         want = "f16" if dtypes.short(q.dtype) == "f16" else "bf16"
         need_dtype(pse, "pseShiftOptional", {want})
@@ -185,44 +228,45 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
         if not ok or any(x not in (1, b) for x in lead[:1]) or any(x != 1 for x in lead[1:]):
             raise invalid(f"attenMask shape {list(md)} is not one of the documented shapes")
 
-    scale = np.float32(scale_value)
-    rep = n // n_kv
 
-    def compute(qa, *rest):
-        rest = list(rest)
-        ka = np.concatenate([np.asarray(x, np.float32) for x in rest[:len(ks)]])
-        va = np.concatenate([np.asarray(x, np.float32) for x in rest[len(ks):2 * len(ks)]])
-        rest = rest[2 * len(ks):]
-        pa = np.asarray(rest.pop(0), np.float32)[:, :, :s_q, :s_kv] if pse is not None else None
-        ma = np.asarray(rest.pop(0)) if mask is not None else None
-        qh = _bnsd(np.asarray(qa, np.float32), layout, n)            # (B, N, S, D)
-        kh = np.repeat(_bnsd(ka, layout, n_kv), rep, axis=1)          # query head h -> kv head h // rep
-        vh = np.repeat(_bnsd(va, layout, n_kv), rep, axis=1)
+def _masked(ma: np.ndarray, c: _Call) -> np.ndarray:
+    """attenMask as a (.., Q_S, KV_S) bool array, the sparseMode 0 band included."""
+    ma = ma.reshape((1,) * (4 - ma.ndim) + ma.shape) if ma.ndim > 2 or c.s_q > 1 else ma[:, None, None]
+    ma = ma[..., :c.s_q, :c.s_kv] != 0
+    if c.sparse_mode == 0:   # the band of tokens a query may see
+        i, j = np.arange(c.s_q)[:, None], np.arange(c.s_kv)[None, :]
+        ma = ma | (j < i - c.pre_tokens) | (j > i + c.next_tokens)
+    return ma
+
+
+def _attention(c: _Call, qa, *rest):
+    """The computation, in f32 from the input values, a chunk of query rows at a time."""
+    rest = list(rest)
+    ka = np.concatenate([np.asarray(x, np.float32) for x in rest[:c.n_list]])
+    va = np.concatenate([np.asarray(x, np.float32) for x in rest[c.n_list:2 * c.n_list]])
+    rest = rest[2 * c.n_list:]
+    pa = np.asarray(rest.pop(0), np.float32)[:, :, :c.s_q, :c.s_kv] if c.has_pse else None
+    ma = _masked(np.asarray(rest.pop(0)), c) if c.has_mask else None
+    rep = c.n // c.n_kv
+    qh = _bnsd(np.asarray(qa, np.float32), c.layout, c.n)            # (B, N, S, D)
+    kh = np.repeat(_bnsd(ka, c.layout, c.n_kv), rep, axis=1)          # query head h -> kv head h // rep
+    vh = np.repeat(_bnsd(va, c.layout, c.n_kv), rep, axis=1)
+    res = np.empty(qh.shape[:3] + (c.dv,), np.float32)
+    step = max(1, CHUNK // max(1, c.b * c.n * c.s_kv))
+    for i0 in range(0, c.s_q, step):
+        rows = slice(i0, i0 + step)
+        x = c.scale * np.matmul(qh[:, :, rows], np.swapaxes(kh, -1, -2))
+        if pa is not None:
+            x = x + pa[:, :, rows]
         if ma is not None:
-            ma = ma.reshape((1,) * (4 - ma.ndim) + ma.shape) if ma.ndim > 2 or s_q > 1 else ma[:, None, None]
-            ma = ma[..., :s_q, :s_kv] != 0
-            if sparse_mode == 0:   # the band of tokens a query may see
-                i, j = np.arange(s_q)[:, None], np.arange(s_kv)[None, :]
-                ma = ma | (j < i - pre_tokens) | (j > i + next_tokens)
-        res = np.empty(qh.shape[:3] + (dv,), np.float32)
-        step = max(1, CHUNK // max(1, b * n * s_kv))
-        for i0 in range(0, s_q, step):
-            rows = slice(i0, i0 + step)
-            x = scale * np.matmul(qh[:, :, rows], np.swapaxes(kh, -1, -2))
-            if pa is not None:
-                x = x + pa[:, :, rows]
-            if ma is not None:
-                x = np.where(ma[..., rows, :], -np.inf, x)
-            top = x.max(axis=-1, keepdims=True)
-            e = np.exp(x - top)                # a row of only -inf: 0/0
-            total = e.sum(axis=-1, keepdims=True)
-            r = np.matmul(e, vh) / total
-            if inner_precise & 2:              # invalid-row correction
-                r = np.where(np.isneginf(top), 0.0, r)
-            res[:, :, rows] = r
-        if layout == "BSH":
-            return res.transpose(0, 2, 1, 3).reshape(out.dims)
-        return res.transpose(0, 2, 1, 3) if layout == "BSND" else res
-
-    inputs = [q] + ks + vs + ([pse] if pse is not None else []) + ([mask] if mask is not None else [])
-    return Plan(compute, inputs, [out])
+            x = np.where(ma[..., rows, :], -np.inf, x)
+        top = x.max(axis=-1, keepdims=True)
+        e = np.exp(x - top)                # a row of only -inf: 0/0
+        total = e.sum(axis=-1, keepdims=True)
+        r = np.matmul(e, vh) / total
+        if c.inner_precise & 2:            # invalid-row correction
+            r = np.where(np.isneginf(top), 0.0, r)
+        res[:, :, rows] = r
+    if c.layout == "BSH":
+        return res.transpose(0, 2, 1, 3).reshape(c.out_dims)
+    return res.transpose(0, 2, 1, 3) if c.layout == "BSND" else res

@@ -21,9 +21,9 @@ Every module of this package is imported on first use: add a <family>.py beside 
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Callable
+
+from cannops.cases.plugins import load_plugins
 
 REPLAYS: dict[str, Callable] = {}
 DEFER = object()
@@ -45,20 +45,9 @@ def replay(*keys: str):
 
 
 def find_replay(node) -> Callable | None:
-    """The replay of a node: by "OP:SUBOP" for UNARY / GLU first, then by op."""
-    if node.op in ("UNARY", "GLU"):
-        fn = REPLAYS.get(f"{node.op}:{node.op_desc}")
-        if fn is not None:
-            return fn
-    return REPLAYS.get(node.op)
-
-
-_loaded = False
+    """The replay of a node: by its op_key ("UNARY:SILU") first, then by op ("UNARY")."""
+    return REPLAYS.get(node.op_key) or REPLAYS.get(node.op)
 
 
 def load_all() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
-            importlib.import_module(f"{__name__}.{m}")
+    load_plugins(__name__)

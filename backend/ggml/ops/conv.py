@@ -4,28 +4,20 @@ from __future__ import annotations
 from . import replay
 
 
-def _params(node, n):
-    return [node.param_i32(i) for i in range(n)]
+# the constructors that take (ctx, kernel, input) and then the node's first n op_params
+# words in order, as each stores them
+_BY_PARAMS = {
+    "CONV_2D": ("ggml_conv_2d_direct", 6),
+    "CONV_2D_DW": ("ggml_conv_2d_dw_direct", 6),
+    "CONV_3D": ("ggml_conv_3d_direct", 12),
+    "CONV_TRANSPOSE_1D": ("ggml_conv_transpose_1d", 3),
+}
 
 
-@replay("CONV_2D")
-def _conv_2d(lib, ctx, node, srcs):
-    return lib.ggml_conv_2d_direct(ctx, srcs[0], srcs[1], *_params(node, 6))
-
-
-@replay("CONV_2D_DW")
-def _conv_2d_dw(lib, ctx, node, srcs):
-    return lib.ggml_conv_2d_dw_direct(ctx, srcs[0], srcs[1], *_params(node, 6))
-
-
-@replay("CONV_3D")
-def _conv_3d(lib, ctx, node, srcs):
-    return lib.ggml_conv_3d_direct(ctx, srcs[0], srcs[1], *_params(node, 12))
-
-
-@replay("CONV_TRANSPOSE_1D")
-def _conv_transpose_1d(lib, ctx, node, srcs):
-    return lib.ggml_conv_transpose_1d(ctx, srcs[0], srcs[1], *_params(node, 3))
+@replay(*_BY_PARAMS)
+def _conv(lib, ctx, node, srcs):
+    name, n = _BY_PARAMS[node.op]
+    return getattr(lib, name)(ctx, srcs[0], srcs[1], *node.params_i32(n))
 
 
 @replay("CONV_TRANSPOSE_2D")

@@ -26,7 +26,7 @@ def _reshape(lib, ctx, node, srcs):
 
 @replay("PERMUTE")
 def _permute(lib, ctx, node, srcs):
-    return lib.ggml_permute(ctx, srcs[0], *(node.param_i32(i) for i in range(4)))
+    return lib.ggml_permute(ctx, srcs[0], *node.params_i32(4))
 
 
 @replay("TRANSPOSE")

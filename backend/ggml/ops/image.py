@@ -6,13 +6,13 @@ from . import replay
 
 @replay("IM2COL")
 def _im2col(lib, ctx, node, srcs):
-    s0, s1, p0, p1, d0, d1, is_2d = (node.param_i32(i) for i in range(7))
+    s0, s1, p0, p1, d0, d1, is_2d = node.params_i32(7)
     return lib.ggml_im2col(ctx, srcs[0], srcs[1], s0, s1, p0, p1, d0, d1, bool(is_2d), node.type.value)
 
 
 @replay("IM2COL_3D")
 def _im2col_3d(lib, ctx, node, srcs):
-    s0, s1, s2, p0, p1, p2, d0, d1, d2, ic = (node.param_i32(i) for i in range(10))
+    s0, s1, s2, p0, p1, p2, d0, d1, d2, ic = node.params_i32(10)
     return lib.ggml_im2col_3d(ctx, srcs[0], srcs[1], ic, s0, s1, s2, p0, p1, p2, d0, d1, d2, node.type.value)
 
 
@@ -23,12 +23,12 @@ def _col2im_1d(lib, ctx, node, srcs):
 
 @replay("POOL_1D")
 def _pool_1d(lib, ctx, node, srcs):
-    return lib.ggml_pool_1d(ctx, srcs[0], *(node.param_i32(i) for i in range(4)))
+    return lib.ggml_pool_1d(ctx, srcs[0], *node.params_i32(4))
 
 
 @replay("POOL_2D")
 def _pool_2d(lib, ctx, node, srcs):
-    op, k0, k1, s0, s1, p0, p1 = (node.param_i32(i) for i in range(7))
+    op, k0, k1, s0, s1, p0, p1 = node.params_i32(7)
     return lib.ggml_pool_2d(ctx, srcs[0], op, k0, k1, s0, s1, float(p0), float(p1))
 
 

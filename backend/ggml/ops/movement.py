@@ -31,7 +31,7 @@ def _get_rows(lib, ctx, node, srcs):
 @replay("PAD")
 def _pad(lib, ctx, node, srcs):
     fn = lib.ggml_pad_ext_circular if node.param_i32(8) else lib.ggml_pad_ext
-    return fn(ctx, srcs[0], *(node.param_i32(i) for i in range(8)))
+    return fn(ctx, srcs[0], *node.params_i32(8))
 
 
 @replay("PAD_REFLECT_1D")
@@ -41,7 +41,7 @@ def _pad_reflect_1d(lib, ctx, node, srcs):
 
 @replay("ROLL")
 def _roll(lib, ctx, node, srcs):
-    return lib.ggml_roll(ctx, srcs[0], *(node.param_i32(i) for i in range(4)))
+    return lib.ggml_roll(ctx, srcs[0], *node.params_i32(4))
 
 
 @replay("ARANGE")

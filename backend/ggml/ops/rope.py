@@ -11,7 +11,7 @@ MROPE = 8
 def _rope(lib, ctx, node, srcs):
     a, pos, freq = (srcs + [lib.ffi.NULL] * 3)[:3]
     n_dims, mode, n_ctx_orig = node.param_i32(1), node.param_i32(2), node.param_i32(4)
-    floats = [node.param_f32(i) for i in range(5, 11)]  # base, scale, ext, attn, beta_fast, beta_slow
+    floats = node.params_f32(6, 5)  # base, scale, ext, attn, beta_fast, beta_slow
     multi = mode & MROPE
     name = "ggml_rope_multi" if multi else "ggml_rope_ext"
     if node.op == "ROPE_BACK":

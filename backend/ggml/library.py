@@ -1,0 +1,52 @@
+"""The ggml library handle that the ggml backend's modules share: the cffi bridge's ffi
+and lib, the guarded lib whose failed GGML_ASSERTs raise instead of aborting, and the
+prefix of the devices' names."""
+from __future__ import annotations
+
+from typing import Callable
+
+from cannops.backend.base import DeviceError
+
+try:
+    from cannops.native._ggml import ffi, lib
+except ImportError as e:  # reported by backend.base as an unavailable provider
+    raise ImportError(f"the ggml bridge cannops.native._ggml is not built ({e}); "
+                      "build it with `make native` (or `python -m cannops.native.build`)") from e
+
+PREFIX = "GGML-"   # a ggml device is GGML-<ggml device name>: GGML-CPU, GGML-CUDA0
+GUARD = "cannops_guard_"
+
+
+class GuardedLib:
+    """The bridge's lib, where each ggml.h function that takes a context or a graph is
+    its guarded twin: a failed GGML_ASSERT raises DeviceError instead of aborting."""
+
+    ffi = ffi
+
+    def __getattr__(self, name: str):
+        twin = getattr(lib, GUARD + name, None)
+        value = getattr(lib, name) if twin is None else _guarded(name, twin)
+        setattr(self, name, value)  # looked up once
+        return value
+
+
+def _guarded(name: str, twin) -> Callable:
+    if ffi.typeof(ffi.addressof(lib, name)).result.kind == "void":
+        def call(*args):
+            if twin(*args):
+                raise DeviceError(f"{name}: {_abort_message()}")
+    else:
+        def call(*args):
+            r = twin(*args)
+            if not r and lib.cannops_guard_message()[0] != b"\0":  # NULL from an abort
+                raise DeviceError(f"{name}: {_abort_message()}")
+            return r
+    call.__name__ = name
+    return call
+
+
+def _abort_message() -> str:
+    return ffi.string(lib.cannops_guard_message()).decode(errors="replace")
+
+
+G = GuardedLib()

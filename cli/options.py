@@ -1,0 +1,186 @@
+"""The options that `ops` commands share: their click declarations, the checks of their
+values (a bad value is exit status 2 before anything runs) and the device selection."""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import click
+
+from .selection import BadInput, select_cases, select_devices, split_ops_filter
+
+OUTPUTS = ("console", "csv", "json", "junit")
+
+
+def selected_devices(wanted, include_reference=False):
+    """The devices -b names, among those discovered (by default every one but NUMPY)."""
+    from cannops.backend.base import list_devices
+    return select_devices(wanted, list_devices(), include_reference)
+
+
+def _apply(f, *options):
+    """Decorate with `options` so that --help lists them in the order given."""
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def selection_options(f):
+    """What to run where: -o, -p, -b, -j, --timeout, --seed, --shard."""
+    return _apply(
+        f,
+        click.option("-o", "ops", metavar="OPS", multiple=True,
+                     help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
+        click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),
+        click.option("-b", "backends", metavar="DEVICE", multiple=True,
+                     help="Device(s) to use (repeat or comma list); default: every device but NUMPY."),
+        click.option("-j", "jobs", type=int, default=1, show_default=True, help="Worker processes."),
+        click.option("--timeout", type=float, default=None,
+                     help="Seconds a case may take before it is a FAIL (its worker is replaced); "
+                          "default 60 (perf: 600, as one measurement repeats the op for 1 s or more; "
+                          "grad: 900, as finite differences run the forward graph twice per "
+                          "gradient element); ten times that on a simulated device (CANN-SIM)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data."),
+        click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."))
+
+
+def output_option(f):
+    return click.option("--output", type=click.Choice(OUTPUTS), default="console", show_default=True,
+                        help="console, or machine-readable on stdout: csv, json (the results file), "
+                             "junit (JUnit XML, one testcase per case).")(f)
+
+
+def common_options(f):
+    return _apply(
+        f, selection_options, output_option,
+        click.option("--results", "results_path", metavar="FILE",
+                     help="Also write the results as JSON to FILE (and, while running, each result "
+                          "as it comes to FILE.partial.jsonl, for --resume)."),
+        click.option("--resume", "resume_path", metavar="FILE",
+                     help="Go on with the run that wrote FILE (its --results) and was interrupted or "
+                          "killed: its finished cases are taken, not run again. --results defaults to FILE."))
+
+
+def report_options(f):
+    """The CI's instruments: per-op logs and the markdown status report."""
+    return _apply(
+        f,
+        click.option("--log-dir", metavar="DIR", help="Write one log per op (its case lines and summary) to DIR/OP.log."),
+        click.option("--summary-file", metavar="FILE",
+                     help="Write the markdown status report to FILE (e.g. the CI's step summary); "
+                          "its content is replaced only when it changed."),
+        click.option("--baseline", metavar="FILE",
+                     help="A previous report (markdown) or results file (JSON): the report then lists "
+                          "the ops whose status changed, with the tail of each one's log."))
+
+
+DEFAULT_TIMEOUT = {"test": 60.0, "support": 60.0, "perf": 600.0, "grad": 900.0}
+
+
+MAX_SECONDS = 1e6  # a longer wait overflows the platform's timeouts
+
+
+def check_seconds(flag, value):
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise BadInput(f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:g} (got {value:g})")
+
+
+def check_common(jobs, timeout, seed):
+    if jobs < 1:
+        raise BadInput(f"-j must be at least 1 (got {jobs})")
+    if timeout is not None:
+        check_seconds("--timeout", timeout)
+    if seed < 0:
+        raise BadInput(f"--seed must be at least 0 (got {seed})")
+
+
+def ops_text(ops):
+    """The -o values (repeatable, each a comma list) as one comma list; None when -o is not given."""
+    if not ops:
+        return None
+    text = ",".join(ops)
+    if not split_ops_filter(text):
+        raise BadInput(f"-o {text!r} names no op: no case selected")
+    return text
+
+
+def check_regex(params):
+    if params is None:
+        return
+    try:
+        re.compile(params)
+    except (re.error, RecursionError, OverflowError) as e:
+        why = e if isinstance(e, re.error) else "nested too deeply"
+        raise BadInput(f"bad -p regex {params[:40]!r}{'...' if len(params) > 40 else ''}: {why}") from None
+
+
+def checked_selection(mode, ops, params, shard, names_only=False):
+    """The selected cases (names_only: their names, see select_cases); an empty selection
+    is an error (exit 2) that says why."""
+    check_regex(params)
+    cases = select_cases(mode, ops, params, shard, names_only)
+    if cases:
+        return cases
+    if shard and select_cases(mode, ops, params, names_only=names_only):
+        return cases  # a shard of a selection smaller than N may be empty
+    if ops:
+        from cannops.cases.cache import case_names
+        has = {c.op for c in case_names(mode)}
+        none = [op for op in split_ops_filter(ops) if "(" not in op and op not in has]
+        if none:
+            raise BadInput(f"no case selected: {', '.join(none)} {'has' if len(none) == 1 else 'have'} "
+                           f"no {mode} cases")
+    raise BadInput("no case selected" + (f": -p {params!r} matches none of the cases" if params else ""))
+
+
+def check_writable(path):
+    """Fail early (exit 2) on an output path that cannot be written; leave no file behind."""
+    if path is None:
+        return
+    existed = os.path.exists(path)
+    if existed and not os.path.isfile(path):
+        # a FIFO or a device: opening it here could block, or be its only reader's EOF
+        if not os.access(path, os.W_OK):
+            raise BadInput(f"cannot write {path}: permission denied")
+        return
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise BadInput(f"cannot write {path}: {e.strerror}") from None
+    if not existed:
+        os.remove(path)
+
+
+def load_status_baseline(path):
+    if path is None:
+        return None
+    from .report import BaselineError, load_baseline
+    try:
+        return load_baseline(path)
+    except BaselineError as e:
+        raise BadInput(str(e)) from None
+
+
+def check_log_dir(path):
+    if path is None:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot create --log-dir {path}: {e.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise BadInput(f"cannot write to --log-dir {path}")
+
+
+def check_report_options(log_dir, summary_file, baseline, markdown=False, can_print=False):
+    """Validate before running anything: a bad baseline is found in a second, not after
+    an hour of cases. Returns the loaded baseline (or None)."""
+    if baseline is not None and summary_file is None and not markdown:
+        raise BadInput("--baseline compares status reports: give --summary-file FILE"
+                       + (" or --markdown" if can_print else "") + " too")
+    base = load_status_baseline(baseline)
+    check_writable(summary_file)
+    check_log_dir(log_dir)
+    return base

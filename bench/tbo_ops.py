@@ -20,7 +20,7 @@ import time
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")       # test-backend-ops colours its statuses
 CASE = re.compile(r"^  (?P<op>[A-Z0-9_]+)\((?P<params>.*)\): (?P<status>.*)$")
-RERUNS = 8   # per op: after that many deaths, the op's remaining cases are counted not run
+RERUNS = 200  # per op: after that many deaths, the op's remaining cases are not run
 
 
 def status_of(text: str) -> str:
@@ -38,9 +38,16 @@ def list_ops(binary: str) -> list[str]:
     return [w for w in re.findall(r"^\s*([A-Z][A-Z0-9_]+)\s*$", out, re.M)]
 
 
+def support_order(binary: str, backend: str, op: str, params: str | None) -> list[str]:
+    cmd = [binary, "support", "-b", backend, "-o", op] + (["-p", params] if params else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    return [m["params"] for m in map(CASE.match, ANSI.sub("", out).splitlines()) if m and m["op"] == op]
+
+
 def run_op(binary: str, backend: str, op: str, timeout: float, params: str | None = None) -> dict:
     cases: dict[str, str] = {}
     deaths: list[dict] = []
+    order = None
     t0 = time.monotonic()
     while True:
         cmd = [binary, "test", "-b", backend, "-o", op]
@@ -64,10 +71,16 @@ def run_op(binary: str, backend: str, op: str, timeout: float, params: str | Non
         finished = rc == 0 or (rc == 1 and "Backend " in out and "tests passed" in out)
         if finished:
             break
-        deaths.append({"rc": rc, "after": len(cases),
+        # the case that died printed nothing: it is the first one, in enumeration order,
+        # that did not finish (support mode enumerates an op's cases in the same order)
+        if order is None:
+            order = support_order(binary, backend, op, params)
+        victim = next((p for p in order if p not in cases), None)
+        deaths.append({"rc": rc, "after": len(cases), "case": victim,
                        "stderr": "\n".join(err.strip().splitlines()[-6:])})
-        if len(deaths) >= RERUNS or rc == "timeout":
+        if victim is None or len(deaths) >= RERUNS or rc == "timeout":
             break
+        cases[victim] = "FAIL"     # a crash fails its case, as in the Ascend CI
     counts = {s: sum(1 for v in cases.values() if v == s) for s in ("OK", "not supported", "FAIL", "skipped")}
     return {"op": op, "counts": counts, "cases": cases, "deaths": deaths,
             "seconds": round(time.monotonic() - t0, 2), "finished": not deaths}

@@ -27,6 +27,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 
 from .toolkit import HOME_VARIABLES, INSTALL_PATHS, find_toolkit
 
@@ -35,9 +36,6 @@ SRC = HERE / "aclnn"
 GEN = HERE / "_build" / "aclnn_gen"
 MODULE = "cannops.native._aclnn"
 
-_ACL_FN = re.compile(r"^\s*ACL_FN\([^,]+,\s*(\w+)", re.M)
-_ACLNN_OP = re.compile(r"^\s*ACLNN_OP\(\s*(\w+)", re.M)
-_INCLUDE = re.compile(r'^\s*ACL_INCLUDE\("([^"]+)"\)', re.M)
 
 
 def ggml_include() -> pathlib.Path:
@@ -64,25 +62,75 @@ def families() -> list[str]:
 
 def entry_points() -> list[str]:
     """Every C symbol declared by the .def files (aclnn ops count twice)."""
-    names = []
+    return [e.name for e in def_entries()]
+
+
+_INCLUDE = re.compile(r'^\s*ACL_INCLUDE\("(?P<header>[^"]+)"\)')
+_FN = re.compile(r"^\s*ACL_FN\(\s*(?P<ret>[^,]+?)\s*,\s*(?P<name>\w+)\s*,\s*\((?P<params>.*)\)\s*\)\s*$")
+_OP = re.compile(r"^\s*ACLNN_OP\(\s*(?P<name>\w+)\s*,\s*(?P<params>.*)\)\s*$")
+_PARAM_NAME = re.compile(r"(\w+)\s*(\[[^\]]*\])?\s*$")
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    header: str
+    ret: str
+    name: str
+    params: str
+    source: str = ""        # the .def file that declares it
+
+    def declaration(self, prefix: str = "") -> str:
+        return f"{self.ret} {prefix}{self.name}({self.params})"
+
+    def arguments(self) -> str:
+        if self.params.strip() in ("", "void"):
+            return ""
+        return ", ".join(_PARAM_NAME.search(p).group(1) for p in self.params.split(","))
+
+
+def def_entries() -> list[EntryPoint]:
+    """Every entry point of the .def files, under the header its ACL_INCLUDE names (an
+    aclnn operator is two: its GetWorkspaceSize and its launch)."""
+    out, headers = [], []
     for d in api_defs():
-        text = d.read_text()
-        names += _ACL_FN.findall(text)
-        for op in _ACLNN_OP.findall(text):
-            names += [f"aclnn{op}GetWorkspaceSize", f"aclnn{op}"]
-    return names
+        header = None
+        for line in d.read_text().splitlines():
+            if m := _INCLUDE.match(line):
+                header = m["header"]
+                headers.append(header)
+            elif m := _FN.match(line):
+                out.append(EntryPoint(header, m["ret"], m["name"], m["params"], d.name))
+            elif m := _OP.match(line):
+                op = m["name"]
+                out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}GetWorkspaceSize",
+                                      f"{m['params']}, uint64_t *workspaceSize, aclOpExecutor **executor",
+                                      d.name))
+                out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}",
+                                      "void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
+                                      "aclrtStream stream", d.name))
+            else:
+                continue
+            if header is None:
+                raise RuntimeError(f"{d.name}: an entry point before any ACL_INCLUDE")
+    return out
+
+
+def declared_headers() -> list[str]:
+    """Every header an ACL_INCLUDE names, entry points or not (a header a client includes
+    for operators the simulator does not serve is still there, and empty)."""
+    return list(dict.fromkeys(m["header"] for d in api_defs()
+                              for m in map(_INCLUDE.match, d.read_text().splitlines()) if m))
+
 
 
 def generate() -> None:
     """Write the include lists and refuse an entry point declared twice."""
     seen: dict[str, str] = {}
-    for d in api_defs():
-        text = d.read_text()
-        for key in _ACL_FN.findall(text) + [f"aclnn{op}" for op in _ACLNN_OP.findall(text)]:
-            if key in seen:
-                raise RuntimeError(f"{key} is declared in both {seen[key]} and {d.name}: "
-                                   "declare each entry point once and share it")
-            seen[key] = d.name
+    for e in def_entries():
+        if e.name in seen:
+            raise RuntimeError(f"{e.name} is declared in both {seen[e.name]} and {e.source}: "
+                               "declare each entry point once and share it")
+        seen[e.name] = e.source
     GEN.mkdir(parents=True, exist_ok=True)
     _write(GEN / "ops_api_list.h", "".join(f'#include "api/{d.name}"\n' for d in api_defs()))
     _write(GEN / "ops_family_list.h", "".join(f"OPS_FAMILY_ENTRY({f})\n" for f in families()))
@@ -272,7 +320,7 @@ def check_cann_headers(allow_no_toolkit: bool = False) -> int:
             return _error(f"{inc / header} not found: the toolkit at {toolkit.describe()} "
                           "lacks the headers to compare with")
     generate()
-    headers = list(dict.fromkeys(h for d in api_defs() for h in _INCLUDE.findall(d.read_text())))
+    headers = declared_headers()
     unit = "\n".join(["#include <type_traits>", *(f"#include <{h}>" for h in headers + [OP_ERRNO]),
                       "#define OPS_CHECK_HEADERS 1", '#include "acl_types.h"', CHECK_MACROS,
                       '#include "ops_api_list.h"', ""])
@@ -305,10 +353,8 @@ def _check_placement(inc: pathlib.Path) -> list[str]:
     just that header (make cann-sim-toolkit generates one per ACL_INCLUDE)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .cann_sim_toolkit import entry_points as placed
-
     by_header: dict[str, list] = {}
-    for e in placed():
+    for e in def_entries():
         by_header.setdefault(e.header, []).append(e)
 
     def check(item) -> str:

@@ -31,7 +31,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from dataclasses import dataclass
 
 from . import build_aclnn
 
@@ -42,65 +41,6 @@ LIBRARY_OF = {"acl": "libascendcl.so", "aclnn": "libnnopbase.so", "aclnnop": "li
 EMPTY_LIBRARIES = ("libacl_op_compiler.so",)
 CORE = "libcannsim.so"
 DEFAULT_SOC = "Ascend910B3"
-
-_INCLUDE = re.compile(r'^\s*ACL_INCLUDE\("(?P<header>[^"]+)"\)')
-_FN = re.compile(r"^\s*ACL_FN\(\s*(?P<ret>[^,]+?)\s*,\s*(?P<name>\w+)\s*,\s*\((?P<params>.*)\)\s*\)\s*$")
-_OP = re.compile(r"^\s*ACLNN_OP\(\s*(?P<name>\w+)\s*,\s*(?P<params>.*)\)\s*$")
-_PARAM_NAME = re.compile(r"(\w+)\s*(\[[^\]]*\])?\s*$")
-
-
-@dataclass(frozen=True)
-class EntryPoint:
-    header: str
-    ret: str
-    name: str
-    params: str
-
-    @property
-    def library(self) -> str:
-        return LIBRARY_OF[self.header.split("/")[0]]
-
-    def declaration(self, prefix: str = "") -> str:
-        return f"{self.ret} {prefix}{self.name}({self.params})"
-
-    def arguments(self) -> str:
-        if self.params.strip() in ("", "void"):
-            return ""
-        return ", ".join(_PARAM_NAME.search(p).group(1) for p in self.params.split(","))
-
-
-def entry_points() -> list[EntryPoint]:
-    """Every entry point of the .def files, under the header its ACL_INCLUDE names (an
-    aclnn operator is two: its GetWorkspaceSize and its launch)."""
-    out, headers = [], []
-    for d in build_aclnn.api_defs():
-        header = None
-        for line in d.read_text().splitlines():
-            if m := _INCLUDE.match(line):
-                header = m["header"]
-                headers.append(header)
-            elif m := _FN.match(line):
-                out.append(EntryPoint(header, m["ret"], m["name"], m["params"]))
-            elif m := _OP.match(line):
-                op = m["name"]
-                out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}GetWorkspaceSize",
-                                      f"{m['params']}, uint64_t *workspaceSize, aclOpExecutor **executor"))
-                out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}",
-                                      "void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
-                                      "aclrtStream stream"))
-            else:
-                continue
-            if header is None:
-                raise RuntimeError(f"{d.name}: an entry point before any ACL_INCLUDE")
-    return out
-
-
-def declared_headers() -> list[str]:
-    """Every header an ACL_INCLUDE names, entry points or not (a header a client includes
-    for operators the simulator does not serve is still there, and empty)."""
-    return list(dict.fromkeys(m["header"] for d in build_aclnn.api_defs()
-                              for m in map(_INCLUDE.match, d.read_text().splitlines()) if m))
-
 
 # ------------------------------------------------------------------ headers ----
 
@@ -130,8 +70,8 @@ def types_header() -> str:
 
 def write_headers(include: pathlib.Path) -> list[str]:
     build_aclnn.generate()
-    eps = entry_points()
-    headers = declared_headers()
+    eps = build_aclnn.def_entries()
+    headers = build_aclnn.declared_headers()
     (include / "acl").mkdir(parents=True, exist_ok=True)
     (include / "acl" / "acl_base.h").write_text(types_header())
     for h in headers:
@@ -192,7 +132,7 @@ def build_core(lib64: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
     return dest
 
 
-def forwarders(library: str, eps: list[EntryPoint], headers: list[str]) -> str:
+def forwarders(library: str, eps: list, headers: list[str]) -> str:
     lines = [GENERATED, f"/* {library}: CANN's entry points of its headers, served by {CORE} */"]
     lines += [f"#include <{h}>" for h in headers if LIBRARY_OF.get(h.split("/")[0]) == library]
     for e in eps:
@@ -231,12 +171,12 @@ def build(prefix: pathlib.Path) -> None:
     prefix = prefix.resolve()
     (prefix / "lib64").mkdir(parents=True, exist_ok=True)
     headers = write_headers(prefix / "include")
-    eps = entry_points()
+    eps = build_aclnn.def_entries()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         build_core(prefix / "lib64", tmp)
         for library in list(dict.fromkeys(LIBRARY_OF.values())) + list(EMPTY_LIBRARIES):
-            mine = [e for e in eps if e.library == library]
+            mine = [e for e in eps if LIBRARY_OF[e.header.split('/')[0]] == library]
             build_library(library, forwarders(library, mine, headers), prefix, tmp)
     write_env(prefix)
     print(f"cann-sim-toolkit: {prefix}: {len(headers)} headers, {len(eps)} entry points")

@@ -142,14 +142,14 @@ def test_entry_points_live_in_cann_s_libraries(toolkit):
     assert {"aclCreateTensor", "aclDestroyAclOpExecutor"} <= nnopbase
     assert {"aclnnAdd", "aclnnAddGetWorkspaceSize", "aclnnMm"} <= opapi
     assert not {"aclnnAdd", "aclCreateTensor"} & ascendcl and "aclInit" not in opapi
-    eps = cann_sim_toolkit.entry_points()
+    eps = build_aclnn.def_entries()
     assert len(ascendcl | nnopbase | opapi) == len({e.name for e in eps}) == len(eps)
     assert (toolkit / "lib64" / "libacl_op_compiler.so").exists()
 
 
 def test_every_header_compiles_as_cxx(toolkit, tmp_path):
     """ggml-cann is C++: every generated header, included alone, compiles there."""
-    headers = cann_sim_toolkit.declared_headers()
+    headers = build_aclnn.declared_headers()
     src = tmp_path / "all.cpp"
     src.write_text("".join(f"#include <{h}>\n" for h in headers) + "int main() { return 0; }\n")
     subprocess.run(["c++", "-std=c++17", "-fsyntax-only", "-I", str(toolkit / "include"), str(src)],

@@ -31,7 +31,7 @@ def write_or_fail(path, write, *args) -> None:
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             resume_path=None, min_seconds=1.0, printer=None, strict=False) -> Run:
+             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
     from .printers import ConsolePrinter, QuietPrinter
     from .results import journal_path, load_resume
@@ -43,7 +43,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     results_path = results_path or resume_path
     check_writable(results_path)
     cases = checked_selection(mode, ops, params, shard)
-    devices = selected_devices(backends)
+    devices = selected_devices(backends, soc=soc)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
@@ -351,12 +351,15 @@ def _print_fuzz(found, say) -> bool:
     return True
 
 
-def _explain(results_in, compute, markdown, output, ops, params, backends, shard, **_):
+def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, **_):
     """ops support --explain: the CANN rules' decision per case and op node (no probing:
     the rules are declarative, backend/cann/rules*.py)."""
     from cannops.backend.cann import rules
     if results_in is not None or compute or markdown or output != "console":
         raise BadInput("--explain prints the CANN rules per case: it goes with -o, -p, -b and --shard only")
+    from cannops.backend.cann.soc import family
+    from .options import use_socs
+    socs = use_socs(soc) or [family(os.environ.get("CANN_SIM_SOC", ""))]
     targets = [t.label for t in selected_devices(backends) if t.label.startswith("CANN")]
     if not targets:
         raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
@@ -364,8 +367,10 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
     click.echo(f"CANN rules ({', '.join(targets)}), as ggml-cann v0.20.2's supports_op unless said")
     for _, case in checked_selection("support", ops_text(ops), params, shard):
         click.echo(case.name)
-        for line in rules.explain(case.build()):
-            click.echo(f"  {line}")
+        graph = case.build()
+        for s in socs:
+            for line in rules.explain(graph, soc=s):
+                click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{line}")
 
 
 @cli.command("list")

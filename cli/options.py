@@ -8,15 +8,36 @@ import re
 
 import click
 
-from .selection import BadInput, select_cases, select_devices, split_ops_filter
+from .selection import BadInput, per_soc, select_cases, select_devices, split_ops_filter
 
 OUTPUTS = ("console", "csv", "json", "junit")
 
 
-def selected_devices(wanted, include_reference=False):
-    """The devices -b names, among those discovered (by default every one but NUMPY)."""
+def selected_devices(wanted, include_reference=False, soc=None):
+    """The devices -b names, among those discovered (by default every one but NUMPY); with
+    --soc, CANN-SIM simulates that SoC, or each of those SoCs as a device of its own."""
     from cannops.backend.base import list_devices
-    return select_devices(wanted, list_devices(), include_reference)
+    socs = use_socs(soc)
+    targets = select_devices(wanted, list_devices(), include_reference)
+    if len(socs) < 2:
+        return targets
+    from cannops.backend.cann.soc import SIMULATED
+    return per_soc(targets, socs, SIMULATED)
+
+
+def use_socs(soc):
+    """--soc's families; one of them is CANN-SIM's SoC in this process and its workers (set
+    before the devices are discovered: the simulator reads CANN_SIM_SOC when it starts)."""
+    if not soc:
+        return []
+    from cannops.backend.cann.soc import SIMULATED, parse
+    try:
+        socs = parse(soc)
+    except ValueError as e:
+        raise BadInput(f"--soc: {e}") from None
+    if len(socs) == 1:
+        os.environ["CANN_SIM_SOC"] = SIMULATED[socs[0]]
+    return socs
 
 
 def _apply(f, *options):
@@ -42,7 +63,10 @@ def selection_options(f):
                           "grad: 900, as finite differences run the forward graph twice per "
                           "gradient element); ten times that on a simulated device (CANN-SIM)."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data."),
-        click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."))
+        click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."),
+        click.option("--soc", metavar="SOC", help="The SoC CANN-SIM simulates: 910B (default) or 310P, "
+                                                  "whose rules and aclnn tables follow; a comma list "
+                                                  "(910B,310P) tests each as CANN-SIM:<SOC>."))
 
 
 def output_option(f):

@@ -28,7 +28,7 @@ def _entry(device: str) -> str | None:
     return f"probe-{h.hexdigest()[:24]}.pickle"
 
 
-def cached_probe(ops, params, backends, jobs, timeout, seed, shard) -> Run | None:
+def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) -> Run | None:
     """The probe's Run from the cache, exactly as the workers would have made it; None when
     a device or a case is not cached (or the cache is off). Bad input raises as run_mode."""
     check_common(jobs, timeout, seed)
@@ -36,12 +36,13 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard) -> Run | Non
     if cache.cache_dir() is None:
         return None
     cases = checked_selection("support", ops, params, shard, names_only=True)
-    targets = selected_devices(backends)
+    targets = selected_devices(backends, soc=soc)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
     run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__)
     for target in targets:
-        entry = _entry(target.label) if target.members == (target.label,) else None
+        # one CANN-SIM per SoC (--soc 910B,310P) is probed anew: the key names one SoC only
+        entry = _entry(target.label) if target.members == (target.label,) and not target.env else None
         stored = cache.load(entry) if entry else None
         if stored is None:
             return None
@@ -60,7 +61,11 @@ def remember(run: Run) -> None:
     device, added to what the cache held."""
     if run.interrupted or cache.cache_dir() is None:
         return
+    from cannops.backend.base import list_devices
+    known = {name for name, _ in list_devices()}
     for info in run.devices:
+        if info.name not in known:
+            continue   # CANN-SIM:<SOC> (--soc with several SoCs): not a discovered device
         entry = _entry(info.name)
         if entry is None:
             continue

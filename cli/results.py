@@ -26,7 +26,8 @@ RESULT_FIELDS = {
     "strict": (bool,), "max_abs": (*_NUM, _OPT), "max_rel": (*_NUM, _OPT), "worst_index": (int, _OPT),
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
-DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT)}
+DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT),
+                 "soc": _STR}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "interrupted": (bool,), "version": _STR,
               "strict": (str, _OPT),
@@ -118,6 +119,7 @@ class DeviceInfo:
     description: str = ""
     memory_total: int | None = None
     memory_free: int | None = None
+    soc: str = ""                       # the SoC a CANN device reports (aclrtGetSocName)
 
 
 @dataclass

@@ -92,7 +92,8 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
         for i, target in enumerate(devices):
             name = target.label
             earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
-            pool = WorkerPool(target.members, opts.jobs, case_timeout(opts, name), threads, label=name)
+            pool = WorkerPool(target.members, opts.jobs, case_timeout(opts, name), threads, label=name,
+                              env=target.env)
             try:
                 if len(earlier) == len(cases) and name in resumed.devices:
                     info = resumed.devices[name]  # all done before: no worker needed

@@ -96,11 +96,24 @@ class Target:
     members (CANN0, CANN1, ...) share the run's workers round-robin."""
     label: str
     members: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()   # environment of its workers (--soc)
 
 
 def kind_members(kind: str, names: list[str]) -> tuple[str, ...]:
     """The devices of a kind: its name followed by a device number (CANN -> CANN0, CANN1)."""
     return tuple(n for n in names if re.fullmatch(re.escape(kind) + r"\d+", n))
+
+
+def per_soc(targets: list[Target], socs: list[str], simulated: dict[str, str]) -> list[Target]:
+    """--soc with several SoC families: CANN-SIM once per family, as CANN-SIM:<family>, its
+    workers simulating that SoC (CANN_SIM_SOC); the other devices as they are."""
+    out = []
+    for t in targets:
+        if t.label != "CANN-SIM" or len(socs) < 2:
+            out.append(t)
+            continue
+        out.extend(Target(f"{t.label}:{s}", t.members, (("CANN_SIM_SOC", simulated[s]),)) for s in socs)
+    return out
 
 
 def select_devices(wanted: tuple[str, ...], available: list[tuple[str, str]],

@@ -69,7 +69,8 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
             device.n_threads = threads
         mem = device.memory()
         conn.send(("ready", DeviceInfo(device.name, device.description,
-                                       mem[0] if mem else None, mem[1] if mem else None)))
+                                       mem[0] if mem else None, mem[1] if mem else None,
+                                       getattr(device, "soc_name", ""))))
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
@@ -147,12 +148,13 @@ class WorkerPool:
     the device each case ran on in `ran_on`. `run()` yields (seq, CaseResult) as cases finish."""
 
     def __init__(self, members: str | tuple[str, ...], jobs: int = 1, timeout: float = 60.0,
-                 threads: int | None = None, label: str | None = None):
+                 threads: int | None = None, label: str | None = None, env: tuple = ()):
         self.members = (members,) if isinstance(members, str) else tuple(members)
         self.device_name = label or self.members[0]
         self.jobs = max(1, jobs)
         self.timeout = timeout
         self.threads = threads
+        self.env = dict(env)   # set for the workers only (--soc: CANN_SIM_SOC)
         self.ctx = mp.get_context("spawn")
         self.logdir = tempfile.TemporaryDirectory(prefix="ops-workers-")
         self.workers: list[_Worker] = []
@@ -171,7 +173,8 @@ class WorkerPool:
         # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
         # Ctrl-C while it starts is the main process's to handle, with no traceback from it
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        saved = {k: os.environ.get(k) for k in BLAS_THREADS}
+        saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
+        os.environ.update(self.env)
         if self.threads:
             # the worker's NumPy (the reference's matrix products) gets its share of the
             # cores too: -j 2 workers, each with a BLAS spinning on every core, ran big
@@ -205,8 +208,8 @@ class WorkerPool:
             raise WorkerStartError(f"{self.device_name}: {payload}")
         if self.info is None:
             self.info = payload
+            self.info.name = self.device_name   # the run's label (CANN, CANN-SIM:310P)
             if len(self.members) > 1:
-                self.info.name = self.device_name
                 self.info.description += f" (workers spread over {', '.join(self.members)})"
         return w
 
@@ -265,6 +268,8 @@ class WorkerPool:
     def _label(self, w: _Worker, result: CaseResult) -> CaseResult:
         if len(self.members) > 1:
             result.device, result.ran_on = self.device_name, w.device
+        else:
+            result.device = self.device_name   # one device under a label (CANN-SIM:310P)
         return result
 
     def _crash_result(self, w: _Worker, why: str) -> tuple[int, CaseResult]:

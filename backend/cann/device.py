@@ -13,7 +13,7 @@ from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
 
-from . import layout, rules
+from . import layout, rules, soc
 from .errors import CANNError, err_buffer, err_text
 
 
@@ -124,6 +124,10 @@ class CANNDevice(Device):
         self.ctx = lib.ops_cann_ctx_new(index, self._errbuf, len(self._errbuf))
         if self.ctx == ffi.NULL:
             raise DeviceError(f"{name}: {err_text(self._errbuf)}")
+        # the SoC the runtime reports (CANN-SIM: the simulated one, CANN_SIM_SOC): its
+        # family picks the rules' SoC branches, as ggml-cann's build does (ASCEND_310P)
+        self.soc_name = ffi.string(lib.ops_cann_soc_name()).decode()
+        self.soc = soc.family(self.soc_name)
 
     # --- helpers ---
     def _err(self):
@@ -153,7 +157,7 @@ class CANNDevice(Device):
         return int(total[0]), int(free[0])
 
     def supports(self, case, graph: Graph) -> Support:
-        return rules.supports(graph, self.has_handler)
+        return rules.supports(graph, self.has_handler, self.soc)
 
     @staticmethod
     def has_handler(node: Tensor) -> bool:
@@ -194,7 +198,7 @@ class CANNDevice(Device):
         realised by the native layer as in `run`; finite differences of the forward nodes."""
         from cannops.backend.ggml.backward import backward_case_graph
         bw = backward_case_graph(graph, inputs)
-        s = rules.supports(bw.graph, self.has_handler)
+        s = rules.supports(bw.graph, self.has_handler, self.soc)
         if not s:
             raise GradUnsupported(f"{self.name}: {s.reason}")
         with self._lock:

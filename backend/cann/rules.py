@@ -7,6 +7,10 @@ of the node may have, and further conditions with the reason given when they fai
 reason. The types are what both the handler (ggml-cann's mapping) and the aclnn
 operators it calls accept on Atlas A2/A3.
 
+The SoC of the device judged ("910B": Atlas A2 / A3, "310P": Atlas inference series; see
+soc.py) adds the checks of ggml-cann's `#ifdef ASCEND_310P` branches, per rule in its `soc`
+field, and for every rule those of SOC_CHECKS: the aclnn pages' limits on that SoC.
+
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
 """
@@ -18,6 +22,8 @@ from typing import Callable, Mapping
 from cannops.backend.base import Support
 from cannops.cases.graph import Graph, Tensor
 from cannops.cases.plugins import load_plugins
+
+from .soc import DEFAULT as DEFAULT_SOC
 
 FLOAT = frozenset({"f32", "f16", "bf16"})
 ELEMENTS = FLOAT | {"f64", "i8", "i16", "i32", "i64"}   # types with an element aclDataType
@@ -32,8 +38,10 @@ class Rule:
     # where the rule accepts cases that ggml-cann v0.20.2's supports_op refuses: which, and
     # why they are kept (the aclnn operators documented for them, checked on CANN-SIM)
     beyond: str = ""
+    # per SoC family, the further checks of ggml-cann's branches for it (#ifdef ASCEND_310P)
+    soc: Mapping[str, tuple[Check, ...]] = field(default_factory=dict)
 
-    def check(self, node: Tensor) -> str | None:
+    def check(self, node: Tensor, soc: str = DEFAULT_SOC) -> str | None:
         """None when the node is supported, else why not."""
         for role, allowed in self.types.items():
             t = node if role == "dst" else _src(node, int(role[3:]))
@@ -41,7 +49,7 @@ class Rule:
                 return f"{role} is missing"
             if t.type.name not in allowed:
                 return f"{role} type {t.type.name} not in {{{', '.join(sorted(allowed))}}}"
-        for ok, reason in self.checks:
+        for ok, reason in self.checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()):
             if not ok(node):
                 return reason
         return None
@@ -49,6 +57,29 @@ class Rule:
 
 def _src(node: Tensor, i: int) -> Tensor | None:
     return node.src[i] if i < len(node.src) else None
+
+
+def _tensors(node: Tensor):
+    return [node] + [s for s in node.src if s is not None]
+
+
+def no_bf16(node: Tensor) -> bool:
+    return all(t.type.name != "bf16" for t in _tensors(node))
+
+
+def refused(reason: str) -> tuple[Check, ...]:
+    """A `soc` entry that refuses every case of the op on that SoC."""
+    return ((lambda node: False, reason),)
+
+
+# every rule's further checks on a SoC: the aclnn pages of the Atlas inference series
+# (310P) list no BFLOAT16 for the operators the handlers call (aclnnCast, aclnnAdd, aclnnMm,
+# aclnnGatherV2, aclnnRmsNorm, ...: "Atlas 推理系列产品：不支持BFLOAT16"), where ggml-cann's
+# supports_op lets most ops through with any type
+SOC_CHECKS: dict[str, tuple[Check, ...]] = {
+    "310P": ((no_bf16, "bf16 on 310P: the aclnn operators of the Atlas inference series take "
+                       "no BFLOAT16"),),
+}
 
 
 def same_type(node: Tensor) -> bool:
@@ -63,31 +94,35 @@ def unary(op: str) -> Rule:
 RULES: dict[str, Rule] = {}   # op_key -> Rule; filled by the rules_<family>.py modules
 
 
-def _refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None) -> str | None:
-    """Why the CANN backend cannot run op node `node` (None: a rule accepts it)."""
+def _refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None,
+             soc: str = DEFAULT_SOC) -> str | None:
+    """Why the CANN backend cannot run op node `node` on a SoC of family `soc` (None: a
+    rule accepts it)."""
     rule = RULES.get(node.op_key)
     if rule is None:
         return "no aclnn mapping in the CANN backend"
-    return rule.check(node) or (has_handler is not None and not has_handler(node)
+    return rule.check(node, soc) or (has_handler is not None and not has_handler(node)
                                 and "no native handler") or None
 
 
-def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) -> Support:
-    """Every op node of the graph must have a rule that accepts it (and, when given,
-    a native handler)."""
+def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
+             soc: str = DEFAULT_SOC) -> Support:
+    """Every op node of the graph must have a rule that accepts it on SoC family `soc` (and,
+    when given, a native handler)."""
     for node in graph.nodes():
-        why = not node.is_view() and _refusal(node, has_handler)
+        why = not node.is_view() and _refusal(node, has_handler, soc)
         if why:
             return Support(False, f"{node.op_key}: {why}")
     return Support(True)
 
 
-def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None) -> list[str]:
+def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
+            soc: str = DEFAULT_SOC) -> list[str]:
     """One line per op node: the rule that accepts it (its aclnn operators, and why it goes
     beyond ggml-cann where it does) or why it is refused; `ops support --explain`."""
     lines = []
     for node in (n for n in graph.nodes() if not n.is_view()):
-        key, why = node.op_key, _refusal(node, has_handler)
+        key, why = node.op_key, _refusal(node, has_handler, soc)
         if why:
             lines.append(f"{key}: refused: {why}")
             continue

@@ -1,9 +1,11 @@
 """Rule of FLASH_ATTN_EXT (native/aclnn/ops_flash_attn.c), as ggml-cann's supports_op at
 v0.20.2 reads: f16 K and V of one head size, no attention sinks, no logit softcap (the
-aclnnFusedInferAttentionScoreV2 call has no parameter for either); the output is f32."""
+aclnnFusedInferAttentionScoreV2 call has no parameter for either); the output is f32. None
+on 310P: ggml-cann's ASCEND_310P branch refuses it, and the operator's page lists no Atlas
+inference series."""
 from __future__ import annotations
 
-from .rules import RULES, Rule
+from .rules import RULES, Rule, refused
 
 F16, F32 = frozenset({"f16"}), frozenset({"f32"})
 
@@ -41,5 +43,7 @@ RULES.update({
                             (_no_softcap, "logit softcap is not supported (ggml-cann)"),
                             (_same_head_size, "K and V head sizes differ (ggml-cann)"),
                             (_mask_planes, "the mask must have one plane per sequence"),
-                            (_operator_limits, "head size > 512 or more than 256 heads"))),
+                            (_operator_limits, "head size > 512 or more than 256 heads")),
+                           soc={"310P": refused("on 310P: ggml-cann's ASCEND_310P branch refuses "
+                                                "FLASH_ATTN_EXT (\"FA not support on 310p device\")")}),
 })

@@ -58,6 +58,10 @@ def _same_n_c(node) -> bool:
     return src.ne[2] == node.ne[2] and src.ne[3] == node.ne[3]
 
 
+def _not_max(node) -> bool:
+    return node.param_i32(0) != POOL_MAX
+
+
 RULES.update({
     # aclnnIm2col into scratch, then aclnnInplaceCopy / aclnnCast into dst's transposed view
     "IM2COL": Rule(("Im2col", "InplaceCopy", "Cast"), {"src1": FLOAT, "dst": FLOAT},
@@ -65,9 +69,14 @@ RULES.update({
                     (_im2col_contiguous_dst, "dst must be contiguous"))),
     # avg: aclnnAvgPool2d (count_include_pad); max: aclnnConstantPadNd (-FLT_MAX) + aclnnMaxPool
     "POOL_2D": Rule(("AvgPool2d", "ConstantPadNd", "MaxPool"), {"src0": F32, "dst": F32},
-                    ((_pool2d_padding, "paddings must be at most half the kernel"),)),
+                    ((_pool2d_padding, "paddings must be at most half the kernel"),),
+                    soc={"310P": ((_not_max, "max pooling on 310P: ggml-cann's ASCEND_310P branch "
+                                             "refuses it (aclnnMaxPool's page: Atlas inference "
+                                             "series not supported)"),)}),
     "POOL_1D": Rule(("AvgPool2d", "ConstantPadNd", "MaxPool"), {"src0": F32, "dst": F32},
                     ((_pool1d_avg_padding, "average pooling: padding must be at most half the kernel"),),
+                    soc={"310P": ((_not_max, "max pooling on 310P: aclnnMaxPool's page lists the "
+                                             "Atlas inference series as not supported"),)},
                     beyond="every case: ggml-cann v0.20.2 has no POOL_1D; the POOL_2D operators over "
                            "1-row images, the average without count_include_pad (ggml's 1-D "
                            "average divides by the values in the window)"),

@@ -1,11 +1,11 @@
 """Rules of MUL_MAT_ID and OUT_PROD (native/aclnn/ops_moe.c), after ggml-cann v0.20.2's
 supports_op: MUL_MAT_ID for f32 / f16 experts, and q4_0 / q8_0 experts when src0 and src1
-are contiguous (ggml-cann's quantized path; it refuses them on 310P, which these rules, for
-Atlas A2 / A3, do not model); OUT_PROD for f32 / f16 src0."""
+are contiguous (ggml-cann's quantized path; not on 310P); OUT_PROD for f32 / f16 src0
+(none on 310P: ggml-cann's ASCEND_310P build has no aclnnGer there)."""
 from __future__ import annotations
 
-from .rules import RULES, Rule
-from .rules_matmul import MAX_K, QUANT, quant_k_ok, quant_layout_ok
+from .rules import RULES, Rule, refused
+from .rules_matmul import MAX_K, NO_QUANT_310P, QUANT, quant_k_ok, quant_layout_ok
 
 F32 = frozenset({"f32"})
 F16_F32 = frozenset({"f32", "f16"})
@@ -35,7 +35,10 @@ RULES.update({
                                       f"up to {MAX_K}"),
                         (_quant_m_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes m "
                                       f"up to {MAX_M} (one expert's rows are not sliced)"),
-                        (_b_pairs, "src1 must hold 1 or n_used rows per token"))),
+                        (_b_pairs, "src1 must hold 1 or n_used rows per token")),
+                       soc={"310P": (NO_QUANT_310P,)}),
     # src1 is not checked by ggml-cann; f32 / f16 are the types aclnnMatmul pairs with src0's
-    "OUT_PROD": Rule(("Matmul",), {"src0": F16_F32, "src1": F16_F32, "dst": F32}),
+    "OUT_PROD": Rule(("Matmul",), {"src0": F16_F32, "src1": F16_F32, "dst": F32},
+                     soc={"310P": refused("on 310P: ggml-cann's ASCEND_310P branch refuses "
+                                          "OUT_PROD (\"Ger is not supported on 310p device\")")}),
 })

@@ -8,7 +8,7 @@ and aclnnRoll express them. Circular PAD (a ggml-cann TODO) is aclnnCircularPad2
 whose limits are the rule's."""
 from __future__ import annotations
 
-from .rules import ELEMENTS, FLOAT, RULES, Rule, same_type
+from .rules import ELEMENTS, FLOAT, RULES, Rule, same_type, no_bf16
 
 I32 = frozenset({"i32"})
 F32 = frozenset({"f32"})
@@ -71,7 +71,9 @@ RULES.update({
                      {"src0": FLOAT | I32 | {"q8_0"}, "src1": I32, "dst": FLOAT | I32},
                      ((_get_rows_types, "src0 does not convert to dst"),),
                      beyond="i32 rows: ggml-cann v0.20.2 gathers floats and q8_0 only; "
-                            "aclnnGatherV2 documents INT32 self"),
+                            "aclnnGatherV2 documents INT32 self",
+                     soc={"310P": ((no_bf16, "bf16 rows on 310P: ggml-cann's ASCEND_310P branch "
+                                             "leaves BF16 out of GET_ROWS"),)}),
     "PAD": Rule(("ConstantPadNd", "CircularPad2d"), {"src0": ELEMENTS, "dst": ELEMENTS},
                 ((same_type, "src0 and dst types differ"),
                  (_circular_ok, "circular padding (aclnnCircularPad2d) takes f32 / f16 / bf16 / "

@@ -6,6 +6,10 @@ Where the rule says less than ggml-cann: aclnnRotaryPositionEmbedding's page (At
 limits the rotated dim to D < 896 (ggml-cann lets 896 through) and the heads: B, N < 1000
 in half mode, B * N < 1000 in interleave mode (x is read as BSND, B = ne3, N = ne1);
 ggml-cann does not check those, the operator would refuse such a case at run time.
+
+On 310P (ggml-cann's ASCEND_310P branch): contiguous rows rotated whole (n_dims == ne0), which
+the handler rotates with aclnnRoll, aclnnMul and aclnnAdd as ggml-cann does there, since
+aclnnRotaryPositionEmbedding's page lists no Atlas inference series.
 """
 from __future__ import annotations
 
@@ -29,6 +33,15 @@ def _heads_fit(node) -> bool:
     return (b < 1000 and n < 1000) if half else b * n < 1000
 
 
+def _full_width(node) -> bool:
+    return node.src[0].ne[0] == node.param_i32(1)
+
+
+def _contiguous(node) -> bool:
+    from .rules_matmul import ggml_is_contiguous
+    return ggml_is_contiguous(node.src[0])
+
+
 RULES.update({
     "ROPE": Rule(("InplaceSubs", "InplaceDivs", "InplaceMuls", "InplaceThreshold", "InplaceClampMax",
                   "IndexSelect", "RepeatInterleaveIntWithDim", "RotaryPositionEmbedding", "Arange",
@@ -39,5 +52,9 @@ RULES.update({
                   (_rotated_dim_fits, "rows longer than 896 (ggml-cann), or a rotated dim D >= 896 "
                                       "(aclnnRotaryPositionEmbedding needs D < 896)"),
                   (_heads_fit, "aclnnRotaryPositionEmbedding needs B, N < 1000 (half) or "
-                               "B * N < 1000 (interleave)"))),
+                               "B * N < 1000 (interleave)")),
+                 soc={"310P": ((_full_width, "n_dims < ne0 on 310P: ggml-cann's ASCEND_310P "
+                                             "branch rotates whole rows only"),
+                               (_contiguous, "non-contiguous src0 on 310P: ggml-cann's "
+                                             "ASCEND_310P branch takes contiguous rows only"))}),
 })

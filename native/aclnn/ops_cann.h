@@ -50,6 +50,9 @@ struct ops_cann_ctx {
     int32_t           device;
     aclrtContext      acl_context;   /* the device's default context, made current per call */
     aclrtStream       stream;
+    /* the device is an Atlas inference series SoC (aclrtGetSocName: Ascend310P*): the
+     * handlers take ggml-cann's ASCEND_310P paths */
+    int               soc_310p;
     struct ops_block *blocks;
     int               n_blocks, cap_blocks;
     /* what the node being computed created, released by ops_node_end() */
@@ -60,6 +63,12 @@ struct ops_cann_ctx {
     char             *err;
     size_t            errn;
 };
+
+/* The cubeMathType where ggml-cann passes KEEP_DTYPE (0): ALLOW_FP32_DOWN_PRECISION (1) on
+ * 310P, whose cube takes no f32 (ggml-cann's `#ifdef ASCEND_310P cubeMathType = 1`). */
+static inline int8_t ops_cube_keep(const struct ops_cann_ctx *ctx) {
+    return (int8_t) (ctx->soc_310p ? 1 : 0);
+}
 
 /* ---- errors ---- */
 /* Record a failure (the first one of the call wins) and return rc. */

@@ -58,9 +58,9 @@ static int op_conv_transpose_1d(struct ops_cann_ctx *ctx, struct ggml_tensor *ds
         const int64_t part_ne_out[3] = { (L - 1) * s0 + (k1 - k0), dst->ne[1], dst->ne[2] };
         aclTensor *part_y_ncl, *part_y = scratch_3d(ctx, dst->type, part_ne_out, &part_y_ncl);
         OPS_ACLNN(ctx, InplaceZero, part_y);
-        /* cubeMathType 0 (KEEP_DTYPE), as ggml-cann outside Ascend 310P */
+        /* cubeMathType 0 (KEEP_DTYPE), 1 on 310P, as ggml-cann */
         OPS_ACLNN(ctx, Convolution, input, part_w_ncl, NULL, stride, padding, dilation, true, padding,
-                  (int64_t) 1, part_y_ncl, (int8_t) 0);
+                  (int64_t) 1, part_y_ncl, ops_cube_keep(ctx));
         const int64_t shift[2] = { k0, L_out - ((L - 1) * s0 + k1) };   /* (left, right) of L */
         aclTensor *unused_ncl, *shifted = scratch_3d(ctx, dst->type, dst->ne, &unused_ncl);
         OPS_ACLNN(ctx, InplaceZero, shifted);
@@ -82,10 +82,10 @@ static int conv_2d(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, const int6
     aclTensor *output = ops_tensor_ex(ctx, dst->data, dst->type, dst->ne, dst->nb, 4, ACL_FORMAT_NCHW, 0);
     const int64_t stride[2] = { p[1], p[0] }, padding[2] = { p[3], p[2] }, dilation[2] = { p[5], p[4] };
     const int64_t no_output_padding[2] = { 0, 0 };
-    /* cubeMathType 0 (KEEP_DTYPE), as ggml-cann's other convolutions: f32 stays f32 */
+    /* cubeMathType 0 (KEEP_DTYPE) as ggml-cann's other convolutions: f32 stays f32 (1 on 310P) */
     OPS_ACLNN(ctx, Convolution, input, weight, NULL, ops_int_array(ctx, stride, 2),
               ops_int_array(ctx, padding, 2), ops_int_array(ctx, dilation, 2), false,
-              ops_int_array(ctx, no_output_padding, 2), groups, output, (int8_t) 0);
+              ops_int_array(ctx, no_output_padding, 2), groups, output, ops_cube_keep(ctx));
     return 0;
 }
 

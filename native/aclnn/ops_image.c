@@ -104,10 +104,10 @@ static int max_pool(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, const int
 static int avg_pool(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, const int64_t k[2],
                     const int64_t s[2], const int64_t p[2], bool include_pad) {
     const int64_t kernel[2] = { k[1], k[0] }, strides[2] = { s[1], s[0] }, paddings[2] = { p[1], p[0] };
-    /* cubeMathType 0 (KEEP_DTYPE): f32 stays f32 on Atlas A2/A3 */
+    /* cubeMathType 0 (KEEP_DTYPE): f32 stays f32 on Atlas A2/A3; 1 on 310P, as ggml-cann */
     OPS_ACLNN(ctx, AvgPool2d, as_4d(ctx, dst->src[0], ACL_FORMAT_NCHW), ops_int_array(ctx, kernel, 2),
               ops_int_array(ctx, strides, 2), ops_int_array(ctx, paddings, 2), false, include_pad,
-              (int64_t) 0, (int8_t) 0, as_4d(ctx, dst, ACL_FORMAT_NCHW));
+              (int64_t) 0, ops_cube_keep(ctx), as_4d(ctx, dst, ACL_FORMAT_NCHW));
     return 0;
 }
 

@@ -173,6 +173,48 @@ static int rope_cache(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, int64_t
     return 0;
 }
 
+/* ggml-cann's ASCEND_310P rotation (no aclnnRotaryPositionEmbedding there), for f32 rows
+ * rotated whole: y = x * cos + roll(x) * sign * sin, where roll swaps each pair (interleaved)
+ * or the two halves (NeoX) and sign is -1 on the element that takes its partner's value
+ * negated ([-1, 1, -1, 1, ..] or [-1 .. -1, 1 .. 1]). */
+static int rotate_310p(struct ops_cann_ctx *ctx, void *x_buf, void *y_buf, const int64_t ne[4],
+                       int neox, aclTensor *cos_t, aclTensor *sin_t) {
+    size_t nb[4];
+    ops_contiguous_nb(ne, 4, sizeof(float), nb);
+    aclTensor *x = ops_tensor_ex(ctx, x_buf, GGML_TYPE_F32, ne, nb, 4, ACL_FORMAT_ND, 0);
+    aclTensor *y = ops_tensor_ex(ctx, y_buf, GGML_TYPE_F32, ne, nb, 4, ACL_FORMAT_ND, 0);
+    void *r_buf, *s_buf, *t_buf;
+    aclTensor *rolled = ops_scratch_tensor(ctx, GGML_TYPE_F32, ne, 4, &r_buf);
+    const int64_t dim = 3;
+    if (neox) {
+        const int64_t shift = ne[0] / 2;
+        OPS_ACLNN(ctx, Roll, x, ops_int_array(ctx, &shift, 1), ops_int_array(ctx, &dim, 1), rolled);
+    } else {   /* pairs as rows of 2: rolling each by one swaps it */
+        const int64_t pair_ne[4] = { 2, ne[0] / 2 * ne[1], ne[2], ne[3] };
+        size_t pair_nb[4];
+        ops_contiguous_nb(pair_ne, 4, sizeof(float), pair_nb);
+        const int64_t shift = 1;
+        OPS_ACLNN(ctx, Roll, ops_tensor_ex(ctx, x_buf, GGML_TYPE_F32, pair_ne, pair_nb, 4, ACL_FORMAT_ND, 0),
+                  ops_int_array(ctx, &shift, 1), ops_int_array(ctx, &dim, 1),
+                  ops_tensor_ex(ctx, r_buf, GGML_TYPE_F32, pair_ne, pair_nb, 4, ACL_FORMAT_ND, 0));
+    }
+    const int64_t sign_ne[4] = { ne[0], 1, 1, 1 };
+    aclTensor *sign = ops_scratch_tensor(ctx, GGML_TYPE_F32, sign_ne, 4, &s_buf);
+    OPS_ACLNN(ctx, InplaceFillScalar, sign, ops_scalar_f32(ctx, 1.0f));
+    /* the negated elements: the first half (NeoX), or the first of each pair (stride 2) */
+    const int64_t neg_ne[4] = { ne[0] / 2, 1, 1, 1 };
+    const size_t neg_nb[4] = { neox ? sizeof(float) : 2 * sizeof(float), ne[0] * sizeof(float),
+                               ne[0] * sizeof(float), ne[0] * sizeof(float) };
+    OPS_ACLNN(ctx, InplaceFillScalar, ops_tensor_ex(ctx, s_buf, GGML_TYPE_F32, neg_ne, neg_nb, 4,
+                                                    ACL_FORMAT_ND, 0), ops_scalar_f32(ctx, -1.0f));
+    OPS_ACLNN(ctx, InplaceMul, rolled, sign);
+    OPS_ACLNN(ctx, InplaceMul, rolled, sin_t);
+    aclTensor *xc = ops_scratch_tensor(ctx, GGML_TYPE_F32, ne, 4, &t_buf);
+    OPS_ACLNN(ctx, Mul, x, cos_t, xc);
+    OPS_ACLNN(ctx, Add, xc, rolled, ops_scalar_f32(ctx, 1.0f), y);
+    return 0;
+}
+
 static int op_rope(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     struct ggml_tensor *src = dst->src[0];
     const int n_dims = dst->op_params[1], mode = dst->op_params[2];
@@ -207,7 +249,19 @@ static int op_rope(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
         x_nb = y_nb = f32_nb;
     }
 
-    if (tail > 0) {
+    if (ctx->soc_310p) {
+        /* the 310P rule admits contiguous rows rotated whole only */
+        if (tail > 0 || !ops_is_contiguous(src) || !ops_is_contiguous(dst))
+            return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ROPE on 310P: contiguous rows rotated whole only");
+        if (!f16) {   /* in place or not, rotate into a copy first: y may alias x */
+            void *c_buf;
+            aclTensor *c = ops_scratch_tensor(ctx, GGML_TYPE_F32, src->ne, 4, &c_buf);
+            OPS_ACLNN(ctx, InplaceCopy, c, x_all);
+            x_buf = c_buf;
+        }
+        int rc310 = rotate_310p(ctx, x_buf, y_buf, src->ne, neox, cos_t, sin_t);
+        if (rc310) return rc310;
+    } else if (tail > 0) {
         /* the rotated head into a contiguous buffer (the operator's out is contiguous),
          * then into dst's rows; the tail copied as it is */
         const int64_t head_ne[4] = { rope_dims, src->ne[1], src->ne[2], src->ne[3] };

@@ -29,9 +29,10 @@ static int op_ssm_conv(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     const int64_t one = 1, zero = 0;
     aclIntArray *stride = ops_int_array(ctx, &one, 1), *dilation = ops_int_array(ctx, &one, 1);
     aclIntArray *padding = ops_int_array(ctx, &zero, 1);
-    /* cubeMathType 0 (KEEP_DTYPE): f32 stays f32 on SoCs whose cube unit computes f32 */
+    /* cubeMathType 0 (KEEP_DTYPE): f32 stays f32 on SoCs whose cube unit computes f32;
+     * 1 on 310P, as ggml-cann */
     OPS_ACLNN(ctx, Convolution, input, weight, NULL, stride, padding, dilation, false, padding,
-              d_inner, output, (int8_t) 0);
+              d_inner, output, ops_cube_keep(ctx));
     return 0;
 }
 

@@ -241,6 +241,8 @@ struct ops_cann_ctx *ops_cann_ctx_new(int32_t device, char *err, size_t n) {
         return NULL;
     }
     remember_current(ctx->acl_context);   /* aclrtSetDevice made it current here */
+    const char *soc = ACL.aclrtGetSocName();
+    ctx->soc_310p = soc && strncmp(soc, "Ascend310P", 10) == 0;
     return ctx;
 }
 

@@ -25,10 +25,16 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry,
-                      get_stream, guarded, tolerate)
+                      get_stream, guarded, soc_family, tolerate)
 
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
+# Per simulated SoC family, next to each operator's A2 / A3 checks: the operators its pages
+# list as not supported there ("产品支持情况": "Atlas 推理系列产品：不支持", or no row), and
+# whether its pages' dtype rows leave BFLOAT16 out ("Atlas 推理系列产品：不支持BFLOAT16" on
+# aclnnCast, aclnnAbs, aclnnCat, aclnnGatherV2, aclnnRmsNorm, aclnnReduceSum, aclnnMm, ...)
+ABSENT = {"310P": frozenset({"RotaryPositionEmbedding", "FusedInferAttentionScoreV2", "MaxPool"})}
+NO_BF16 = frozenset({"310P"})
 WS_ALIGN = 512
 
 
@@ -164,8 +170,16 @@ def _prepare(name: str, args) -> Plan:
     prepare = OPS.get(name)
     if prepare is None:
         raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, f"aclnn{name} is not simulated")
+    soc = soc_family()
+    if name in ABSENT.get(soc, ()):
+        raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
+                       f"aclnn{name}GetWorkspaceSize: not supported on {STATE.soc} (its page "
+                       f"lists no {soc} / Atlas inference series)")
     try:
         plan = prepare(*params)
+        if soc in NO_BF16 and any(dtypes.short(t.dtype) == "bf16" for t in (*plan.inputs, *plan.outputs)):
+            raise invalid(f"BFLOAT16 is not supported on {STATE.soc} (the Atlas inference "
+                          f"series' dtype rows leave it out)")
     except SimError as e:
         raise SimError(e.code, f"aclnn{name}GetWorkspaceSize: {e}") from e
     plan.name = name

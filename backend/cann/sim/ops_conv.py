@@ -27,6 +27,7 @@ from .binding import lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype,
                     operator, promote, tensor)
+from .cube import F16, KEEP, float_mode
 
 F = {"f32", "f16", "bf16"}
 KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
@@ -180,10 +181,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if y.dims != expect:
         raise invalid(f"output shape {list(y.dims)} should be {list(expect)}")
 
+    mode = float_mode(cube_math_type) if dtypes.short(work) == "f32" else KEEP   # cube.py
+
     def rounding(a):
-        if dtypes.short(work) != "f32" or cube_math_type in (KEEP_DTYPE, USE_FP32_ADD):
+        if mode == KEEP:
             return a
-        if cube_math_type == USE_FP16:
+        if mode == F16:
             return a.astype(np.float16).astype(np.float32)
         return _round_mantissa(a, 10)
 

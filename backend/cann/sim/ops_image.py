@@ -39,6 +39,7 @@ from .binding import lib
 
 from . import dtypes
 from .aclnn import Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .runtime import soc_family
 
 F = {"f32", "f16", "bf16"}
 
@@ -128,7 +129,12 @@ def avg_pool2d(self, kernel_size, strides, paddings, ceil_mode, count_include_pa
     if divisor_override < 0:
         raise invalid(f"divisorOverride {divisor_override} is negative")
     short = dtypes.short(x.dtype)
-    if cube_math_type == 1 and short == "f32":
+    on_310p = soc_family() == "310P"
+    # its page: on the Atlas inference series "0：KEEP_DTYPE ... 当输入数据类型为FLOAT32时不支持"
+    # (ggml-cann's ASCEND_310P branch passes 1 there); on A2 / A3 1 is refused for FLOAT
+    if cube_math_type == 0 and short == "f32" and on_310p:
+        raise invalid("cubeMathType 0 (KEEP_DTYPE) is not supported for FLOAT on the Atlas inference series")
+    if cube_math_type == 1 and short == "f32" and not on_310p:
         raise invalid("cubeMathType 1 (ALLOW_FP32_DOWN_PRECISION) is not supported for FLOAT on Atlas A2/A3")
     if cube_math_type == 2 and short == "bf16":
         raise invalid("cubeMathType 2 (USE_FP16) is not supported for BFLOAT16")
@@ -139,7 +145,9 @@ def avg_pool2d(self, kernel_size, strides, paddings, ceil_mode, count_include_pa
     ow = _pool_out(w, k[1], s[1], p[1], p[1], ceil_mode, ceil_mode)
     if oh <= 0 or ow <= 0 or y.dims != x.dims[:-2] + (oh, ow):
         raise invalid(f"out shape {list(y.dims)} should be {list(x.dims[:-2] + (oh, ow))}")
-    work = x.dtype if cube_math_type != 2 else dtypes.BY_NAME["f16"]
+    # FLOAT16 arithmetic under USE_FP16, and for FLOAT on the 310P's cube under mode 1
+    down = cube_math_type == 2 or (cube_math_type == 1 and on_310p)
+    work = dtypes.BY_NAME["f16"] if down else x.dtype
 
     def divisors(size, kk, ss, pp, n):
         start = np.arange(n) * ss - pp

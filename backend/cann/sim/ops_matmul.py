@@ -36,6 +36,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, need_nd, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
+from .cube import F16, HF32, KEEP, float_mode
 from .runtime import STATE, SimError, TensorDesc, entry
 
 F = {"f32", "f16", "bf16"}
@@ -81,15 +82,16 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi):
         raise invalid("cubeMathType USE_FP16 is not supported for BFLOAT16 inputs")
     if cube == USE_HF32 and w != "f32":
         raise invalid("cubeMathType USE_HF32 needs FLOAT inputs")
+    mode = float_mode(cube) if w == "f32" else KEEP   # the SoC's cube (cube.py)
 
     def rounding(v: np.ndarray) -> np.ndarray:
         v = _as_f32(np.asarray(v))
-        if w != "f32" or cube in (KEEP_DTYPE, USE_FP32_ADD):
+        if mode == KEEP:
             return v
-        if cube == USE_FP16:
+        if mode == F16:
             return v.astype(np.float16).astype(np.float32)
         return _hf32(v)
-    rounds = w == "f32" and cube not in (KEEP_DTYPE, USE_FP32_ADD)
+    rounds = mode in (F16, HF32)
     return a, b, y, rounding, rounds
 
 

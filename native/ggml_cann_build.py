@@ -35,8 +35,11 @@ PROJECT = pathlib.Path(__file__).resolve().parent / "ggml_cann"
 # offset, and a negative one for empty views: CANN_SIM_ALLOW=storage-shape lets that pass
 # (and prints each), the memory reached is still checked. Its FLASH_ATTN_EXT hands
 # aclnnFusedInferAttentionScoreV2 strided K / V / mask views, which the page marks unsupported
-# but the 910B CI passes: fias-strided-inputs.
-RUN_ENV = {"CANN_SIM_MALLOC_ALIGN": "128", "CANN_SIM_ALLOW": "storage-shape,fias-strided-inputs"}
+# but the 910B CI passes: fias-strided-inputs. It hands aclCreateTensor a view's own address
+# (tensor->data of a ggml view, per-batch slices base + i * stride) where the page asks for
+# a 32-byte aligned tensorData: tensor-data-align.
+RUN_ENV = {"CANN_SIM_MALLOC_ALIGN": "128",
+           "CANN_SIM_ALLOW": "storage-shape,fias-strided-inputs,tensor-data-align"}
 # variant -> (CMake options, run-time environment)
 VARIANTS = {
     "910B": ({"SOC_TYPE": "Ascend910B3"}, {**RUN_ENV, "CANN_SIM_SOC": "Ascend910B3"}),

@@ -11,8 +11,10 @@ It is stricter than hardware, so that the native layer's mistakes show:
     synchronised: reading results without synchronising reads stale memory;
   * freed device memory is poisoned (0xFF bytes: NaN for every float type) and kept in
     quarantine, so a stale read sees poison and a stale write is an error;
-  * a tensor descriptor whose view reaches outside its storage is rejected by
-    aclCreateTensor; at launch, the storage must lie inside one live allocation;
+  * a tensor descriptor whose view reaches outside its storage, or whose tensorData is not
+    32-byte aligned (its page; a view starting elsewhere is described by the aligned base
+    and an element offset), is rejected by aclCreateTensor; at launch, the storage must
+    lie inside one live allocation;
   * an aclOpExecutor runs once; a workspace smaller than GetWorkspaceSize asked for is
     rejected (non-contiguous inputs really are gathered into the workspace);
   * device memory is counted against the simulated device's capacity, and whatever is

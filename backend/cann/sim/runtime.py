@@ -1259,6 +1259,9 @@ def aclmdlRIDestroy(model_ri):
 
 # aclnn/acl_meta.h
 
+TENSOR_DATA_ALIGN = 32   # aclCreateTensor's tensorData (aolapi operatorlist_00019)
+
+
 @entry
 def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims, n_storage, data):
     n_dims, n_storage, offset = int(n_dims), int(n_storage), int(offset)
@@ -1296,8 +1299,15 @@ def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims,
             # memory must still lie in one live allocation at launch
             tolerate("storage-shape", message)
             storage = (hi + 1,)
-    desc = TensorDesc(dims, strides, offset, int(dtype), int(fmt), storage,
-                      int(ffi.cast("uintptr_t", data)))
+    addr = int(ffi.cast("uintptr_t", data))
+    if addr % TENSOR_DATA_ALIGN:
+        # its page: "tensorData: tensor在Device侧的存储地址,该地址必须32字节对齐"; a view that
+        # starts elsewhere is the aligned base plus `offset` elements
+        tolerate("tensor-data-align",
+                 f"aclCreateTensor: tensorData {addr:#x} is not {TENSOR_DATA_ALIGN}-byte aligned "
+                 f"({addr % TENSOR_DATA_ALIGN} bytes past); pass the aligned address below it "
+                 "and the view's start as `offset`")
+    desc = TensorDesc(dims, strides, offset, int(dtype), int(fmt), storage, addr)
     return ffi.cast("aclTensor *", STATE.tensors.new(desc))
 
 
@@ -1377,6 +1387,10 @@ RELAXATIONS = {
     "storage-shape": "aclCreateTensor: the storage shape need not cover the view (an empty "
                      "view may have negative storage dims); the memory the view reaches must "
                      "still lie in one live allocation when an operator runs",
+    "tensor-data-align": "aclCreateTensor: tensorData need not be 32-byte aligned (its page "
+                         "says it must be, or the behaviour is undefined); ggml-cann hands a "
+                         "view's own data pointer (tensor->data, base + view offset) instead "
+                         "of the aligned base and an element offset",
     "fias-strided-inputs": "aclnnFusedInferAttentionScoreV2: key, value and pseShift may be "
                            "strided views (its page marks them non-contiguous ×; the 910B CI "
                            "passes ggml-cann's FLASH_ATTN_EXT, which hands over ggml's K / V "

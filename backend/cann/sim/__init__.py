@@ -57,6 +57,10 @@ It is stricter than hardware, so that the native layer's mistakes show:
     mode (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) are refused and fail the capture:
     aclmdlRICaptureEnd then gives ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED; outside
     RELAXED mode, only the capturing thread may end it;
+  * what a page leaves open is not one fixed choice: aclnnArgsort promises no order of
+    equal keys (its page: deterministic, not stable), so the simulator orders them by a
+    permutation drawn from CANN_SIM_SEED (default: the process id; the same seed and
+    input give the same order);
   * the simulated SoC is CANN_SIM_SOC (default Ascend910B3; Ascend310P3, ...), which
     aclrtGetSocName reports and runtime.soc_family() gives operators; an unknown one
     fails aclInit.

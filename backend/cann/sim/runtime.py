@@ -393,6 +393,7 @@ class State:
         self.streams = Handles("aclrtStream", 0x5E_0000_0000)
         self.default_streams: dict[int, Stream] = {}   # device -> its default (NULL) stream
         self.allowed: frozenset[str] = frozenset()      # CANN_SIM_ALLOW
+        self.seed = os.getpid()                         # CANN_SIM_SEED
         self.events = Handles("aclrtEvent", 0x5F_0000_0000)
         self.tensors = Handles("aclTensor", 0x7E_0000_0000)
         self.scalars = Handles("aclScalar", 0x7F_0000_0000)
@@ -443,6 +444,19 @@ def _soc_from_env() -> str:
         raise SimError(lib.ACL_ERROR_INVALID_PARAM,
                        f"CANN_SIM_SOC={name!r} is not a simulated SoC (one of {', '.join(SOCS)})")
     return name
+
+
+def _seed_from_env() -> int:
+    """CANN_SIM_SEED: the seed of what the docs leave open (the order aclnnArgsort gives
+    equal keys). By default it changes per process, so that a client relying on one
+    such choice fails some runs; a run is replayed by setting the seed it printed."""
+    text = os.environ.get("CANN_SIM_SEED", "")
+    if not text:
+        return os.getpid()
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"CANN_SIM_SEED={text!r} is not an integer") from None
 
 
 def need_device(what: str) -> int:
@@ -524,6 +538,7 @@ def aclInit(config_path):
         STATE.soc = _soc_from_env()
         STATE.memory.align = _align_from_env()
         STATE.allowed = _allowed_from_env()
+        STATE.seed = _seed_from_env()
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True

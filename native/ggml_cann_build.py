@@ -32,11 +32,13 @@ PROJECT = pathlib.Path(__file__).resolve().parent / "ggml_cann"
 # printed as `CANN-SIM tolerated [rule]`) so that one finding does not hide every case
 # behind it (docs/ggml-cann-on-cann-sim.md; runtime.RELAXATIONS says why each is safe):
 # its buffer type declares 128-byte alignment where aclrtMalloc promises 64; its views
-# declare a storage without their offset; FLASH_ATTN_EXT hands FIAS strided K / V / mask;
-# an NCL-tagged dst is zeroed; a [1] out takes a 0-d sum; D2D async copies start at
-# 32-byte offsets. The 910B CI passes every op involved.
+# declare a storage without their offset and hand over their own, unaligned address as
+# tensorData (the page asks for 32-byte alignment); FLASH_ATTN_EXT hands FIAS strided
+# K / V / mask; an NCL-tagged dst is zeroed; a [1] out takes a 0-d sum; D2D async copies
+# start at 32-byte offsets. The 910B CI passes every op involved.
 RUN_ENV = {"CANN_SIM_MALLOC_ALIGN": "128", "CANN_SIM_ALLOW": ",".join((
-    "storage-shape", "fias-strided-inputs", "origin-format", "scalar-out-shape", "async-copy-align"))}
+    "storage-shape", "tensor-data-align", "fias-strided-inputs", "origin-format",
+    "scalar-out-shape", "async-copy-align"))}
 # variant -> (CMake options, run-time environment)
 VARIANTS = {
     "910B": ({"SOC_TYPE": "Ascend910B3"}, {**RUN_ENV, "CANN_SIM_SOC": "Ascend910B3"}),

@@ -129,6 +129,19 @@ def launch_add(x, y, out, n, s):
 
 # ------------------------------------------------------------------- devices ----
 
+def test_tensor_data_32_byte_aligned(dev, mem, monkeypatch):
+    """aclCreateTensor: "tensorData ... 该地址必须32字节对齐" (aolapi operatorlist_00019): a
+    view 16 bytes into a buffer is its aligned base plus an offset of 4 f32 elements."""
+    p, dims, storage = mem(256), ffi.new("int64_t[]", [4]), ffi.new("int64_t[]", [8])
+    args = (dims, 1, lib.ACL_FLOAT, ffi.NULL)
+    refused(161002, "aclCreateTensor", *args, 0, lib.ACL_FORMAT_ND, dims, 1,
+            ffi.cast("char *", p) + 16, words="is not 32-byte aligned (16 bytes past)")
+    ok("aclDestroyTensor", R["aclCreateTensor"](*args, 4, lib.ACL_FORMAT_ND, storage, 1, p))
+    monkeypatch.setattr(rt.STATE, "allowed", frozenset({"tensor-data-align"}))
+    t = R["aclCreateTensor"](*args, 0, lib.ACL_FORMAT_ND, dims, 1, ffi.cast("char *", p) + 16)
+    ok("aclDestroyTensor", t)   # CANN_SIM_ALLOW=tensor-data-align: a foreign client let off
+
+
 def test_get_device(dev):
     d = ffi.new("int32_t *", -1)
     ok("aclrtGetDevice", d)

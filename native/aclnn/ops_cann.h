@@ -104,6 +104,8 @@ size_t      ops_elem_size(enum ggml_type type);   /* 0: not addressable element-
 aclTensor *ops_tensor(struct ops_cann_ctx *ctx, const struct ggml_tensor *t);
 /* A tensor of `dims` dims over `data` (ggml order: ne[0] innermost, nb in bytes),
  * starting `offset` bytes in; its storage is exactly the span it reaches. */
+#define OPS_DATA_ALIGN 32   /* aclCreateTensor's tensorData */
+void *ops_data_base(void *data, size_t *offset);   /* aligned base; *offset: bytes past it */
 aclTensor *ops_tensor_ex(struct ops_cann_ctx *ctx, void *data, enum ggml_type type,
                          const int64_t *ne, const size_t *nb, int dims, aclFormat format,
                          size_t offset);

@@ -61,9 +61,12 @@ struct ops_quant ops_quant_layout(const struct ggml_tensor *w) {
 aclTensor *ops_quant_weight(struct ops_cann_ctx *ctx, void *data, aclDataType dt, int64_t k,
                             int64_t rows) {
     if (ctx->rc) return NULL;
-    /* ops_tensor_ex addresses whole bytes: int4 needs its own descriptor */
-    const int64_t dims[2] = { k, rows }, strides[2] = { 1, k }, storage = k * rows;
-    aclTensor *t = ACL.aclCreateTensor(dims, 2, dt, strides, 0, ACL_FORMAT_ND, &storage, 1, data);
+    /* ops_tensor_ex addresses whole bytes: int4 needs its own descriptor (two per byte) */
+    size_t lead = 0;
+    void *base = ops_data_base(data, &lead);
+    const int64_t offset = (int64_t) lead * (dt == ACL_INT4 ? 2 : 1);
+    const int64_t dims[2] = { k, rows }, strides[2] = { 1, k }, storage = offset + k * rows;
+    aclTensor *t = ACL.aclCreateTensor(dims, 2, dt, strides, offset, ACL_FORMAT_ND, &storage, 1, base);
     if (!t) {
         ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "aclCreateTensor returned NULL: %s", ops_recent_msg());
         return NULL;

@@ -48,6 +48,16 @@ int ops_is_contiguous(const struct ggml_tensor *t) {
     return 1;
 }
 
+/* aclCreateTensor's tensorData must be 32-byte aligned (aolapi operatorlist_00019): a
+ * view that starts elsewhere (a ggml view, a slice of a buffer) is described from the
+ * aligned address below it, its start becoming the element offset. Device memory comes
+ * from aclrtMalloc (64-byte aligned), so that address is still inside the allocation. */
+void *ops_data_base(void *data, size_t *offset) {
+    uintptr_t at = (uintptr_t) data + *offset;
+    *offset = at % OPS_DATA_ALIGN;
+    return (void *) (at - *offset);
+}
+
 aclTensor *ops_tensor_ex(struct ops_cann_ctx *ctx, void *data, enum ggml_type type,
                          const int64_t *ne, const size_t *nb, int dims, aclFormat format,
                          size_t offset) {
@@ -58,8 +68,10 @@ aclTensor *ops_tensor_ex(struct ops_cann_ctx *ctx, void *data, enum ggml_type ty
         ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "ggml type %d has no element-wise aclDataType", (int) type);
         return NULL;
     }
+    data = ops_data_base(data, &offset);
     if (dims < 1 || dims > 2 * GGML_MAX_DIMS || offset % es) {
-        ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "bad aclTensor layout (dims %d, offset %zu)", dims, offset);
+        ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "bad aclTensor layout (dims %d, offset %zu from a "
+                 "32-byte boundary)", dims, offset);
         return NULL;
     }
     /* aclTensor dims run outermost first and its strides count elements */

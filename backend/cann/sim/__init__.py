@@ -11,8 +11,10 @@ It is stricter than hardware, so that the native layer's mistakes show:
     synchronised: reading results without synchronising reads stale memory;
   * freed device memory is poisoned (0xFF bytes: NaN for every float type) and kept in
     quarantine, so a stale read sees poison and a stale write is an error;
-  * a tensor descriptor whose view reaches outside its storage is rejected by
-    aclCreateTensor; at launch, the storage must lie inside one live allocation;
+  * a tensor descriptor whose view reaches outside its storage, or whose tensorData is not
+    32-byte aligned (its page; a view starting elsewhere is described by the aligned base
+    and an element offset), is rejected by aclCreateTensor; at launch, the storage must
+    lie inside one live allocation;
   * an aclOpExecutor runs once; a workspace smaller than GetWorkspaceSize asked for is
     rejected (non-contiguous inputs really are gathered into the workspace);
   * device memory is counted against the simulated device's capacity, and whatever is
@@ -55,6 +57,10 @@ It is stricter than hardware, so that the native layer's mistakes show:
     mode (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) are refused and fail the capture:
     aclmdlRICaptureEnd then gives ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED; outside
     RELAXED mode, only the capturing thread may end it;
+  * what a page leaves open is not one fixed choice: aclnnArgsort promises no order of
+    equal keys (its page: deterministic, not stable), so the simulator orders them by a
+    permutation drawn from CANN_SIM_SEED (default: the process id; the same seed and
+    input give the same order);
   * the simulated SoC is CANN_SIM_SOC (default Ascend910B3; Ascend310P3, ...), which
     aclrtGetSocName reports and runtime.soc_family() gives operators; an unknown one
     fails aclInit.

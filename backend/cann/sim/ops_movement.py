@@ -100,7 +100,8 @@ def cat(tensors, dim, out):
 @operator("GatherV2")
 def gather_v2(self, dim, index, out):
     """out = self with dim `dim` replaced by index's shape, out[..., i, ...] =
-    self[..., index[i], ...]; an index outside [-n, n) of dim `dim` faults the kernel."""
+    self[..., index[i], ...]. Its page: index values "取值范围在0 ~ self.shape[dim]内（包含0，
+    不包含self.shape[dim]）"; one outside [0, n) faults the kernel."""
     x, idx, y = tensor(self, "self"), tensor(index, "index"), tensor(out, "out")
     need_dtype(x, "self", BASIC | {"c64", "c128"})
     need_dtype(idx, "index", {"s32", "s64"})
@@ -116,9 +117,9 @@ def gather_v2(self, dim, index, out):
 
     def compute(a, ids):
         ids = ids.astype(np.int64)
-        if ids.size and (ids.min() < -n or ids.max() >= n):
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
             raise SimError(lib.ACL_ERROR_RT_AICORE_EXCEPTION,
-                           f"aclnnGatherV2: index value {int(ids.min() if ids.min() < -n else ids.max())} "
+                           f"aclnnGatherV2: index value {int(ids.min() if ids.min() < 0 else ids.max())} "
                            f"outside self dim {d} of size {n}")
         return np.take(a, ids, axis=d)
     return Plan(compute, [x, idx], [y])

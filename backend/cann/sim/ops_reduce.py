@@ -6,7 +6,9 @@ Docs' rules checked (Atlas A2/A3): the listed dtypes; reduce dims inside
 kept with keepDim, dropped without); ReduceSum / Cumsum: out's dtype is the `dtype`
 argument; Mean: self converts to `dtype`, which converts to out; ArgMax: out INT32 or
 INT64; EqTensor: self and other promote and broadcast, out of the broadcast shape and
-any type BOOL converts to; Argsort: out INT64 of self's shape; at most 8 dims.
+any type BOOL converts to; Argsort: out INT64 of self's shape; at most 8 dims; BF16 not
+with a sort axis of size 1; equal keys in an order CANN_SIM_SEED fixes (the page promises
+determinism, not stability).
 Sums accumulate in float64 (int64 for integers), so the simulator is never less exact
 than the hardware's tree reductions.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
+from .binding import lib
+from .runtime import STATE
 from .aclnn import (Plan, as_compute, broadcast, int_array, invalid, need_cast, need_dims, need_dtype,
                     need_same_shape, operator, promote, tensor)
 from .runtime import tolerate
@@ -150,10 +154,17 @@ def argsort(self, dim, descending, out):
     need_dims((x, "self"), (y, "out"))
     need_same_shape(x, y, "self", "out")
     d = _axis(dim, max(x.ndim, 1))
+    if x.dtype == lib.ACL_BF16 and x.ndim and x.dims[d] == 1:   # its return-code table
+        raise invalid("self BFLOAT16 with a sort axis of size 1 is not supported")
+    # the page promises a deterministic order, not a stable one: equal keys come in an
+    # order fixed by CANN_SIM_SEED and the shape, which no client may rely on
+    n = x.dims[d] if x.ndim else 1
+    perm = np.random.default_rng((STATE.seed & 0xFFFFFFFF, *x.dims)).permutation(n)
 
     def compute(a):
-        v = as_compute(a, x.dtype)
-        if descending:   # order-reversing maps that keep ties in their original order
+        v = np.take(as_compute(a, x.dtype), perm, axis=d) if x.ndim else as_compute(a, x.dtype)
+        if descending:   # order-reversing maps
             v = -v if v.dtype.kind == "f" else ~v.astype(np.int64)
-        return np.argsort(v, axis=d, kind="stable")
+        idx = np.argsort(v, axis=d, kind="stable")
+        return perm[idx] if x.ndim else idx
     return Plan(compute, [x], [y])

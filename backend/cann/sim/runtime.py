@@ -393,6 +393,7 @@ class State:
         self.streams = Handles("aclrtStream", 0x5E_0000_0000)
         self.default_streams: dict[int, Stream] = {}   # device -> its default (NULL) stream
         self.allowed: frozenset[str] = frozenset()      # CANN_SIM_ALLOW
+        self.seed = os.getpid()                         # CANN_SIM_SEED
         self.events = Handles("aclrtEvent", 0x5F_0000_0000)
         self.tensors = Handles("aclTensor", 0x7E_0000_0000)
         self.scalars = Handles("aclScalar", 0x7F_0000_0000)
@@ -443,6 +444,19 @@ def _soc_from_env() -> str:
         raise SimError(lib.ACL_ERROR_INVALID_PARAM,
                        f"CANN_SIM_SOC={name!r} is not a simulated SoC (one of {', '.join(SOCS)})")
     return name
+
+
+def _seed_from_env() -> int:
+    """CANN_SIM_SEED: the seed of what the docs leave open (the order aclnnArgsort gives
+    equal keys). By default it changes per process, so that a client relying on one
+    such choice fails some runs; a run is replayed by setting the seed it printed."""
+    text = os.environ.get("CANN_SIM_SEED", "")
+    if not text:
+        return os.getpid()
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"CANN_SIM_SEED={text!r} is not an integer") from None
 
 
 def need_device(what: str) -> int:
@@ -524,6 +538,7 @@ def aclInit(config_path):
         STATE.soc = _soc_from_env()
         STATE.memory.align = _align_from_env()
         STATE.allowed = _allowed_from_env()
+        STATE.seed = _seed_from_env()
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
@@ -1261,6 +1276,9 @@ def aclmdlRIDestroy(model_ri):
 
 # aclnn/acl_meta.h
 
+TENSOR_DATA_ALIGN = 32   # aclCreateTensor's tensorData (aolapi operatorlist_00019)
+
+
 @entry
 def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims, n_storage, data):
     n_dims, n_storage, offset = int(n_dims), int(n_storage), int(offset)
@@ -1298,8 +1316,15 @@ def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims,
             # memory must still lie in one live allocation at launch
             tolerate("storage-shape", message)
             storage = (hi + 1,)
-    desc = TensorDesc(dims, strides, offset, int(dtype), int(fmt), storage,
-                      int(ffi.cast("uintptr_t", data)))
+    addr = int(ffi.cast("uintptr_t", data))
+    if addr % TENSOR_DATA_ALIGN:
+        # its page: "tensorData: tensor在Device侧的存储地址,该地址必须32字节对齐"; a view that
+        # starts elsewhere is the aligned base plus `offset` elements
+        tolerate("tensor-data-align",
+                 f"aclCreateTensor: tensorData {addr:#x} is not {TENSOR_DATA_ALIGN}-byte aligned "
+                 f"({addr % TENSOR_DATA_ALIGN} bytes past); pass the aligned address below it "
+                 "and the view's start as `offset`")
+    desc = TensorDesc(dims, strides, offset, int(dtype), int(fmt), storage, addr)
     return ffi.cast("aclTensor *", STATE.tensors.new(desc))
 
 
@@ -1379,6 +1404,10 @@ RELAXATIONS = {
     "storage-shape": "aclCreateTensor: the storage shape need not cover the view (an empty "
                      "view may have negative storage dims); the memory the view reaches must "
                      "still lie in one live allocation when an operator runs",
+    "tensor-data-align": "aclCreateTensor: tensorData need not be 32-byte aligned (its page "
+                         "says it must be, or the behaviour is undefined); ggml-cann hands a "
+                         "view's own data pointer (tensor->data, base + view offset) instead "
+                         "of the aligned base and an element offset",
     "fias-strided-inputs": "aclnnFusedInferAttentionScoreV2: key, value and pseShift may be "
                            "strided views (its page marks them non-contiguous ×; the 910B CI "
                            "passes ggml-cann's FLASH_ATTN_EXT, which hands over ggml's K / V "

@@ -188,3 +188,19 @@ def test_fuzz_mul_mat_finds_no_failure_in_the_reference_itself(tmp_path):
     p = ops("fuzz", "-o", "MUL_MAT", "-b", "NUMPY", "--seed", "3", "--examples", "25",
             env={"XDG_CACHE_HOME": str(tmp_path)})
     assert p.returncode == 0 and "no failure" in p.stdout, p.stdout[-3000:]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_the_pytest_plugin_stops_on_an_interrupt_and_never_passes(tmp_path, sig, reaped):
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+                             "--ops-op", "ABS", "--ops-device", "FAULTY", "--ops-timeout", "600"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OPS_FAULTY="hang=ABS", PYTHONUNBUFFERED="1"),
+                            start_new_session=True)
+    reaped.append(proc)
+    wait_for(proc, "collected 8 items")
+    time.sleep(1.0)   # the first case hangs in its worker
+    os.killpg(proc.pid, getattr(signal, sig))
+    rc, left, out, err = finish(proc)
+    assert rc == 128 + getattr(signal, sig) and not left, (rc, left, out[-2000:], err[-2000:])
+    assert "passed" not in out.splitlines()[-1], out

@@ -204,3 +204,18 @@ def test_the_pytest_plugin_stops_on_an_interrupt_and_never_passes(tmp_path, sig,
     rc, left, out, err = finish(proc)
     assert rc == 128 + getattr(signal, sig) and not left, (rc, left, out[-2000:], err[-2000:])
     assert "passed" not in out.splitlines()[-1], out
+
+
+# --- 6. the smaller ones ----------------------------------------------------------------------------
+
+def test_a_backend_on_which_nothing_ran_is_not_ok_and_one_device_is_singular():
+    import io
+    from cannops.cli.printers import ConsolePrinter, make_console
+    from cannops.cli.results import NOT_SUPPORTED, CaseResult
+    out = io.StringIO()
+    printer = ConsolePrinter("grad", make_console(out))
+    printer.start(1)
+    printer.device_end("CANN-SIM", [CaseResult("CANN-SIM", "ABS", "v=0", NOT_SUPPORTED, reason="no SGN")], True)
+    text = out.getvalue()
+    assert text.startswith("Testing 1 device\n") and "0/0 tests passed" in text
+    assert "Backend CANN-SIM: NOTHING RAN" in text and ": OK" not in text, text

@@ -57,6 +57,8 @@ class Tensor:
     def __init__(self, graph: "Graph", type: GGMLType, ne: Sequence[int],
                  view_src: "Tensor | None" = None, view_offs: int = 0):
         ne = tuple(int(x) for x in ne) + (1,) * (GGML_MAX_DIMS - len(ne))
+        if view_src is None:
+            check_shape(type, ne)
         if view_src is not None and view_src.view_src is not None:
             view_offs += view_src.view_offs
             view_src = view_src.view_src
@@ -153,6 +155,17 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"Tensor#{self.index}({self.name or '?'}: {self.op_desc} {self.type.name} ne={list(self.ne)})"
+
+
+def check_shape(type: GGMLType, ne: Sequence[int]) -> None:
+    """What ggml_new_tensor takes: no negative dim, and rows of whole blocks of a block
+    type (ggml_row_size asserts it): the domain of every family, for `ops fuzz` and for the
+    case names `ops test -o` builds off the grid. A ValueError says which rule is broken."""
+    if any(n < 0 for n in ne):
+        raise ValueError(f"negative dim in ne={list(ne)}")
+    if ne[0] % type.blck_size:
+        raise ValueError(f"a {type.name} row holds whole blocks of {type.blck_size}: "
+                         f"ne[0] = {ne[0]} is not a multiple")
 
 
 def contiguous_strides(type: GGMLType, ne: Sequence[int]) -> tuple[int, int, int, int]:
@@ -278,6 +291,9 @@ def reshape(a: Tensor, ne: Sequence[int]) -> Tensor:
 def permute(a: Tensor, ax0: int, ax1: int, ax2: int, ax3: int) -> Tensor:
     axes = (ax0, ax1, ax2, ax3)
     assert sorted(axes) == [0, 1, 2, 3]
+    if a.type.blck_size > 1 and ax0 != 0:
+        # a block spans elements of dim 0: moved elsewhere, no stride addresses an element
+        raise ValueError(f"a permute of {a.type.name} must keep dim 0 (its blocks) in place")
     ne = [0] * 4
     nb = [0] * 4
     for i, ax in enumerate(axes):

@@ -13,7 +13,9 @@ minimal case, printed as a case line that `ops test -o 'NAME'` reproduces.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import signal
 from dataclasses import dataclass, field
 
 from cannops.cases.catalog import Case, Params
@@ -28,6 +30,33 @@ INPUT_SEED = 0         # the inputs of `ops test`'s default --seed: the case lin
 
 class Failure(AssertionError):
     """A drawn case failed on the device (for Hypothesis to shrink)."""
+
+
+class Stop(KeyboardInterrupt):
+    """SIGINT or SIGTERM: a KeyboardInterrupt, which Hypothesis passes on (any Exception
+    would be a failure to shrink)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Ctrl-C and SIGTERM stop the exploration wherever it is: the first raises Stop, and
+    so does every case drawn after it (should Hypothesis swallow one while shrinking).
+    Yields a list that holds the signal number once one came."""
+    got: list[int] = []
+
+    def handler(signum, frame):
+        got.append(signum)
+        raise Stop(got[0])
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def cache_dir() -> str:
@@ -85,6 +114,15 @@ def generic_domain(st, grid: list[Params]):
     return draw()
 
 
+def reproduce_env(device: str) -> str:
+    """The environment a case line needs to fail again as it did: the settings of a
+    test device (FAULTY's planted faults), as `NAME=value ` prefixes."""
+    import shlex
+    if not device.startswith("FAULTY"):
+        return ""
+    return "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(os.environ.items()) if k.startswith("OPS_FAULTY"))
+
+
 def graph_bytes(g) -> int:
     return sum(t.nbytes() for t in g.tensors if not t.is_view())
 
@@ -97,6 +135,7 @@ class FuzzOutcome:
     first: CaseResult | None = None     # the first failure found
     minimal: CaseResult | None = None   # the same failure, shrunk
     error: str = ""                     # why nothing could be explored
+    interrupted: int = 0                # the signal that stopped the exploration
     names: list[str] = field(default_factory=list)   # the cases run, in order
 
 
@@ -114,8 +153,9 @@ def domain(st, op: str):
     return st.one_of(strategies), sizes
 
 
-def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None) -> FuzzOutcome:
-    """Explore `op` on the pool's device; shrink the first failure found."""
+def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None, stopped=()) -> FuzzOutcome:
+    """Explore `op` on the pool's device; shrink the first failure found. `stopped` (of
+    stop_on_signals): once it holds a signal, no further case runs."""
     import hypothesis
     from hypothesis import HealthCheck, Verbosity, given, reject, settings
     from hypothesis import strategies as st
@@ -141,6 +181,8 @@ def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None) -> 
     @hypothesis.seed(seed)
     @given(strategy)
     def explore(drawn):
+        if stopped:
+            raise Stop(stopped[0])
         fam, params = drawn
         try:
             case = Case(fam, params)
@@ -168,10 +210,16 @@ def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None) -> 
 
     try:
         explore()
+    except Stop as e:
+        out.interrupted = e.signum
+        if failures:   # the smallest failure so far
+            out.first, out.minimal = failures[0], failures[-1]
     except Failure:
         # Hypothesis replays the minimal failing example last, to raise its error
         out.first, out.minimal = failures[0], failures[-1]
     except hypothesis.errors.Unsatisfiable:
         out.error = f"no case of {op} drawn was inside its domain (" + ", ".join(
             f"{n} {k}" for k, n in out.counts.items()) + ")"
+    if stopped and not out.interrupted:
+        out.interrupted = stopped[0]   # a signal Hypothesis took as the end of its shrinking
     return out

@@ -12,7 +12,7 @@ import click
 from . import __version__
 from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
                       checked_selection, common_options, ops_text, output_option, report_options,
-                      selected_devices, selection_options)
+                      selected_devices, selection_options, worker_count)
 from .selection import BadInput, split_ops_filter
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
              resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
     from .printers import ConsolePrinter, QuietPrinter
-    from .results import journal_path, load_resume
+    from .results import Journal, JournalBusy, journal_path, load_resume
     from .runner import Options, execute, new_run
     check_common(jobs, timeout, seed)
     timeout_given = timeout is not None
@@ -43,39 +43,41 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     results_path = results_path or resume_path
     check_writable(results_path)
     cases = checked_selection(mode, ops, params, shard)
+    jobs = worker_count(jobs, len(cases))
     devices = selected_devices(backends, soc=soc)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
                    min_seconds=min_seconds, ops_filter=ops, params_filter=params, shard=shard,
                    strict=strict)
-    resumed = None
-    if resume_path:
-        try:
-            resumed = load_resume(resume_path, new_run(opts))
-        except ValueError as e:
-            raise BadInput(str(e)) from None
-    if printer is None:
-        printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
-    # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside")
-    journal = (journal_path(results_path) if results_path and
-               (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
+    # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside"),
+    # locked from here to the results file's writing: one run per results file
+    jpath = (journal_path(results_path) if results_path and
+             (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
     try:
+        journal = Journal(jpath) if jpath else None
+    except JournalBusy as e:
+        raise BadInput(str(e)) from None
+    except OSError as e:
+        raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
+    try:
+        resumed = None
+        if resume_path:
+            try:
+                resumed = load_resume(resume_path, new_run(opts))
+            except ValueError as e:
+                raise BadInput(str(e)) from None
+        if printer is None:
+            printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
         run = execute(cases, devices, opts, printer, journal, resumed)
-    except OSError as e:  # the journal could not be created
-        raise BadInput(f"cannot write {journal}: {e.strerror or e}") from None
-    if results_path:
-        write_or_fail(results_path, run.write_json, results_path)
+        if results_path:
+            write_or_fail(results_path, run.write_json, results_path)
+            if journal:
+                journal.remove()
+    finally:
         if journal:
-            _remove(journal)
+            journal.close()
     return run
-
-
-def _remove(path):
-    try:
-        os.remove(path)
-    except OSError:
-        pass
 
 
 class _Stdout:
@@ -292,7 +294,7 @@ def fuzz(ops, backends, examples, seed, timeout):
 
     from cannops.cases.cache import op_names
 
-    from .fuzz import cache_dir, fuzz as explore
+    from .fuzz import Stop, cache_dir, fuzz as explore, stop_on_signals
     from .selection import _suggest
     from .workers import WorkerPool, WorkerStartError
     if examples < 1:
@@ -312,23 +314,30 @@ def fuzz(ops, backends, examples, seed, timeout):
     failed = False
     say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {examples} examples each, "
         f"--seed {seed} (examples database: {cache_dir()})")
-    for target in targets:
-        pool = WorkerPool(target.members, 1, timeout, label=target.label)
+    with stop_on_signals() as stopped:
         try:
-            try:
-                pool.start()
-            except WorkerStartError as e:
-                say(f"  {target.label}: skipped: {e}")
-                failed = True
-                continue
-            for op in names:
-                say("")
-                say(f"{op} on {target.label}:")
-                found = explore(op, pool, examples, seed,
-                                on_first=lambda r: say(f"  failing: {r.name}; shrinking it"))
-                failed |= _print_fuzz(found, say)
-        finally:
-            pool.close()
+            for target in targets:
+                pool = WorkerPool(target.members, 1, timeout, label=target.label)
+                try:
+                    try:
+                        pool.start()
+                    except WorkerStartError as e:
+                        say(f"  {target.label}: skipped: {e}")
+                        failed = True
+                        continue
+                    for op in names:
+                        say("")
+                        say(f"{op} on {target.label}:")
+                        found = explore(op, pool, examples, seed, stopped=stopped,
+                                        on_first=lambda r: say(f"  failing: {r.name}; shrinking it"))
+                        failed |= _print_fuzz(found, say)
+                        if found.interrupted:
+                            raise Stop(found.interrupted)
+                finally:
+                    pool.close()
+        except Stop as e:
+            say("interrupted: the exploration stopped before its end; what it found is above")
+            sys.exit(128 + e.signum)
     sys.exit(1 if failed else 0)
 
 
@@ -339,14 +348,15 @@ def _print_fuzz(found, say) -> bool:
         say(f"  {found.error}")
         return True
     if found.minimal is None:
-        say(f"  no failure ({counts})")
+        say(f"  no failure{' before the interrupt' if found.interrupted else ''} ({counts})")
         return False
     from .compare import worst_lines
     from .printers import ConsolePrinter
     ConsolePrinter("test").case(found.minimal)
     for line in worst_lines(found.minimal.worst):
         say(f"    {line}")
-    say(f"  reproduce: ops test -b {found.device} -o '{found.minimal.name}'")
+    from .fuzz import reproduce_env
+    say(f"  reproduce: {reproduce_env(found.device)}ops test -b {found.device} -o '{found.minimal.name}'")
     say(f"  cases run while exploring and shrinking: {counts}")
     return True
 
@@ -447,7 +457,22 @@ def main(argv=None):
     except click.ClickException as e:
         click.echo(f"ops: error: {e.format_message()}", err=True)
         sys.exit(2)
+    finally:
+        _reap()
     sys.exit(rv or 0)
+
+
+def _reap() -> None:
+    """Whatever path `ops` leaves by, the processes it started are gone first (a command
+    that started no worker never imported the module)."""
+    workers = sys.modules.get(f"{__package__}.workers")
+    if workers is not None:
+        # a second Ctrl-C while reaping must not leave the reaping half done
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            workers.reap_children()
+        finally:
+            signal.signal(signal.SIGINT, old)
 
 
 if __name__ == "__main__":

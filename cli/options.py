@@ -119,6 +119,20 @@ def check_common(jobs, timeout, seed):
         raise BadInput(f"--seed must be at least 0 (got {seed})")
 
 
+JOBS_PER_CORE = 2   # -j above this many workers a core only adds memory (each holds a device)
+
+
+def worker_count(jobs: int, n_cases: int) -> int:
+    """The workers -j asks for, no more than there are cases to run nor JOBS_PER_CORE per
+    core (a note on stderr says so: -j 1000 spawned 1000 workers, heading for ~50 GB)."""
+    cores = os.cpu_count() or 1
+    cap = JOBS_PER_CORE * cores
+    if jobs > cap:
+        click.echo(f"ops: note: -j {jobs} capped at {cap} workers ({JOBS_PER_CORE} per core, "
+                   f"{cores} cores)", err=True)
+    return max(1, min(jobs, cap, n_cases))
+
+
 def ops_text(ops):
     """The -o values (repeatable, each a comma list) as one comma list; None when -o is not given."""
     if not ops:
@@ -163,6 +177,8 @@ def check_writable(path):
     if path is None:
         return
     existed = os.path.exists(path)
+    if os.path.isdir(path):
+        raise BadInput(f"cannot write {path}: it is a directory")
     if existed and not os.path.isfile(path):
         # a FIFO or a device: opening it here could block, or be its only reader's EOF
         if not os.access(path, os.W_OK):

@@ -51,7 +51,7 @@ class ConsolePrinter:
 
     # --- run ---
     def start(self, n_devices: int) -> None:
-        self.line(f"Testing {n_devices} devices")
+        self.line(f"Testing {n_devices} device{'s' if n_devices != 1 else ''}")
         self.line("")
 
     def device_start(self, i: int, n: int, info: DeviceInfo, n_cases: int) -> None:
@@ -136,7 +136,12 @@ class ConsolePrinter:
                 self.line("  Failing tests:")
                 for case_name in self.failed:
                     self.line(f"    {case_name}")
-        self.line(f"  Backend {name}: ", ("OK", STYLE[OK]) if ok else ("FAIL", STYLE[FAIL]))
+        if ok and self.mode in ("test", "grad") and results and not any(
+                r.status in (OK, FAIL, DEVIATION) for r in results):
+            # nothing ran: not a pass (ops grad -b CANN-SIM said "0/0 tests passed", then OK)
+            self.line(f"  Backend {name}: ", ("NOTHING RAN", "bold yellow"), " (every case not supported)")
+        else:
+            self.line(f"  Backend {name}: ", ("OK", STYLE[OK]) if ok else ("FAIL", STYLE[FAIL]))
         self.line("")
 
     def interrupted(self, run: Run) -> None:

@@ -9,7 +9,33 @@ adds its options: nothing is imported, nothing collected.
 """
 from __future__ import annotations
 
+import signal
+import threading
+
 import pytest
+
+# the signal (SIGINT, SIGTERM) that stopped the session, once one came
+STOPPED: list[int] = []
+
+
+def _stop(signum, frame):
+    STOPPED.append(signum)
+    raise KeyboardInterrupt
+
+
+def pytest_configure(config):
+    """With --ops-op, Ctrl-C and SIGTERM stop the session wherever it is, as `ops test`:
+    in a pytest-xdist worker too (which went on through its whole queue, a hung case at a
+    time, and reported a pass). Installed in the main thread only, as signal() requires."""
+    if config.option.ops_op and threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _stop)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A session stopped by a signal never ends as a pass: its status is ops test's."""
+    if STOPPED:
+        session.exitstatus = 128 + STOPPED[0]
 
 
 def pytest_addoption(parser):
@@ -45,16 +71,25 @@ class DeviceCases(pytest.Collector):
     def run(self, case):
         from cannops.cli.workers import WorkerPool
         opts = self.config.option
-        if self.pool is None:
-            self.pool = WorkerPool(self.target.members, 1, opts.ops_timeout, label=self.target.label)
-            self.pool.start()
-        _, result = next(self.pool.run([(0, case)], "test", opts.ops_seed))
+        try:
+            if STOPPED:
+                raise KeyboardInterrupt
+            if self.pool is None:
+                self.pool = WorkerPool(self.target.members, 1, opts.ops_timeout, label=self.target.label)
+                self.pool.start()
+            _, result = next(self.pool.run([(0, case)], "test", opts.ops_seed))
+        except KeyboardInterrupt:
+            self.close()   # its busy worker killed now, not at the session's end
+            pytest.exit(f"interrupted ({signal.Signals(STOPPED[0] if STOPPED else signal.SIGINT).name})",
+                        returncode=128 + (STOPPED[0] if STOPPED else signal.SIGINT))
         return result
 
     def close(self):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+            from cannops.cli.workers import reap_children
+            reap_children()
 
 
 def item_name(case) -> str:

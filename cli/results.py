@@ -319,15 +319,47 @@ def journal_path(results_path: str) -> str:
     return results_path + ".partial.jsonl"
 
 
+class JournalBusy(ValueError):
+    """Another run holds the journal (it writes the same results file)."""
+
+
 class Journal:
     """The results as they come, one JSON object a line, beside the results file: what a
     run killed outright (kill -9, a lost machine) leaves for `--resume`. The results file
-    replaces it at the end. A write error (a full disk) only stops the journal."""
+    replaces it at the end. A write error (a full disk) only stops the journal.
 
-    def __init__(self, path: str, run: Run):
+    One run per results file: the journal is locked (flock, released by the kernel however
+    the run ends) from `lock()`, before a resumed run reads it, to `close()`; `begin()`
+    then empties it and writes the run's header, with the pid a second run names."""
+
+    def __init__(self, path: str, run: Run | None = None):
         self.path = path
-        self.f = open(path, "w", encoding="utf-8")
-        self._write({"journal": SCHEMA, **{k: getattr(run, k) for k in RUN_KEYS}})
+        self.f = None
+        self.lock()
+        if run is not None:
+            self.begin(run)
+
+    def lock(self) -> None:
+        import fcntl
+        self.created = not os.path.exists(self.path)
+        self.begun = False
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)   # not truncated: not ours yet
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = _journal_pid(self.path)
+            results = self.path[:-len(".partial.jsonl")] if self.path.endswith(".partial.jsonl") else self.path
+            raise JournalBusy(f"{results} is being written by another run"
+                              + (f" (pid {pid})" if pid else "")
+                              + ": wait for it to end, or give another --results") from None
+        self.f = os.fdopen(fd, "r+", encoding="utf-8")
+
+    def begin(self, run: Run) -> None:
+        self.begun = True
+        self.f.seek(0)
+        self.f.truncate()
+        self._write({"journal": SCHEMA, "pid": os.getpid(), **{k: getattr(run, k) for k in RUN_KEYS}})
 
     def _write(self, obj) -> None:
         if self.f is None:
@@ -345,6 +377,9 @@ class Journal:
         self._write({"result": r.to_dict()})
 
     def close(self) -> None:
+        if self.f is not None and self.created and not self.begun:
+            self.remove()   # locked for a run that never began (bad input): no trace left
+            return
         if self.f is not None:
             try:
                 self.f.close()
@@ -353,14 +388,26 @@ class Journal:
             self.f = None
 
     def remove(self) -> None:
-        self.close()
+        """Removed while still locked: no other run can take it in between."""
         try:
             os.remove(self.path)
         except OSError:
             pass
+        self.begun = True
+        self.close()
 
 
 RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "strict")
+
+
+def _journal_pid(path: str) -> int | None:
+    """The pid in a journal's header (None: not written yet, or not a journal)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            pid = json.loads(f.readline()).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if type(pid) is int else None
 
 
 @dataclass
@@ -398,7 +445,7 @@ def load_resume(path: str, run: Run) -> Resumed:
         for r in prev.results:
             keep(r)
     jpath = journal_path(path)
-    if os.path.exists(jpath):
+    if os.path.exists(jpath) and os.path.getsize(jpath):   # empty: just locked by this run
         found = True
         try:
             with open(jpath, encoding="utf-8") as f:

@@ -66,7 +66,7 @@ def new_run(opts: Options) -> Run:
 
 
 def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,
-            journal_path: str | None = None, resumed: Resumed | None = None) -> Run:
+            journal_path: "str | Journal | None" = None, resumed: Resumed | None = None) -> Run:
     """Run the cases on each target (a Target, or a plain device name) in turn. Each
     result goes to the journal as it comes (see results.Journal); the cases in `resumed`
     are not run again, their earlier results are taken."""
@@ -77,8 +77,11 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
     labels, names = {t.label for t in devices}, {idx: c.name for idx, c in cases}
     resumed = Resumed({k: r for k, r in resumed.results.items() if k[1] in labels and names.get(k[0]) == r.name},
                       {n: d for n, d in resumed.devices.items() if n in labels})
-    journal = Journal(journal_path, run) if journal_path else None
-    if journal:  # the journal replaces the resumed one: it starts with what that one held
+    # a Journal given is the caller's (locked, closed once the results file is written)
+    owned = isinstance(journal_path, str)
+    journal = Journal(journal_path) if owned else journal_path
+    if journal:
+        journal.begin(run)  # the journal replaces the resumed one: it starts with what that one held
         for info in resumed.devices.values():
             journal.device(info)
         for r in resumed.results.values():
@@ -134,7 +137,7 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        if journal:
+        if journal and owned:
             journal.close()
     run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
     return run

@@ -75,12 +75,22 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
     return indexed
 
 
+# an off-grid case whose tensors take more is a typo or a probe, not a case to allocate
+# (a few dims of 10^5 make terabytes; the catalog's largest cases take a few GiB)
+MAX_OFF_GRID_BYTES = 16 << 30
+
+
 def _case_off_grid(name: str, mode: str) -> Case:
     from cannops.cases.names import case_from_name
     try:
-        return case_from_name(name, mode)
+        case = case_from_name(name, mode)
     except ValueError as e:
         raise BadInput(f"no {mode} case named {name!r}: {e}") from None
+    size = sum(t.nbytes() for t in case.build().tensors if not t.is_view())
+    if size > MAX_OFF_GRID_BYTES:
+        raise BadInput(f"{name}: its tensors take {size / 2**30:,.0f} GiB, more than the "
+                       f"{MAX_OFF_GRID_BYTES >> 30} GiB a case off the grid may take")
+    return case
 
 
 def parse_shard(text: str) -> tuple[int, int]:

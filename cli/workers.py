@@ -90,6 +90,22 @@ class WorkerStartError(Exception):
     pass
 
 
+def reap_children() -> None:
+    """Leave no process of ours behind: the workers still alive (a pool not closed on some
+    path) are killed and waited for, and multiprocessing's resource tracker, which spawning
+    a worker starts and which otherwise outlives `ops` by a moment, is stopped and waited for."""
+    for p in mp.active_children():
+        p.kill()
+        p.join(5)
+    from multiprocessing import resource_tracker
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        try:
+            stop()
+        except (OSError, ChildProcessError):
+            pass
+
+
 @dataclass
 class _Worker:
     process: mp.process.BaseProcess

@@ -28,7 +28,7 @@ def test_ssm_conv_prints_the_45_reference_cases_all_ok(device, reference_dir):
     assert {ln.strip().rsplit(": ", 1)[0] for ln in lines} == expected
     assert all(ln.endswith(": OK") for ln in lines)
     # test-backend-ops' layout around the case lines
-    assert p.stdout.startswith("Testing 1 devices\n\nBackend 1/1: " + device)
+    assert p.stdout.startswith("Testing 1 device\n\nBackend 1/1: " + device)
     assert "  45/45 tests passed" in p.stdout and p.stdout.rstrip().endswith("OK")
 
 

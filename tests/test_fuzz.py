@@ -42,7 +42,7 @@ def test_fuzz_finds_the_planted_bug_and_shrinks_it_to_the_smallest_shape(tmp_pat
     name = line.strip().split(": ")[0]
     assert name == "ABS(type=f16,ne_a=[3,1,1,1],v=0)", p.stdout
     assert "NMSE = " in line
-    assert f"reproduce: ops test -b FAULTY -o '{name}'" in p.stdout
+    assert f"reproduce: OPS_FAULTY=mod7=ABS ops test -b FAULTY -o '{name}'" in p.stdout
     # the examples database lives in the user's cache directory, not in the working tree
     assert any((tmp_path / "cache" / "ops" / "hypothesis").iterdir())
     assert not os.path.exists(".hypothesis")

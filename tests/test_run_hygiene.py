@@ -1,0 +1,221 @@
+"""Nothing passes that did not run, nothing lost, no false FAIL (issue: the reliability
+defects found by probing main): one run per results file, no process of a run left when
+`ops` returns, Ctrl-C and SIGTERM honoured by every command, bad input refused before any
+work, fuzzing inside the domain ggml accepts, and the smaller ones."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+OPS = [sys.executable, "-m", "cannops.cli.main"]
+TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
+HANG = ["-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "--timeout", "600"]
+
+
+def ops(*args, env=None, **kw):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300, **kw)
+
+
+def one_line_error(p, message):
+    assert p.returncode == 2, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    assert p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def group(pgid: int) -> list[str]:
+    """The processes, zombies included, of a process group (from /proc: Linux)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid:
+                found.append(d)
+    return found
+
+
+def start(args, env=None, **kw):
+    """`ops ARGS` in a process group of its own, its output line by line."""
+    return subprocess.Popen([*OPS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+                            start_new_session=True, **kw)
+
+
+def wait_for(proc, text: str) -> list[str]:
+    """Read `proc`'s stdout up to a line holding `text` (what a signal must interrupt has begun)."""
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, f"ops ended before printing {text!r}: {''.join(lines)[-2000:]}"
+        lines.append(line)
+        if text in line:
+            return lines
+
+
+def finish(proc, timeout=60):
+    """Wait for `proc`'s exit (not for its pipes: a process left behind may hold them),
+    then say what was still in its process group."""
+    rc = proc.wait(timeout)
+    left = group(proc.pid)
+    out, err = proc.communicate(timeout=timeout)
+    return rc, left, out, err
+
+
+@pytest.fixture
+def reaped():
+    """Kills what a failing test left running."""
+    procs = []
+    yield procs
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+# --- 4. one run per results file -------------------------------------------------------------
+
+def test_a_second_run_on_the_same_results_file_is_refused_naming_the_first(tmp_path, reaped):
+    res = tmp_path / "r.json"
+    first = start(["test", *HANG, "--results", str(res)], env={"OPS_FAULTY": "hang=EXP"})
+    reaped.append(first)
+    wait_for(first, "  ABS(")   # it runs: its journal is locked
+    for args in (["test", "-b", "NUMPY", *TWO, "--results", str(res)],
+                 ["test", *HANG, "--resume", str(res)]):
+        one_line_error(ops(*args, env={"OPS_FAULTY": "hang=EXP"}), f"(pid {first.pid})")
+    os.killpg(first.pid, signal.SIGINT)
+    rc, left, out, _ = finish(first)
+    assert rc == 130 and not left, (rc, left)
+    doc = json.loads(res.read_text())   # the first run's results, whole, not interleaved
+    assert doc["interrupted"] and [r["op"] for r in doc["results"]][:2] == ["ABS", "ABS"]
+    assert not (tmp_path / "r.json.partial.jsonl").exists()
+    # once it ended, the file is free again; a refused run leaves no journal behind
+    assert ops("test", "-b", "NUMPY", *TWO, "--results", str(res)).returncode == 0
+    one_line_error(ops("test", "-b", "NUMPY", *TWO, "--resume", str(tmp_path / "none.json")), "no such")
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]
+
+
+# --- 5. no process of a run left when ops returns --------------------------------------------
+
+@pytest.mark.parametrize("how", ["end", "SIGINT", "SIGTERM", "pipe", "error"])
+def test_ops_returns_only_once_every_process_it_started_is_gone(tmp_path, how, reaped):
+    if how == "end":
+        proc = start(["test", "-b", "NUMPY", *TWO, "-j", "2"])
+    elif how == "error":   # the results file cannot be written once the run is over
+        (tmp_path / "gone").mkdir()
+        proc = start(["test", "-b", "NUMPY", *TWO, "--results", str(tmp_path / "gone" / "r.json")])
+    elif how == "pipe":
+        proc = start(["test", "-b", "NUMPY", "-o", "ABS,SGN,NEG", "--output", "json"])
+    else:
+        proc = start(["test", *HANG, "-j", "2"], env={"OPS_FAULTY": "hang=EXP"})
+    reaped.append(proc)
+    if how in ("SIGINT", "SIGTERM"):
+        wait_for(proc, "  ABS(")
+        os.killpg(proc.pid, getattr(signal, how))
+    elif how == "pipe":
+        proc.stdout.close()
+    elif how == "error":
+        wait_for(proc, "Backend 1/1")
+        for f in (tmp_path / "gone").iterdir():
+            f.unlink()
+        (tmp_path / "gone").rmdir()
+    rc = proc.wait(120)
+    left = group(proc.pid)
+    assert not left, f"{how}: still in ops' process group after it returned: {left}"
+    assert rc == {"end": 0, "SIGINT": 130, "SIGTERM": 143, "pipe": 128 + signal.SIGPIPE, "error": 2}[how], rc
+
+
+# --- 1. interrupts everywhere ------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig,to_group", [("SIGINT", True), ("SIGINT", False), ("SIGTERM", False)])
+def test_fuzz_stops_on_an_interrupt(tmp_path, sig, to_group, reaped):
+    env = {"OPS_FAULTY": "hang=ABS", "XDG_CACHE_HOME": str(tmp_path)}
+    proc = start(["fuzz", "-o", "ABS", "-b", "FAULTY", "--seed", "1", "--timeout", "600"], env=env)
+    reaped.append(proc)
+    wait_for(proc, "ABS on FAULTY:")
+    time.sleep(0.5)   # a case hangs, or is about to
+    (os.killpg(proc.pid, getattr(signal, sig)) if to_group else proc.send_signal(getattr(signal, sig)))
+    rc, left, out, err = finish(proc)
+    assert rc == 128 + getattr(signal, sig) and not left, (rc, left, out, err)
+    assert "interrupted" in out and "Traceback" not in err, err
+
+
+# --- 3. bad input refused before the run --------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--results", "--summary-file", "--resume"])
+def test_a_directory_as_an_output_file_is_refused_at_start(tmp_path, flag):
+    t0 = time.monotonic()
+    p = ops("test", "-b", "NUMPY", "-o", "ABS", flag, str(tmp_path))
+    one_line_error(p, f"cannot write {tmp_path}: it is a directory")
+    assert "Backend" not in p.stdout and time.monotonic() - t0 < 30   # nothing ran
+
+
+@pytest.mark.parametrize("name,message", [
+    ("ABS(type=f32,ne_a=[-3,7,11,13],v=0)", "negative dim"),
+    ("ABS(type=f32,ne_a=[100000,100000,100000,13],v=0)", "GiB, more than the 16 GiB"),
+    ("MUL_MAT(type_a=q4_0,type_b=f32,m=32,n=1,k=1,bs=[1,1],nr=[1,1],per=[1,0,2,3],k_v=0,o=1)",
+     "must keep dim 0"),
+    ("GET_ROWS(type=q4_0,n=31,m=5,r=3,be1=1,be2=1,v=0)", "whole blocks of 32"),
+])
+def test_an_off_grid_name_outside_the_domain_is_one_line(name, message):
+    one_line_error(ops("test", "-b", "NUMPY", "-o", name), message)
+
+
+def test_j_above_the_cases_or_the_cores_starts_no_idle_workers():
+    from cannops.cli.options import JOBS_PER_CORE, worker_count
+    cap = JOBS_PER_CORE * (os.cpu_count() or 1)
+    assert worker_count(8, 2) == 2 and worker_count(1000, 10**6) == cap
+    t0 = time.monotonic()
+    p = ops("test", "-b", "NUMPY", *TWO, "-j", "1000")
+    assert p.returncode == 0 and time.monotonic() - t0 < 60, p.stderr
+    assert p.stderr == f"ops: note: -j 1000 capped at {cap} workers ({JOBS_PER_CORE} per core, {os.cpu_count()} cores)\n"
+
+
+# --- 2. ops fuzz draws only cases ggml accepts ----------------------------------------------------
+
+def test_fuzz_mul_mat_finds_no_failure_in_the_reference_itself(tmp_path):
+    # on NUMPY a FAIL could only be a case the reference cannot take: k not a whole number
+    # of quant blocks (k=1 for q4_0: "cannot reshape array of size 0") was one
+    p = ops("fuzz", "-o", "MUL_MAT", "-b", "NUMPY", "--seed", "3", "--examples", "25",
+            env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert p.returncode == 0 and "no failure" in p.stdout, p.stdout[-3000:]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_the_pytest_plugin_stops_on_an_interrupt_and_never_passes(tmp_path, sig, reaped):
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+                             "--ops-op", "ABS", "--ops-device", "FAULTY", "--ops-timeout", "600"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OPS_FAULTY="hang=ABS", PYTHONUNBUFFERED="1"),
+                            start_new_session=True)
+    reaped.append(proc)
+    wait_for(proc, "collected 8 items")
+    time.sleep(1.0)   # the first case hangs in its worker
+    os.killpg(proc.pid, getattr(signal, sig))
+    rc, left, out, err = finish(proc)
+    assert rc == 128 + getattr(signal, sig) and not left, (rc, left, out[-2000:], err[-2000:])
+    assert "passed" not in out.splitlines()[-1], out
+
+
+# --- 6. the smaller ones ----------------------------------------------------------------------------
+
+def test_a_backend_on_which_nothing_ran_is_not_ok_and_one_device_is_singular():
+    import io
+    from cannops.cli.printers import ConsolePrinter, make_console
+    from cannops.cli.results import NOT_SUPPORTED, CaseResult
+    out = io.StringIO()
+    printer = ConsolePrinter("grad", make_console(out))
+    printer.start(1)
+    printer.device_end("CANN-SIM", [CaseResult("CANN-SIM", "ABS", "v=0", NOT_SUPPORTED, reason="no SGN")], True)
+    text = out.getvalue()
+    assert text.startswith("Testing 1 device\n") and "0/0 tests passed" in text
+    assert "Backend CANN-SIM: NOTHING RAN" in text and ": OK" not in text, text

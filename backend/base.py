@@ -80,6 +80,11 @@ class Device:
     is_reference: bool = False  # the NumPy reference is not tested by default
     is_cpu: bool = True         # perf: CPU devices get test-backend-ops' smaller work targets
 
+    @property
+    def notes_name(self) -> str:
+        """The name a family's notes and tolerances are keyed by (a prefix of it)."""
+        return self.name
+
     def memory(self) -> tuple[int, int] | None:
         """(total, free) bytes, when the device knows them."""
         return None

@@ -3,7 +3,7 @@
 (CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col)."""
 from __future__ import annotations
 
-from .catalog import Family, register, unique_params
+from .catalog import Deviation, Family, register, unique_params
 from .tolerances import dot_products
 from .graph import Tensor, cont, new_op, permute
 from .types import F32
@@ -277,6 +277,12 @@ register(Family(
     vars=("ne_input", "ne_kernel", "s0", "p0", "d0"),
     op="CONV_TRANSPOSE_1D",
     eval_grid=conv_transpose_1d_eval_grid,
+    notes={"CANN-SIM:310P": Deviation(reason=(
+        "310P: ggml-cann's 310P path (and the layer's) runs aclnnConvolution with cubeMathType 1, "
+        "which the 310P computes in f16 for f32 operands (aclnnConvolution's page): both operands "
+        "are rounded to f16 (2^-11 relative), so NMSE reaches 1e-7..2.3e-6 (17 of 115 cases at "
+        "seed 0, the worst with 7 input channels cancelling), above test-backend-ops' 1e-7"),
+        max_error=1e-5)},
 ))
 
 

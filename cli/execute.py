@@ -74,7 +74,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
         if not ok:
             reasons.append(why)
         if strict and fam.err is None:   # a family's own metric (sets, ties) stays its judge
-            s = strict_check(label, ref, got.outputs[i], strict_bound(case, device.name, node), device.name)
+            s = strict_check(label, ref, got.outputs[i], strict_bound(case, device.notes_name, node), device.name)
             if elems is None or elems.ok and (not s.ok or s.max_abs > elems.max_abs):
                 elems = s   # the first node that failed, else the one with the largest error
             if not s.ok and ok:
@@ -82,7 +82,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
             ok = ok and s.ok
         if not ok:
             far = far or worst_elements(ref, got.outputs[i])
-    dev = find_deviation(fam.notes, device.name, case.params, worst)
+    dev = find_deviation(fam.notes, device.notes_name, case.params, worst)
     note = dev.reason if dev else ""
     status = OK
     if reasons:
@@ -176,7 +176,7 @@ def grad(device: Device, case: Case, seed: int) -> CaseResult:
                            f"at element {i}: backprop {pg.analytic[i]:.6g}, finite differences {pg.numeric[i]:.6g})")
     status = OK
     if reasons:
-        dev = find_deviation(fam.grad_notes, device.name, p, worst)
+        dev = find_deviation(fam.grad_notes, device.notes_name, p, worst)
         status = DEVIATION if dev and (dev.nonfinite or not nonfinite) else FAIL
         if status == DEVIATION:
             notes.insert(0, dev.reason)

@@ -115,11 +115,11 @@ def kind_members(kind: str, names: list[str]) -> tuple[str, ...]:
 
 
 def per_soc(targets: list[Target], socs: list[str], simulated: dict[str, str]) -> list[Target]:
-    """--soc with several SoC families: CANN-SIM once per family, as CANN-SIM:<family>, its
-    workers simulating that SoC (CANN_SIM_SOC); the other devices as they are."""
+    """--soc: CANN-SIM once per SoC family, as CANN-SIM:<family>, its workers simulating
+    that SoC (CANN_SIM_SOC); the other devices as they are."""
     out = []
     for t in targets:
-        if t.label != "CANN-SIM" or len(socs) < 2:
+        if t.label != "CANN-SIM":
             out.append(t)
             continue
         out.extend(Target(f"{t.label}:{s}", t.members, (("CANN_SIM_SOC", simulated[s]),)) for s in socs)

@@ -129,6 +129,11 @@ class CANNDevice(Device):
         self.soc_name = ffi.string(lib.ops_cann_soc_name()).decode()
         self.soc = soc.family(self.soc_name)
 
+    @property
+    def notes_name(self) -> str:
+        """CANN-SIM:310P (CANN0:310P): a deviation of the 310P is never taken for the 910B's."""
+        return self.name if self.soc == soc.DEFAULT else f"{self.name}:{self.soc}"
+
     # --- helpers ---
     def _err(self):
         self._errbuf[0] = b"\0"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import re
 import subprocess
 import sys
@@ -44,43 +45,51 @@ def support_order(binary: str, backend: str, op: str, params: str | None) -> lis
     return [m["params"] for m in map(CASE.match, ANSI.sub("", out).splitlines()) if m and m["op"] == op]
 
 
+CHUNK = 200   # cases named in one params regex after a death (one argument: 128 KiB at most)
+
+
 def run_op(binary: str, backend: str, op: str, timeout: float, params: str | None = None) -> dict:
     cases: dict[str, str] = {}
     deaths: list[dict] = []
-    order = None
+    pending: list[str] | None = None   # after a death: the cases still to run, in order
     t0 = time.monotonic()
     while True:
         cmd = [binary, "test", "-b", backend, "-o", op]
-        # test-backend-ops takes one params regex: the op's own filter, as a look-ahead, and
-        # what already ran skipped by a negative one over the finished params strings
-        done = "|".join(re.escape(p) for p in cases)
-        regex = (f"(?=.*(?:{params}))" if params else "") + (f"(?!({done})$)" if cases else "")
-        if regex:
-            cmd += ["-p", "^" + regex]
+        chunk = pending[:CHUNK] if pending is not None else []
+        if chunk:      # test-backend-ops takes one params regex: these cases by name
+            cmd += ["-p", "^(" + "|".join(re.escape(p) for p in chunk) + ")$"]
+        elif params:
+            cmd += ["-p", params]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
-        new = 0
         for line in ANSI.sub("", out).splitlines():
             m = CASE.match(line)
             if m and m["op"] == op and m["params"] not in cases:
                 cases[m["params"]] = status_of(m["status"])
-                new += 1
         finished = rc == 0 or (rc == 1 and "Backend " in out and "tests passed" in out)
         if finished:
-            break
+            if pending is None:
+                break
+            pending = [p for p in pending[len(chunk):] if p not in cases]
+            if not pending:
+                break
+            continue
         # the case that died printed nothing: it is the first one, in enumeration order,
         # that did not finish (support mode enumerates an op's cases in the same order)
-        if order is None:
-            order = support_order(binary, backend, op, params)
-        victim = next((p for p in order if p not in cases), None)
+        if pending is None:
+            pending = support_order(binary, backend, op, params)
+        victim = next((p for p in pending if p not in cases), None)
         deaths.append({"rc": rc, "after": len(cases), "case": victim,
                        "stderr": "\n".join(err.strip().splitlines()[-6:])})
         if victim is None or len(deaths) >= RERUNS or rc == "timeout":
             break
         cases[victim] = "FAIL"     # a crash fails its case, as in the Ascend CI
+        pending = [p for p in pending if p not in cases]
+        if not pending:
+            break
     counts = {s: sum(1 for v in cases.values() if v == s) for s in ("OK", "not supported", "FAIL", "skipped")}
     return {"op": op, "counts": counts, "cases": cases, "deaths": deaths,
             "seconds": round(time.monotonic() - t0, 2), "finished": not deaths}
@@ -93,7 +102,8 @@ def main() -> int:
     ap.add_argument("-o", "--ops", help="comma list of op names (default: every op listed)")
     ap.add_argument("-p", "--params", action="append", default=[], metavar="OP=REGEX",
                     help="only the cases of OP whose params match REGEX (repeatable)")
-    ap.add_argument("--json", help="write the per-op results here")
+    ap.add_argument("--json", help="write the per-op results here (after each op)")
+    ap.add_argument("--resume", action="store_true", help="keep the ops --json already holds")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per test-backend-ops process")
     ap.add_argument("--require-clean", action="store_true",
                     help="exit 1 if an op died, failed or printed no OK line")
@@ -101,9 +111,15 @@ def main() -> int:
     ops = args.ops.split(",") if args.ops else list_ops(args.binary)
     params = dict(p.split("=", 1) for p in args.params)
     results, bad = [], []
+    done = {}
+    if args.resume and args.json and pathlib.Path(args.json).exists():
+        done = {r["op"]: r for r in json.loads(pathlib.Path(args.json).read_text())["ops"]}
     for op in ops:
-        r = run_op(args.binary, args.backend, op, args.timeout, params.get(op))
+        r = done.get(op) or run_op(args.binary, args.backend, op, args.timeout, params.get(op))
         results.append(r)
+        if args.json:       # after every op: an interrupted run loses nothing it measured
+            pathlib.Path(args.json).write_text(json.dumps(
+                {"binary": args.binary, "backend": args.backend, "ops": results}, indent=1))
         c = r["counts"]
         line = (f"{op:28s} {c['OK']:6d} OK {c['not supported']:6d} n/s {c['FAIL']:4d} FAIL "
                 f"{r['seconds']:8.1f} s" + (f"  DIED x{len(r['deaths'])}" if r["deaths"] else ""))
@@ -115,9 +131,6 @@ def main() -> int:
     total = {k: sum(r["counts"][k] for r in results) for k in ("OK", "not supported", "FAIL")}
     print(f"{len(ops)} ops: {total['OK']} OK, {total['not supported']} not supported, "
           f"{total['FAIL']} FAIL; died: {sum(1 for r in results if r['deaths'])} op(s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"binary": args.binary, "backend": args.backend, "ops": results}, f, indent=1)
     return 1 if args.require_clean and bad else 0
 
 

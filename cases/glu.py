@@ -2,7 +2,7 @@
 test_glu_split (gate and value in two tensors) and test_swiglu_oai."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, Since, register
 from .graph import GLU_OPS, new_op
 from .inputs import uniform_init
 from .unary import F16_GELU_TABLE, SHAPES, view_or_leaf
@@ -36,8 +36,8 @@ init_wide = uniform_init(-150.0, 150.0)  # wide range: catches NaNs in GELU & co
 GATED = [op for op in GLU_OPS if op != "SWIGLU_OAI"]
 
 
-def grid_glu():
-    for t in ("f16", "f32"):
+def grid_glu(types=("f16", "f32")):
+    for t in types:
         for v in (0, 1):
             for op in GATED:
                 for swapped in (False, True):
@@ -45,8 +45,8 @@ def grid_glu():
                         yield dict(op=op, type=t, ne_a=ne, v=v, swapped=swapped)
 
 
-def grid_glu_split():
-    for t in ("f16", "f32"):
+def grid_glu_split(types=("f16", "f32")):
+    for t in types:
         for v in (0, 1):
             for op in GATED:
                 for ne in SHAPES:
@@ -71,6 +71,7 @@ register(Family(
     init=init_wide,
     strict=(F16_GELU_TABLE,),
     eval_grid=grid_glu,
+    changes=(Since("0.25.3", add=lambda: grid_glu(("bf16",))),),   # bf16 activations
     perf_grid=lambda: perf_swiglu(split=False),
 ))
 
@@ -83,6 +84,7 @@ register(Family(
     init=init_wide,
     strict=(F16_GELU_TABLE,),
     eval_grid=grid_glu_split,
+    changes=(Since("0.25.3", add=lambda: grid_glu_split(("bf16",))),),
     perf_grid=lambda: perf_swiglu(split=True),
 ))
 

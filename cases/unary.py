@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import EVERY_DEVICE, Family, Tolerance, fd_limit, register
+from .catalog import EVERY_DEVICE, Family, Since, Tolerance, fd_limit, register
 from .elementwise import sqr
 from .graph import UNARY_OPS, add, leaf_or_view, mul, new_op, set_param, unary, view
 from .inputs import uniform
@@ -49,6 +49,11 @@ def init_unary(t, rng, p):
     return uniform(t, rng, -lim, lim)
 
 
+def grid_unary(types):
+    return [dict(op=op, type=type, ne_a=ne, v=v)
+            for type in types for v in (0, 1) for op in UNARY_OPS if op != "XIELU" for ne in SHAPES]
+
+
 register(Family(
     name="unary",
     build=build_unary,
@@ -62,10 +67,8 @@ register(Family(
         "above 88.72: the true gradient there is +inf", nonfinite=True,
         when=lambda p: p["op"] == "EXPM1" and p["type"] == "f32")},
     strict=(F16_GELU_TABLE,),
-    eval_grid=lambda: (
-        dict(op=op, type=type, ne_a=ne, v=v)
-        for type in ("f16", "f32") for v in (0, 1) for op in UNARY_OPS if op != "XIELU"
-        for ne in SHAPES),
+    eval_grid=lambda: grid_unary(("f16", "f32")),
+    changes=(Since("0.25.3", add=lambda: grid_unary(("bf16",))),),   # bf16 activations
 ))
 
 

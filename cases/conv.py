@@ -3,7 +3,7 @@
 (CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col)."""
 from __future__ import annotations
 
-from .catalog import Family, register, unique_params
+from .catalog import Family, register, unique_params, new_params
 from .tolerances import dot_products
 from .graph import Tensor, cont, new_op, permute
 from .types import F32
@@ -147,6 +147,8 @@ register(Family(
     vars=("ne_input", "ne_kernel", "type_kernel", "stride0", "stride1", "padding0", "padding1",
           "dilation0", "dilation1", "cwhn"),
     op="CONV_2D",
+    changes=(new_params("0.25.3", ("ne_input", "ne_kernel", "type_kernel", "stride0", "stride1", "padding0",
+                                     "padding1", "dilation0", "dilation1", "cwhn"), kernel_offset=0),),
     eval_grid=conv_2d_eval_grid,
     perf_grid=conv_2d_perf_grid,
     max_nmse=5e-4,
@@ -238,6 +240,7 @@ register(Family(
     strict=dot_products(lambda p: p["type_kernel"]),
     build=build_conv_3d,
     vars=CONV_3D_VARS,
+    changes=(new_params("0.25.3", CONV_3D_VARS, kernel_offset=0),),
     op="CONV_3D",
     eval_grid=conv_3d_eval_grid,
     # 3x3x3 layers of 320 / 1280 channels over 8 frames at three resolutions

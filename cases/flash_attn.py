@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, Tolerance, register
+from .catalog import Family, Tolerance, register, new_params
 from .tolerances import dot_products
 from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute
@@ -207,6 +207,9 @@ register(Family(
     vars=("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias", "logit_softcap", "prec",
           "type_K", "type_V", "permute"),
     op="FLASH_ATTN_EXT",
+    changes=(new_params("0.25.3", ("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias",
+                                     "logit_softcap", "prec", "type_K", "type_V", "permute"),
+                       kv_view=True, v_is_view_of_k=False, n_kv_max=0),),
     eval_grid=eval_grid,
     perf_grid=perf_grid,
     init=init,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .binary import add_id
-from .catalog import Deviation, Family, Tolerance, register, unique_params
+from .catalog import Deviation, Family, Tolerance, register, unique_params, new_params
 from .unary import f16_gelu_table
 from . import tolerances
 from .glu import glu_split
@@ -117,6 +117,7 @@ register(Family(
     strict=tolerances.MATMUL,
     build=build_mul_mat_id,
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
+    changes=(new_params("0.25.3", ("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"), amax=1.0, m_v=False),),
     op="MUL_MAT_ID",
     # q8_0, q1_0, q2_0 and q4_1 are in both BASE_TYPES and OTHER_TYPES: their shared cases once
     eval_grid=lambda: unique_params(mul_mat_id_eval()),
@@ -231,6 +232,7 @@ register(Family(
     strict=tolerances.MATMUL,
     build=build_mul_mat_hadamard,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
+    changes=(new_params("0.25.3", ("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"), src_overlap=False, m_v=False, pad=False),),
     op="MUL_MAT_HADAMARD",
     eval_grid=lambda: [hadamard(128, 1, 128), hadamard(64, 1, 64), hadamard(256, 1, 256),
                        hadamard(512, 1, 512), hadamard(128, 32, 128), hadamard(128, 4, 128, (2, 3)),

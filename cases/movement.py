@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register
+from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register, new_params
 from .tolerances import QUANTIZED_DST
 from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_view, new_op, permute,
                     set_param, strided_view, transpose)
@@ -229,6 +229,7 @@ def _cont_grid():
 
 
 register(Family(name="cont", build=build_cont, vars=("type", "ne", "use_view_slice"), op="CONT",
+                changes=(new_params("0.25.3", ("type", "ne", "use_view_slice"), permute=[0, 0, 0, 0]),),
                 eval_grid=_cont_grid))
 
 
@@ -411,6 +412,7 @@ def _get_rows_grid():
 
 register(Family(
     name="get_rows", build=build_get_rows, vars=("type", "n", "m", "r", "be1", "be2", "v"),
+    changes=(new_params("0.25.3", ("type", "n", "m", "r", "be1", "be2", "v"), vs0=False, offset_cols=0),),
     op="GET_ROWS", init=init_get_rows, eval_grid=_get_rows_grid,
 ))
 

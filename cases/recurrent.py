@@ -10,7 +10,7 @@ argument order and are meant for reuse (the grad mode builds on them).
 """
 from __future__ import annotations
 
-from .catalog import Deviation, Family, register
+from .catalog import Deviation, Family, new_params, register
 from .tolerances import CANN_CUBE_F32, ILL_CONDITIONED
 from .elementwise import sqr
 from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
@@ -182,6 +182,7 @@ register(Family(
     name="ssm_scan",
     build=build_ssm_scan,
     vars=SCAN_VARS + ("xbc_overlap", "K"),
+    changes=(new_params("0.25.3", SCAN_VARS + ("xbc_overlap", "K"), weak_decay=False),),
     op="SSM_SCAN",
     eval_grid=lambda: [
         _scan(16, 1, 1024, 1, 32, 4),           # Mamba-1

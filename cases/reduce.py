@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Deviation, Family, fmt_vars, register
+from .catalog import Deviation, Family, fmt_vars, register, new_params
 from .tolerances import RUNNING_SUMS
 from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter
@@ -157,6 +157,7 @@ register(Family(
     build=build_mean,
     vars=("type", "ne"),
     op="MEAN",
+    changes=(new_params("0.25.3", ("type", "ne"), permute=False, slice=False),),
     init=init_shifted,
     grad_eps=lambda p: 0.1 * float(np.prod(p["ne"])),
     eval_grid=lambda: [dict(type="f32", ne=ne) for ne in (

@@ -3,7 +3,7 @@ multi-section M-RoPE, interleaved IMROPE, vision; freq factors, YaRN, views, in 
 the fused test-mode chain test_rms_norm_mul_rope (RMS_NORM -> MUL -> ROPE, + SET_ROWS)."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, register, new_params
 from .tolerances import ROTATION_ANGLES
 from .graph import Tensor, add, mul, new_op, set_param, view, view_of
 from .norm import rms_norm
@@ -150,6 +150,8 @@ register(Family(
     build=build_rope,
     # `forward` is not printed: the op name (ROPE / ROPE_BACK) tells it
     vars=("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v", "inplace"),
+    changes=(new_params("0.25.3", ("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v",
+                                     "inplace"), n_offs=0),),
     op=lambda p: "ROPE" if p["forward"] else "ROPE_BACK",
     eval_grid=rope_eval_grid,
     perf_grid=rope_perf_grid,

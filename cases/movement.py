@@ -209,9 +209,11 @@ def _dup_grid():
 register(Family(name="dup", build=build_dup, vars=_dup_vars, op="DUP", eval_grid=_dup_grid))
 
 
-def build_cont(g, type, ne, use_view_slice):
+def build_cont(g, type, ne, use_view_slice, permute=(0, 0, 0, 0)):
     src = set_param(g.new_tensor(type, ne, "src"))
-    if use_view_slice:  # one row per (i2, i3), at an element offset of ne1-1
+    if any(permute):   # 0.25.3: a permutation instead of the transpose
+        a = _permute(src, permute)
+    elif use_view_slice:  # one row per (i2, i3), at an element offset of ne1-1
         a = strided_view(src, [src.ne[0], 1, src.ne[2], src.ne[3]], "src_view_slice",
                          src.nb[0] * (src.ne[1] - 1))
     else:
@@ -228,8 +230,18 @@ def _cont_grid():
                 yield dict(type=type, ne=ne, use_view_slice=use_view_slice)
 
 
+def _cont_permuted():
+    """0.25.3: swaps and a 3-cycle of dims 0-2, small and tile-(un)aligned large shapes."""
+    for type in ("f32", "f16"):
+        for ne in ([10, 10, 10, 1], [33, 5, 7, 1], [64, 3, 65, 1], [2, 3, 5, 7],
+                   [1024, 64, 64, 1], [2304, 64, 64, 1], [1000, 33, 65, 1]):
+            for perm in ([2, 1, 0, 3], [1, 2, 0, 3], [0, 2, 1, 3]):
+                yield dict(type=type, ne=ne, use_view_slice=0, permute=perm)
+
+
 register(Family(name="cont", build=build_cont, vars=("type", "ne", "use_view_slice"), op="CONT",
-                changes=(new_params("0.25.3", ("type", "ne", "use_view_slice"), permute=[0, 0, 0, 0]),),
+                changes=(new_params("0.25.3", ("type", "ne", "use_view_slice"), add=_cont_permuted,
+                                    permute=[0, 0, 0, 0]),),
                 eval_grid=_cont_grid))
 
 

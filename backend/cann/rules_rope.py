@@ -9,7 +9,7 @@ ggml-cann does not check those, the operator would refuse such a case at run tim
 """
 from __future__ import annotations
 
-from .rules import RULES, Rule, same_type
+from .rules import RULES, From, Rule, same_type
 
 F32_F16 = frozenset({"f32", "f16"})
 NEOX, MROPE, VISION = 2, 8, 24
@@ -21,6 +21,10 @@ def _rope_dims(node) -> int:
 
 def _rotated_dim_fits(node) -> bool:
     return node.src[0].ne[0] <= 896 and _rope_dims(node) < 896
+
+
+def _no_offset(node) -> bool:
+    return node.param_i32(15) == 0
 
 
 def _heads_fit(node) -> bool:
@@ -39,5 +43,7 @@ RULES.update({
                   (_rotated_dim_fits, "rows longer than 896 (ggml-cann), or a rotated dim D >= 896 "
                                       "(aclnnRotaryPositionEmbedding needs D < 896)"),
                   (_heads_fit, "aclnnRotaryPositionEmbedding needs B, N < 1000 (half) or "
-                               "B * N < 1000 (interleave)"))),
+                               "B * N < 1000 (interleave)")),
+                 changes=(From("0.25.3", ((_no_offset, "a rotated-dims offset (ggml_rope_set_offset, "
+                                                       "op_params[15]): ggml-cann 0.25.3 refuses it"),)),)),
 })

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, Since, fmt_vars, register
+from .catalog import Family, fmt_vars, register, Since
 from .graph import (Tensor, binary, can_repeat, new_op, permute, set_param, strided_view, view,
                     view_of)
 from .types import I32
@@ -183,7 +183,13 @@ register(Family(
 
 # nf > 1: test-backend-ops checks only the last node (run_whole_graph) and leaves these
 # out of support mode
-register(Family(name="bin_bcast_fused", eval_grid=bin_bcast_fused_eval, fused=True, **BIN_BCAST))
+register(Family(name="bin_bcast_fused", eval_grid=bin_bcast_fused_eval, fused=True, **BIN_BCAST,
+                changes=(Since("0.25.3", add=lambda: [   # f16 and bf16 chains, a permuted addend
+                    bin_case("ADD", "f16", [10, 5, 4, 3], [2, 1, 1, 1], 2),
+                    bin_case("ADD", "bf16", [10, 5, 4, 3], [2, 1, 1, 1], 2),
+                    bin_case("ADD", "bf16", [16, 5, 4, 3], [1, 2, 1, 1], 3),
+                    bin_case("ADD", "f32", [16, 5, 4, 3], [1, 1, 1, 1], 2, perm1=True)],
+                    fields=dict(vars=bin_bcast_vars)),)))
 
 
 # --- test_add_id ---

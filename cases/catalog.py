@@ -264,10 +264,9 @@ FAMILIES: dict[str, Family] = _Registry()
 
 def _grid(points: Iterable[Params], deltas: list[Since], perf: bool = False) -> list:
     for d in deltas:
-        points = [{**d.defaults, **p} for p in points if not (d.drop and d.drop(p))]
         extra = d.perf_add if perf else d.add
-        if extra:
-            points += list(extra())
+        points = [p for p in points if not (d.drop and d.drop(p))] + (list(extra()) if extra else [])
+        points = [{**d.defaults, **p} for p in points]
     return unique_params(points)
 
 

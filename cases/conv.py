@@ -3,7 +3,7 @@
 (CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col)."""
 from __future__ import annotations
 
-from .catalog import Family, register, unique_params, new_params
+from .catalog import Family, new_params, register, Since, unique_params
 from .tolerances import dot_products
 from .graph import Tensor, cont, new_op, permute
 from .types import F32
@@ -303,6 +303,7 @@ register(Family(
     op="CONV_TRANSPOSE_2D",
     eval_grid=lambda: _ct2((([3, 2, 3, 1], [2, 2, 1, 3], 1), ([10, 10, 9, 1], [3, 3, 1, 9], 2),
                             ([129, 63, 35, 1], [3, 3, 48, 35], 1))),
+    changes=(Since("0.25.3", add=lambda: _ct2((([10, 10, 9, 2], [3, 3, 1, 9], 2),))),),   # a batch of 2
     # a decoder upsampling stage, a small one, and the stride-2 eval shape
     perf_grid=lambda: _ct2((([256, 256, 256, 1], [3, 3, 16, 256], 1), ([16, 16, 16, 1], [3, 3, 8, 16], 1),
                             ([10, 10, 9, 1], [3, 3, 1, 9], 2))),

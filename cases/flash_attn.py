@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, Tolerance, register, new_params
+from .catalog import Family, new_params, register, Tolerance
 from .tolerances import dot_products
 from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute

@@ -2,7 +2,7 @@
 test_glu_split (gate and value in two tensors) and test_swiglu_oai."""
 from __future__ import annotations
 
-from .catalog import Family, Since, register
+from .catalog import Family, register, Since
 from .graph import GLU_OPS, new_op
 from .inputs import uniform_init
 from .unary import F16_GELU_TABLE, SHAPES, view_or_leaf

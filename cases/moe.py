@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .binary import add_id
-from .catalog import Deviation, Family, Tolerance, register, unique_params, new_params
+from .catalog import Deviation, Family, new_params, register, Tolerance, unique_params
 from .unary import f16_gelu_table
 from . import tolerances
 from .glu import glu_split

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register, new_params
+from .catalog import Deviation, EVERY_DEVICE, Family, fd_limit, fmt_vars, new_params, register, Since
 from .tolerances import QUANTIZED_DST
 from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_view, new_op, permute,
                     set_param, strided_view, transpose)
@@ -469,7 +469,10 @@ def _pad_ext_grid():
 
 register(Family(name="pad", build=build_pad, vars=("type", "ne_a", "pad_0", "pad_1", "circular"),
                 op="PAD", eval_grid=_pad_grid))
-register(Family(name="pad_ext", build=build_pad_ext, vars=PAD_EXT_VARS, op="PAD", eval_grid=_pad_ext_grid))
+register(Family(name="pad_ext", build=build_pad_ext, vars=PAD_EXT_VARS, op="PAD", eval_grid=_pad_ext_grid,
+                changes=(Since("0.25.3", add=lambda: (   # padding on the right only
+                    dict(zip(PAD_EXT_VARS, ("f32", [11, 22, 33, 44], 0, 2, 0, 4, 0, 6, 0, 8, tfrm, circular)))
+                    for tfrm in (0, 1, 2) for circular in (0, 1))),)))
 
 
 def build_pad_reflect_1d(g, type, ne_a, pad_0, pad_1):

@@ -10,7 +10,7 @@ argument order and are meant for reuse (the grad mode builds on them).
 """
 from __future__ import annotations
 
-from .catalog import Deviation, Family, new_params, register
+from .catalog import Deviation, Family, new_params, register, Since
 from .tolerances import CANN_CUBE_F32, ILL_CONDITIONED
 from .elementwise import sqr
 from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
@@ -182,7 +182,12 @@ register(Family(
     name="ssm_scan",
     build=build_ssm_scan,
     vars=SCAN_VARS + ("xbc_overlap", "K"),
-    changes=(new_params("0.25.3", SCAN_VARS + ("xbc_overlap", "K"), weak_decay=False),),
+    # 0.25.3's weak_decay=1 cases are not modelled yet
+    changes=(new_params("0.25.3", SCAN_VARS + ("xbc_overlap", "K"), weak_decay=False, add=lambda: [
+        _scan(96, 64, 128, 8, 1, 1),     # Nemotron-3-Puzzle decode
+        _scan(128, 64, 16, 2, 128, 2),   # SSD chunks
+        _scan(128, 64, 16, 2, 64, 4),    # one chunk, no sequence tail
+        _scan(128, 64, 16, 2, 65, 2)]),),  # a one-token tail
     op="SSM_SCAN",
     eval_grid=lambda: [
         _scan(16, 1, 1024, 1, 32, 4),           # Mamba-1
@@ -210,6 +215,8 @@ register(Family(
     op="SSM_SCAN_ROLLBACK",
     eval_grid=lambda: [dict(type="f32", d_state=128, head_dim=64, n_head=16, n_group=2,
                             n_seq_tokens=8, n_seqs=2, K=3)],
+    changes=(Since("0.25.3", add=lambda: [dict(type="f32", d_state=96, head_dim=64, n_head=16, n_group=8,
+                                                n_seq_tokens=8, n_seqs=2, K=3)]),),   # d_state = 96
     init=init_ssm_scan,
     max_nmse=1e-6,
     err=max_abs,

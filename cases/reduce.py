@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Deviation, Family, fmt_vars, register, new_params
+from .catalog import Deviation, Family, fmt_vars, new_params, register
 from .tolerances import RUNNING_SUMS
 from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter

@@ -3,7 +3,7 @@ multi-section M-RoPE, interleaved IMROPE, vision; freq factors, YaRN, views, in 
 the fused test-mode chain test_rms_norm_mul_rope (RMS_NORM -> MUL -> ROPE, + SET_ROWS)."""
 from __future__ import annotations
 
-from .catalog import Family, register, new_params
+from .catalog import Family, new_params, register, Since
 from .tolerances import ROTATION_ANGLES
 from .graph import Tensor, add, mul, new_op, set_param, view, view_of
 from .norm import rms_norm
@@ -230,9 +230,9 @@ def build_rope_set_rows(g, type, type_idx, ne_a, mode):
 
 def init_rope_set_rows(t, rng, p):
     """Row ids: a shuffled 0..ne2-1; positions uniform in [0, 512); the rest uniform [-1, 1]."""
-    if t.type == I64:
+    if t.name == "row_idxs":   # i64, or i32 (0.25.3)
         return rng.permutation(p["ne_a"][2])
-    if t.type == I32:
+    if t.name == "pos":
         return rng.integers(0, 512, size=t.ne[0])
     return None
 
@@ -248,4 +248,8 @@ register(Family(
     eval_grid=lambda: [dict(type=t, type_idx="i64", ne_a=[128, 32, ne2, ne3], mode=m)
                        for m in (NORMAL, NEOX, MROPE, VISION) for t in ("f16", "f32")
                        for ne2 in (1, 8, 512) for ne3 in (1, 3)],
+    changes=(Since("0.25.3", add=lambda: [   # IMROPE, and i32 row ids
+        *(dict(type=t, type_idx="i64", ne_a=[128, 32, ne2, ne3], mode=IMROPE)
+          for t in ("f16", "f32") for ne2 in (1, 8, 512) for ne3 in (1, 3)),
+        dict(type="f32", type_idx="i32", ne_a=[128, 32, 8, 1], mode=IMROPE)]),),
 ))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import EVERY_DEVICE, Family, Since, Tolerance, fd_limit, register
+from .catalog import EVERY_DEVICE, Family, fd_limit, register, Since, Tolerance
 from .elementwise import sqr
 from .graph import UNARY_OPS, add, leaf_or_view, mul, new_op, set_param, unary, view
 from .inputs import uniform

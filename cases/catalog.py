@@ -163,9 +163,10 @@ def _accepting(build: Callable[..., Tensor], defaults: Mapping[str, Any]) -> Cal
 
     def wrapped(g, **params):
         for k, default in unknown.items():
-            if params.pop(k, default) != default:
-                raise NotImplementedError(f"{k}={params.get(k, '?')}: not modelled yet (catalog version delta "
-                                          f"named only)")
+            value = params.pop(k, default)
+            if value != default:
+                raise NotImplementedError(f"{k}={fmt_value(value)}: not modelled yet (a later catalog "
+                                          f"version's param, named only)")
         return build(g, **params)
     return wrapped
 

@@ -203,8 +203,8 @@ register(Family(
 
 # --- test_mul_mat_hadamard: a MUL_MAT whose src0 is a Walsh-Hadamard matrix, hinted so ---
 
-def build_mul_mat_hadamard(g, **p):
-    out = build_mul_mat(g, **p)
+def build_mul_mat_hadamard(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o):
+    out = build_mul_mat(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o)
     return mul_mat_set_hint(out, HINT_SRC0_IS_HADAMARD)
 
 

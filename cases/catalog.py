@@ -320,7 +320,7 @@ class Case:
         return f"{self.op}({self.vars})"
 
     def build(self) -> Graph:
-        g = Graph()
+        g = Graph(self.family.version)
         out = self.family.build(g, **self.params)
         g.out = out
         if self.family.fused and g.check_nodes is None:

@@ -40,8 +40,9 @@ def inplace_op(a, op):
 
 
 def clamp(a, lo, hi):
-    """ggml_clamp always works in place; op_params = [min, max] (f32)."""
-    t = inplace_op(a, "CLAMP")
+    """ggml_clamp: in place up to ggml 0.25 (a view of a), a new tensor from 0.25.3 on
+    (ggml_clamp_inplace keeps the view); op_params = [min, max] (f32)."""
+    t = new_op(a.graph, "CLAMP", a.type, a.ne, [a]) if a.graph.ggml_at_least("0.25.3") else inplace_op(a, "CLAMP")
     t.set_params_f32([lo, hi])
     return t
 

@@ -166,12 +166,20 @@ def contiguous_strides(type: GGMLType, ne: Sequence[int]) -> tuple[int, int, int
 class Graph:
     """A ggml context plus the output node: every tensor of one case, in creation order."""
 
-    def __init__(self):
+    def __init__(self, version: str = ""):
+        # the catalog version whose ggml the graph models (constructors that changed read
+        # it, e.g. ggml_clamp); "": the one in use
+        self.version = version
         self.tensors: list[Tensor] = []
         self.out: Tensor | None = None
         # Fused test-mode cases are checked on these nodes only (test-backend-ops'
         # run_whole_graph); None means every op node.
         self.check_nodes: list[Tensor] | None = None
+
+    def ggml_at_least(self, version: str) -> bool:
+        """Whether the ggml modelled is `version` or later."""
+        from .versions import at_or_after, current
+        return at_or_after(self.version or current(), version)
 
     def params(self) -> list[Tensor]:
         """Leaves marked with set_param: the tensors `ops grad` differentiates."""

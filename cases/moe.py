@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from .binary import add_id
-from .catalog import Deviation, Family, new_params, register, Tolerance, unique_params
+from .catalog import Deviation, Family, new_params, register, Since, Tolerance, unique_params
 from .unary import f16_gelu_table
 from . import tolerances
-from .glu import glu_split
+from .glu import glu_split, swiglu_clamp
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .inputs import shuffled_rows
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
@@ -255,9 +255,11 @@ register(Family(
 
 def build_mul_mat_vec_fusion(g, type, glu_op, m, n, k, use_id, n_mats, n_used, b, with_bias,
                              with_gate, with_lane_scale, batch_dims):
-    op = GLU_OPS[glu_op]   # SWIGLU or GEGLU in every case (never SWIGLU_OAI)
+    op = GLU_OPS[glu_op]   # SWIGLU, GEGLU or (0.25.3) SWIGLU_CLAMP, never SWIGLU_OAI
 
     def gated(ffn_gate, ffn_up):
+        if op == "SWIGLU_CLAMP":
+            return swiglu_clamp(ffn_gate, ffn_up, 10.0)   # test-backend-ops' limit
         return glu_split(ffn_gate, ffn_up, op)
 
     if not use_id:
@@ -299,14 +301,37 @@ def build_mul_mat_vec_fusion(g, type, glu_op, m, n, k, use_id, n_mats, n_used, b
     return mul(out, g.new_tensor(out.type, [1, out.ne[1], out.ne[2], out.ne[3]]))
 
 
+def _vec_case(type, op, m, use_id, b, with_bias, with_gate, lane_scale, batch_dims, n=32):
+    return dict(type=type, glu_op=GLU_OPS.index(op), m=m, n=n, k=256, use_id=use_id, n_mats=16,
+                n_used=8, b=b, with_bias=with_bias, with_gate=with_gate,
+                with_lane_scale=lane_scale, batch_dims=list(batch_dims))
+
+
+def vec_fusion_eval_0_25_3():
+    """0.25.3: SWIGLU_CLAMP gates too, multi-token batches for every combination, an IQ2_S
+    clamp with ids, and Q4_K row counts on both sides of a kernel boundary."""
+    c = []
+    for type in BASE_TYPES:
+        for with_gate in (False, True):
+            for use_id in (False, True):
+                for b in (False, True) if use_id else (False,):
+                    for with_bias in (False, True):
+                        if not with_gate and not with_bias:
+                            continue
+                        for op in ("SWIGLU", "GEGLU", "SWIGLU_CLAMP") if with_gate else ("SWIGLU",):
+                            for lane_scale in (False, True) if type == "nvfp4" else (False,):
+                                rest = (use_id, b, with_bias, with_gate, lane_scale)
+                                c.append(_vec_case(type, op, 1, *rest, (4, 2)))
+                                c += [_vec_case(type, op, mb, *rest, (1, 1)) for mb in (1, 2, 4, 8)]
+    c += [_vec_case("iq2_s", "SWIGLU_CLAMP", 1, True, b, False, True, False, (4, 2)) for b in (False, True)]
+    c += [_vec_case("q4_K", "SWIGLU", 2, False, False, False, True, False, (1, 1), n=rows)
+          for rows in (6271, 6272, 6273)]
+    return c
+
+
 def vec_fusion_eval():
     c = []
-
-    def case(type, op, m, use_id, b, with_bias, with_gate, lane_scale, batch_dims):
-        return dict(type=type, glu_op=GLU_OPS.index(op), m=m, n=32, k=256, use_id=use_id, n_mats=16,
-                    n_used=8, b=b, with_bias=with_bias, with_gate=with_gate,
-                    with_lane_scale=lane_scale, batch_dims=list(batch_dims))
-
+    case = _vec_case
     for type in BASE_TYPES:
         for with_gate in (False, True):
             for use_id in (False, True):
@@ -341,6 +366,7 @@ register(Family(
           "with_gate", "with_lane_scale", "batch_dims"),
     op="MUL_MAT_VEC_FUSION",
     eval_grid=vec_fusion_eval,
+    changes=(Since("0.25.3", drop=lambda p: True, add=vec_fusion_eval_0_25_3),),   # a new loop
     init=lambda t, rng, p: init_moe(t, rng, p) if p["use_id"] else None,
     max_nmse=5e-3,
     fused=True,

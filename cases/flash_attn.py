@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, new_params, register, Tolerance
+from .catalog import Family, new_params, register, Since, Tolerance
 from .tolerances import dot_products
 from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute
@@ -54,11 +54,16 @@ def _pad(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
 
+def _mla(p) -> bool:
+    return p["type_K"] == p["type_V"] and p["hsk"] == 576 and p["hsv"] == 512
+
+
 def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, prec, type_K,
-          type_V, permute: list):
+          type_V, permute: list, kv_view=True, v_is_view_of_k=False):
     """test_flash_attn_ext::build_graph. K and V are views of caches twice as long (as a
-    KV cache is); with permute = [0,2,1,3] each input is stored token-major and permuted
-    back to ggml's {D, tokens, heads, seq} order; the MLA shape (576/512) reads V out of K."""
+    KV cache is; 0.25.3: unless kv_view=0); with permute = [0,2,1,3] each input is stored
+    token-major and permuted back to ggml's {D, tokens, heads, seq} order; the MLA shape
+    (576/512) reads V out of K (0.25.3: where v_is_view_of_k says so)."""
     tk, tv = ggml_type(type_K), ggml_type(type_V)
     dk, dv = _pad(hsk, tk.blck_size), _pad(hsv, tv.blck_size)
 
@@ -77,12 +82,13 @@ def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, p
         return t
 
     q = create(F32, [dk, nb, nh * nr23[0], nr23[1]], False, "q")
-    k = create(tk, [dk, kv, nh, nr23[1]], True, "k")
-    if tk == tv and dk == 576 and dv == 512:
+    k = create(tk, [dk, kv, nh, nr23[1]], kv_view, "k")
+    implicit_mla = not g.ggml_at_least("0.25.3") and tk == tv and dk == 576 and dv == 512
+    if v_is_view_of_k or implicit_mla:
         v = view(k, [dv, kv, nh, nr23[1]], k.nb[1:])   # V is the first 512 of K's 576
         v.name = "v"
     else:
-        v = create(tv, [dv, kv, nh, nr23[1]], True, "v")
+        v = create(tv, [dv, kv, nh, nr23[1]], kv_view, "v")
     m = g.new_tensor(F16, [kv, nb, 1, nr23[1]], "m") if mask else None
     s = g.new_tensor(F32, [q.ne[2]], "s") if sinks else None
     scale = float(np.float32(1.0) / np.sqrt(np.float32(hsk)))    # 1.0f/sqrtf(hsk)
@@ -209,7 +215,10 @@ register(Family(
     op="FLASH_ATTN_EXT",
     changes=(new_params("0.25.3", ("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias",
                                      "logit_softcap", "prec", "type_K", "type_V", "permute"),
-                       kv_view=True, v_is_view_of_k=False, n_kv_max=0),),
+                       kv_view=True, v_is_view_of_k=False, n_kv_max=0,
+                       # the MLA shapes, whose V was a view of K, now say so
+                       add=lambda: [dict(p, v_is_view_of_k=True) for p in eval_grid() if _mla(p)]),
+             Since("0.25.3", drop=lambda p: _mla(p) and not p["v_is_view_of_k"])),
     eval_grid=eval_grid,
     perf_grid=perf_grid,
     init=init,

@@ -14,7 +14,7 @@ import numpy as np
 from .catalog import Deviation, EVERY_DEVICE, Family, fd_limit, fmt_vars, new_params, register, Since
 from .tolerances import QUANTIZED_DST
 from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_view, new_op, permute,
-                    set_param, strided_view, transpose)
+                    set_param, strided_view, transpose, view)
 from .inputs import shape_of, uniform_init
 from .types import F32, I32, ggml_type
 
@@ -392,12 +392,17 @@ register(Family(
 
 # --- GET_ROWS ---
 
-def build_get_rows(g, type, n, m, r, be1, be2, v):
-    a = g.new_tensor(type, [n, m, be1, be2], "in")
+def build_get_rows(g, type, n, m, r, be1, be2, v, vs0=False, offset_cols=0):
+    if vs0:   # 0.25.3: the source a view 3 rows (and offset_cols columns) into a larger one
+        big = g.new_tensor(type, [n + offset_cols, m + 3, be1, be2], "in_padded")
+        a = view(big, [n, m, be1, be2], big.nb[1:], offset_cols * big.nb[0] + 3 * big.nb[1])
+        a.name = "in_view"
+    else:
+        a = g.new_tensor(type, [n, m, be1, be2], "in")
     rows = g.new_tensor(I32, [r, be1, be2], "rows")
     if v:  # the first half of each batch's row ids, through a strided view
         rows = strided_view(rows, [r // 2, be1, be2], "view_of_rows")
-    if be1 == be2 == 1 and rows.ne[1] == rows.ne[2] == rows.ne[3] == 1:
+    if not vs0 and be1 == be2 == 1 and rows.ne[1] == rows.ne[2] == rows.ne[3] == 1:
         set_param(a)   # ggml's backward: a matrix and a vector of row ids only
     return get_rows(a, rows)
 
@@ -406,6 +411,16 @@ def init_get_rows(t, rng, p):
     if t.name == "rows":
         return rng.integers(0, p["m"], size=shape_of(t))
     return None
+
+
+def _get_rows_vs0():
+    """0.25.3: each type's cases with the source a view too, and one with a column offset
+    (tq1_0, new to all_types, is not modelled yet)."""
+    for type in ALL_TYPES + ["i32"]:
+        for b in (1, 7):
+            for v in (0, 1):
+                yield dict(type=type, n=256, m=5, r=4, be1=b, be2=1, v=v, vs0=True, offset_cols=0)
+    yield dict(type="f32", n=256, m=8, r=2, be1=1, be2=1, v=0, vs0=True, offset_cols=3)
 
 
 def _get_rows_grid():
@@ -424,7 +439,8 @@ def _get_rows_grid():
 
 register(Family(
     name="get_rows", build=build_get_rows, vars=("type", "n", "m", "r", "be1", "be2", "v"),
-    changes=(new_params("0.25.3", ("type", "n", "m", "r", "be1", "be2", "v"), vs0=False, offset_cols=0),),
+    changes=(new_params("0.25.3", ("type", "n", "m", "r", "be1", "be2", "v"), vs0=False, offset_cols=0,
+                        add=_get_rows_vs0),),
     op="GET_ROWS", init=init_get_rows, eval_grid=_get_rows_grid,
 ))
 

@@ -3,7 +3,8 @@
 NORM_MUL_ADD, ADD_RMS_NORM and GROUP_NORM_MUL_ADD (checked on their final output only)."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, new_params, register
+from .binary import binary_inplace
 from .graph import Tensor, add, mul, new_op, permute, set_param, view, view_of
 from .inputs import uniform_init
 
@@ -113,13 +114,22 @@ register(Family(
 
 # --- fused chains (test mode only) ---
 
-def build_rms_norm_mul_add(g, type, ne, eps, broadcast, multi_add):
+def build_rms_norm_mul_add(g, type, ne, eps, broadcast, multi_add, post_mul=False, alias_rms_input=False,
+                           weight_broadcast=False):
+    """0.25.3 adds: a scalar d added before the norm and multiplied after (post_mul), the
+    final add in place into the norm's input (alias_rms_input), a weight b of one row."""
     big = [ne[0] * 2, ne[1] * 3, ne[2] * 3, ne[3] * 4] if broadcast else ne
-    a, b, c = (set_param(g.new_tensor(type, n, name)) for n, name in ((big, "a"), (ne, "b"), (ne, "c")))
+    a, b, c = (set_param(g.new_tensor(type, n, name)) for n, name in
+               ((big, "a"), ([ne[0]] if weight_broadcast else ne, "b"), (ne, "c")))
     a = add(add(a, b), c)  # use a, b, c early, as the struct does
+    d = set_param(g.new_tensor(type, [1], "d")) if post_mul else None
+    if post_mul:
+        a = add(a, d)
     if multi_add:
         a = add(add(a, b), c)
-    return add(mul(rms_norm(a, eps), b), c)
+    m = mul(rms_norm(a, eps), b)
+    out = binary_inplace("ADD", a, m) if alias_rms_input else add(m, c)
+    return mul(out, d) if post_mul else out
 
 
 def build_norm_mul_add(g, type, ne, eps, broadcast):
@@ -156,6 +166,14 @@ register(Family(
         for eps in FUSED_EPS for n in (64, 1025) for bc in (False, True)
     ] + [dict(type="f32", ne=[n, 1, 1, 1], eps=1e-6, broadcast=False, multi_add=ma)
          for n in SINGLE_ROWS for ma in (False, True)],
+    changes=(new_params("0.25.3", ("type", "ne", "eps", "broadcast", "multi_add"), post_mul=False,
+                        alias_rms_input=False, weight_broadcast=False, add=lambda: [
+                            dict(type="f32", ne=ne, eps=1e-6, broadcast=False, multi_add=False, **kw)
+                            for ne, kw in (([1536, 1, 1, 1], dict(post_mul=True)), ([256, 4, 1, 1], dict(post_mul=True)),
+                                           ([256, 4, 3, 2], dict(post_mul=True)),
+                                           ([256, 4, 3, 2], dict(post_mul=True, weight_broadcast=True)),
+                                           ([1536, 1, 1, 1], dict(alias_rms_input=True)),
+                                           ([256, 4, 1, 1], dict(alias_rms_input=True)))]),),
 ))
 
 register(Family(

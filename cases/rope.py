@@ -163,31 +163,66 @@ register(Family(
 
 # --- test_rms_norm_mul_rope (fused, test mode only) ---
 
-def build_rms_norm_mul_rope(g, ne, eps, multi_add, set_rows_, broadcast, mode):
-    a, b, c = (g.new_tensor(F32, ne[:3], n) for n in "abc")
+def build_rms_norm_mul_rope(g, ne, eps, multi_add, set_rows_, broadcast, mode, mul_=True, rope_=True,
+                            set_rows_type="f16"):
+    """0.25.3 adds: the mul and the rope each optional, M-RoPE modes (ggml_rope_multi, three
+    equal sections), a 4-d input, the cache's type (set_rows_type) and twice its rows."""
+    later = g.ggml_at_least("0.25.3")
+    a = g.new_tensor(F32, ne if later else ne[:3], "a")
+    b, c = (g.new_tensor(F32, ne[:3], n) for n in "bc")
     if multi_add:
         a = add(add(a, b), c)
     w = g.new_tensor(F32, [ne[0]], "w") if broadcast else b
-    a = mul(rms_norm(a, eps), w)
-    pos = g.new_tensor(I32, [ne[2]], "pos")
-    out = rope_plain(a, pos, ne[0], mode)
+    a = rms_norm(a, eps)
+    if mul_:
+        a = mul(a, w)
+    out = a
+    if rope_ and mode & MROPE:
+        pos = g.new_tensor(I32, [ne[2] * 4], "pos")
+        out = rope(a, pos, None, ne[0], mode, sections=[ne[0] // 3] * 3 + [0])
+    elif rope_:
+        out = rope_plain(a, g.new_tensor(I32, [ne[2]], "pos"), ne[0], mode)
     if set_rows_:
         rows = view(out, [ne[0] * ne[1], ne[2]], [out.nb[2]])
-        dst = g.new_tensor(F16, [ne[0] * ne[1], ne[2] * ne[3], 1, 1], "dst")
+        dst = g.new_tensor(set_rows_type, [ne[0] * ne[1], ne[2] * 2 if later else ne[2] * ne[3], 1, 1], "dst")
         out = set_rows(dst, rows, g.new_tensor(I64, [ne[2], 1, 1], "row_idxs"))
     return out
 
 
 def init_rms_norm_mul_rope(t, rng, p):
-    """Positions and row ids: a shuffled 0..ne2-1 (init_set_rows_row_ids); the rest uniform."""
-    if t.type in (I32, I64):
-        return rng.permutation(p["ne"][2])[:t.ne[0]]
+    """Positions and row ids: a shuffled 0..ne2-1 (init_set_rows_row_ids); the rest uniform.
+    0.25.3: positions in [0, 512), row ids of a cache twice as long."""
+    if "rope" not in p:   # v0.20.2
+        return rng.permutation(p["ne"][2])[:t.ne[0]] if t.type in (I32, I64) else None
+    if t.type == I64:
+        return rng.permutation(p["ne"][2] * 2)[:t.ne[0]]
+    if t.type == I32:
+        return rng.integers(0, 512, size=t.ne[0])
     return None
 
 
+NORM_ROPE_SHAPES = ([768, 1, 1, 1], [768, 3, 1, 1], [768, 3, 5, 1], [128, 32, 2, 1], [128, 4, 2, 1],
+                    [128, 32, 50, 1], [128, 4, 50, 1], [8192, 2, 2, 1])
+
+
+def rms_norm_mul_rope_0_25_3():
+    """0.25.3: IMROPE too, [128,4,7,2] with and without the set_rows, and f32 / f16 caches
+    without the mul and the rope."""
+    shapes = NORM_ROPE_SHAPES
+
+    def case(ne, multi_add=False, set_rows=False, broadcast=False, mode=NORMAL, mul=True, rope=True,
+             set_rows_type="f16"):
+        return dict(ne=ne, eps=1e-6, multi_add=multi_add, mul=mul, rope=rope, set_rows=set_rows,
+                    broadcast=broadcast, mode=mode, set_rows_type=set_rows_type)
+    return ([case(ne, set_rows=True, mul=False, rope=False, set_rows_type=st)
+             for st in ("f32", "f16") for ne in ([256, 1, 1, 1], [128, 4, 3, 1])] +
+            [case([128, 4, 7, 2]), case([128, 4, 7, 2], set_rows=True)] +
+            [case(ne, ma, sr, bc, m) for ma in (False, True) for sr in (False, True) for bc in (False, True)
+             for m in (NORMAL, NEOX, IMROPE) for ne in shapes])
+
+
 def rms_norm_mul_rope_eval_grid():
-    shapes = ([768, 1, 1, 1], [768, 3, 1, 1], [768, 3, 5, 1], [128, 32, 2, 1], [128, 4, 2, 1],
-              [128, 32, 50, 1], [128, 4, 50, 1], [8192, 2, 2, 1])  # ([8192, 2, 2, 1] is listed twice there)
+    shapes = NORM_ROPE_SHAPES  # ([8192, 2, 2, 1] is listed twice there)
     return [dict(ne=ne, eps=1e-6, multi_add=ma, set_rows=sr, broadcast=bc, mode=m)
             for ma in (False, True) for sr in (False, True) for bc in (False, True) for m in (NORMAL, NEOX)
             for ne in shapes]
@@ -196,10 +231,14 @@ def rms_norm_mul_rope_eval_grid():
 register(Family(
     name="rms_norm_mul_rope",
     strict=(ROTATION_ANGLES,),
-    build=lambda g, set_rows, **p: build_rms_norm_mul_rope(g, set_rows_=set_rows, **p),
+    build=lambda g, set_rows, mul=True, rope=True, **p: build_rms_norm_mul_rope(
+        g, set_rows_=set_rows, mul_=mul, rope_=rope, **p),
     vars=("ne", "eps", "multi_add", "set_rows", "broadcast", "mode"),
     op="RMS_NORM_MUL_ROPE",
     eval_grid=rms_norm_mul_rope_eval_grid,
+    changes=(Since("0.25.3", drop=lambda p: True, add=rms_norm_mul_rope_0_25_3, fields=dict(
+        vars=("ne", "eps", "multi_add", "mul", "rope", "set_rows", "broadcast", "mode", "set_rows_type"),
+        max_nmse=lambda p: 5e-6 if p["ne"][0] == 8192 else 1e-7)),),
     init=init_rms_norm_mul_rope,
     fused=True,
 ))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .catalog import Family, new_params, register
 from .binary import binary_inplace
-from .graph import Tensor, add, mul, new_op, permute, set_param, view, view_of
+from .graph import Tensor, add, mul, new_op, permute, scale, set_param, view, view_of
 from .inputs import uniform_init
 
 # --- constructors (ggml.c): the result is a dup of `a` (or, in place, a view of it) ---
@@ -207,4 +207,51 @@ register(Family(
     fused=True,
     eval_grid=lambda: [dict(type="f32", ne=ne, num_groups=4, eps=1e-5)
                        for ne in ([64, 64, 320, 1], [9, 9, 1280, 1])],
+))
+
+
+# --- 0.25.3's fused test-mode structs: test_norm_scale, test_add_add ---
+
+def build_norm_scale(g, type, ne, eps, rms, scale_):
+    a = g.new_tensor(type, ne, "a")
+    return scale((rms_norm if rms else norm)(a, eps), scale_)
+
+
+register(Family(
+    name="norm_scale",
+    build=lambda g, scale, **p: build_norm_scale(g, scale_=scale, **p),
+    vars=("type", "ne", "eps", "rms", "scale"),
+    op=lambda p: "RMS_NORM_SCALE" if p["rms"] else "NORM_SCALE",
+    fused=True,
+    since="0.25.3",
+    eval_grid=lambda: [dict(type="f32", ne=[n, 5, 4, 3], eps=eps, rms=rms, scale=1.5)
+                       for eps in (0.0, 1e-6, 1e-4, 1e-1, 10.0) for n in (64, 1025) for rms in (False, True)],
+))
+
+
+def build_add_add(g, type, type_addend, ne, broadcast, view_):
+    """(a + b) + c, a possibly a view into a larger parent, c possibly one row."""
+    if view_:
+        parent = g.new_tensor(type, [ne[0] * 3, ne[1] * 2, ne[2], ne[3]], "a_parent")
+        a = view(parent, ne, parent.nb[1:])
+        a.name = "a"
+    else:
+        a = g.new_tensor(type, ne, "a")
+    b = g.new_tensor(type_addend, ne, "b")
+    c = g.new_tensor(type_addend, [ne[0], 1, 1, 1] if broadcast else ne, "c")
+    return add(add(a, b), c)
+
+
+register(Family(
+    name="add_add",
+    build=lambda g, view, **p: build_add_add(g, view_=view, **p),
+    vars=("type", "type_addend", "ne", "broadcast", "view"),
+    op="ADD_ADD",
+    fused=True,
+    since="0.25.3",
+    eval_grid=lambda: [dict(type=t, type_addend=ta, ne=[n, 5, 4, 3], broadcast=bc, view=v)
+                       for n in (64, 1025)
+                       for t, ta, bc, v in (("f32", "f32", False, False), ("f32", "f32", True, False),
+                                            ("f32", "f32", False, True), ("f16", "f16", False, False),
+                                            ("f16", "f32", False, False), ("f16", "f32", True, False))],
 ))

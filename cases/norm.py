@@ -255,3 +255,33 @@ register(Family(
                                             ("f32", "f32", False, True), ("f16", "f16", False, False),
                                             ("f16", "f32", False, False), ("f16", "f32", True, False))],
 ))
+
+
+def build_l2_norm_batch(g, type, ne, n_norms, eps, strided):
+    """test_l2_norm_batch (0.25.3): n_norms same-shape L2 norms in one graph, of strided views
+    of one qkv-like buffer or of separate tensors, summed so that they stay adjacent."""
+    parent = g.new_tensor(type, [ne[0], ne[1] * n_norms, ne[2], ne[3]], "parent") if strided else None
+    norms = []
+    for t in range(n_norms):
+        src = (view(parent, ne, parent.nb[1:], t * ne[1] * parent.nb[1]) if strided
+               else g.new_tensor(type, ne, f"src{t}"))
+        norms.append(l2_norm(src, eps))
+    out = norms[-1]
+    for n in reversed(norms[:-1]):
+        out = add(n, out)
+    return out
+
+
+register(Family(
+    name="l2_norm_batch",
+    build=build_l2_norm_batch,
+    vars=("type", "ne", "n_norms", "eps", "strided"),
+    op="L2_NORM_BATCH",
+    fused=True,
+    since="0.25.3",
+    eval_grid=lambda: [dict(type="f32", ne=[n, 5, 4, 3], n_norms=k, eps=eps, strided=st)
+                       for eps in (0.0, 1e-6, 1e-4, 1e-1, 10.0) for n in (64, 1025)
+                       for k, st in ((2, True), (4, True), (4, False))],
+    perf_grid=lambda: [dict(type="f32", ne=[n, 16, 16, 1], n_norms=k, eps=1e-12, strided=True)
+                       for n in (128, 256) for k in (2, 4)],
+))

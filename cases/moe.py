@@ -371,3 +371,48 @@ register(Family(
     max_nmse=5e-3,
     fused=True,
 ))
+
+
+# --- test_moe_reduce (0.25.3, test mode only): the weighted sum of the experts' outputs ---
+
+def build_moe_reduce(g, n_embd, n_expert_used, n_tokens, unaligned_experts, with_expert_scale,
+                     interleaved_views_adds):
+    """experts {n_embd, n_used, n_tokens} (unaligned: a view one float into a larger buffer),
+    optionally times a per-expert scale, times the router weights, then the n_used expert
+    rows added up through views. interleaved_views_adds only orders test-backend-ops' graph
+    (each view expanded before the adds or not): the nodes and the result are the same."""
+    if unaligned_experts:
+        storage = g.new_tensor(F32, [n_embd * n_expert_used * n_tokens + 1], "experts_storage")
+        experts = view(storage, [n_embd, n_expert_used, n_tokens], [n_embd * 4, n_embd * n_expert_used * 4], 4)
+    else:
+        experts = g.new_tensor(F32, [n_embd, n_expert_used, n_tokens], "experts")
+    weights = g.new_tensor(F32, [1, n_expert_used, n_tokens], "weights")
+    if with_expert_scale:
+        experts = mul(experts, g.new_tensor(F32, [1, n_expert_used, n_tokens], "expert_scale"))
+    weighted = mul(experts, weights)
+    views = [view(weighted, [n_embd, n_tokens], [weighted.nb[2]], e * weighted.nb[1])
+             for e in range(n_expert_used)]
+    out = views[0]
+    for v in views[1:]:
+        out = add(out, v)
+    return out
+
+
+register(Family(
+    name="moe_reduce",
+    build=build_moe_reduce,
+    vars=("n_embd", "n_expert_used", "n_tokens", "unaligned_experts", "with_expert_scale",
+          "interleaved_views_adds"),
+    op="MOE_REDUCE",
+    fused=True,
+    since="0.25.3",
+    # the supported bounds, common k = 8 shapes, interleaved views and adds, k = 16 fallback
+    eval_grid=lambda: [dict(n_embd=e, n_expert_used=k, n_tokens=t, unaligned_experts=u,
+                            with_expert_scale=s, interleaved_views_adds=i)
+                       for e, k, t, u, s, i in ((63, 2, 17, False, False, False),
+                                                (2048, 8, 128, False, False, False),
+                                                (2048, 8, 128, False, True, False),
+                                                (63, 12, 33, True, True, True),
+                                                (2048, 15, 40, False, True, False),
+                                                (2048, 16, 32, False, True, False))],
+))

@@ -223,8 +223,16 @@ def init_hadamard(t, rng, p):
     return np.where(parity == 0, 1.0, -1.0).astype(np.float32) / np.sqrt(np.float32(t.ne[0]))
 
 
-def hadamard(m, n, k, bs=(1, 1)):
-    return mm("f32", "f32", m, n, k, bs, (1, 1))
+def hadamard(m, n, k, bs=(1, 1), type_b="f32"):
+    return mm("f32", type_b, m, n, k, bs, (1, 1))
+
+
+def hadamard_0_25_3():
+    """0.25.3: f16 activations too, and the FWHT sizes up to 8192 (16384: too big)."""
+    fwht = [(64, 1, 64), (128, 1, 128), (256, 1, 256), (512, 1, 512), (128, 32, 128), (256, 512, 256)]
+    large = [(1024, 1, 1024), (2048, 1, 2048), (4096, 1, 4096), (8192, 1, 8192), (1024, 7, 1024)]
+    return ([hadamard(*s, type_b="f16") for s in fwht] + [hadamard(128, 4, 128, (2, 3), "f16")] +
+            [hadamard(16384, 1, 16384)] + [hadamard(*s, type_b=tb) for tb in ("f32", "f16") for s in large])
 
 
 register(Family(
@@ -232,7 +240,8 @@ register(Family(
     strict=tolerances.MATMUL,
     build=build_mul_mat_hadamard,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
-    changes=(new_params("0.25.3", ("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"), src_overlap=False, m_v=False, pad=False),),
+    changes=(new_params("0.25.3", ("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
+                        src_overlap=False, m_v=False, pad=False, add=hadamard_0_25_3),),
     op="MUL_MAT_HADAMARD",
     eval_grid=lambda: [hadamard(128, 1, 128), hadamard(64, 1, 64), hadamard(256, 1, 256),
                        hadamard(512, 1, 512), hadamard(128, 32, 128), hadamard(128, 4, 128, (2, 3)),

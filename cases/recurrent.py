@@ -131,7 +131,9 @@ def _scan_inputs(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_se
     return s, x, dt, A, B, C, ids
 
 
-def build_ssm_scan(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_seqs, xbc_overlap, K):
+def build_ssm_scan(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_seqs, xbc_overlap, K,
+                   weak_decay=False):
+    """weak_decay (0.25.3) only changes the inputs (init_ssm_scan)."""
     ins = _scan_inputs(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_seqs, xbc_overlap)
     return ssm_scan(*ins, K)
 
@@ -159,11 +161,12 @@ def build_ssm_scan_rollback(g, type, d_state, head_dim, n_head, n_group, n_seq_t
 
 def init_ssm_scan(t, rng, p):
     """ids: a permutation of the sequences; A {., n_head} (told apart by its shape, as
-    test-backend-ops does): a negative decay in [-1, -0.5]; the rest uniform [-1, 1]."""
+    test-backend-ops does): a negative decay in [-1, -0.5] (weak_decay, 0.25.3: in [-0.02,
+    -0.005], a state carried across SSD chunks that is not negligible); the rest uniform [-1, 1]."""
     if t.type == I32:
         return rng.permutation(t.ne[0]).astype("int32")
     if t.ne[1] == p["n_head"] and t.ne[2] == 1:
-        return uniform(t, rng, -1.0, -0.5)
+        return uniform(t, rng, -0.02, -0.005) if p.get("weak_decay") else uniform(t, rng, -1.0, -0.5)
     return None
 
 
@@ -182,8 +185,9 @@ register(Family(
     name="ssm_scan",
     build=build_ssm_scan,
     vars=SCAN_VARS + ("xbc_overlap", "K"),
-    # 0.25.3's weak_decay=1 cases are not modelled yet
     changes=(new_params("0.25.3", SCAN_VARS + ("xbc_overlap", "K"), weak_decay=False, add=lambda: [
+        dict(_scan(96, 64, 16, 8, 300, 2), weak_decay=True),    # d_state 96, SSD multi-chunk
+        dict(_scan(128, 64, 16, 2, 128, 2), weak_decay=True),   # a carried state that matters
         _scan(96, 64, 128, 8, 1, 1),     # Nemotron-3-Puzzle decode
         _scan(128, 64, 16, 2, 128, 2),   # SSD chunks
         _scan(128, 64, 16, 2, 64, 4),    # one chunk, no sequence tail

@@ -48,9 +48,21 @@ def rope_plain(a: Tensor, pos: Tensor, n_dims: int, mode: int) -> Tensor:
 
 # --- test_rope ---
 
-def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, forward=True):
+def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, forward=True, n_offs=0):
     """test_rope::build_graph: `a` itself, a view of a bigger tensor (v=1: every dim larger)
-    or its second half along dim 0 (v=2, an unaligned offset, as clip's build_rope_2d)."""
+    or its second half along dim 0 (v=2, an unaligned offset, as clip's build_rope_2d);
+    0.25.3's n_offs moves the rotated window n_offs elements into the row
+    (ggml_rope_set_offset: op_params[15])."""
+    out = _build_rope(g, type, ne_a, n_dims, mode, ff, v, forward and not n_offs,
+                      freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=1.0, beta_slow=1.0,
+                      inplace=inplace, back=not forward)
+    if n_offs:
+        assert mode != VISION and n_offs % 2 == 0 and n_offs + n_dims <= ne_a[0]
+        out.set_params_i32([n_offs], 15)
+    return out
+
+
+def _build_rope(g, type, ne_a, n_dims, mode, ff, v, param, **kw):
     if v & 1:
         base = g.new_tensor(type, [ne_a[0] * 2, ne_a[1] * 4, ne_a[2] * 3, ne_a[3]], "a")
         a = view(base, ne_a, base.nb[1:])
@@ -59,12 +71,10 @@ def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, f
         a = view(base, ne_a, base.nb[1:], ne_a[0] * base.type.type_size)
     else:
         a = g.new_tensor(type, ne_a, "a")
-    if forward:
-        set_param(a.base)   # ops grad: the forward rope's input
+    if param:
+        set_param(a.base)   # ops grad: the forward rope's input (no backward with an offset)
     pos = g.new_tensor(I32, [ne_a[2] * (4 if mode & MROPE else 1)], "pos")
     freq = g.new_tensor(F32, [n_dims // 2], "freq") if ff else None
-    kw = dict(freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=1.0, beta_slow=1.0,
-              inplace=inplace, back=not forward)
     if mode == VISION:
         # vision RoPE rotates (x, y) image coordinates: n_dims/2 rotated pairs, two sections
         return rope(a, pos, freq, n_dims // 2, mode, sections=[n_dims // 4, n_dims // 4, 0, 0], **kw)
@@ -81,6 +91,21 @@ def init_rope(t, rng, p):
     if t.ne[0] == p["n_dims"] // 2:
         return rng.uniform(0.9, 1.1, size=tuple(reversed(t.ne))).astype("float32")
     return None
+
+
+def rope_offset_cases():
+    """0.25.3: a rotated-dims window 32 elements into the row (not for vision mode), and
+    real-model shapes."""
+    shapes = (([128, 32, 2, 1], 32, NORMAL), ([128, 32, 2, 1], 32, NEOX), ([128, 12, 2, 1], 24, MROPE),
+              ([128, 12, 2, 1], 24, IMROPE))
+    return [dict(_rope_case(t, ne, nd, m, 1.4245, 0.7465, 1.4245, ff, 0, fw), n_offs=32)
+            for t in ("f32", "f16") for fw in (True, False) for ff in (False, True) for ne, nd, m in shapes] + [
+            dict(_rope_case(t, [128, 32, 2, 1], 32, NEOX, 1.4245, 0.7465, 1.4245, inplace=True), n_offs=32)
+            for t in ("f32", "f16")] + [
+            # real models, f32 forward, packed Q, a 512-token prefill: qwen3.5 0.8B and 4B,
+            # gemma4 E2B sliding and E4B global
+            _rope_case("f32", [256, 8, 512, 1], 64, IMROPE), _rope_case("f32", [256, 16, 512, 1], 64, IMROPE),
+            _rope_case("f32", [256, 8, 512, 1], 256, NEOX), _rope_case("f32", [512, 8, 512, 1], 128, NEOX, ff=True)]
 
 
 def _rope_case(type, ne_a, n_dims, mode, fs=1.0, ef=0.0, af=1.0, ff=False, v=0, forward=True, inplace=False):
@@ -151,7 +176,7 @@ register(Family(
     # `forward` is not printed: the op name (ROPE / ROPE_BACK) tells it
     vars=("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v", "inplace"),
     changes=(new_params("0.25.3", ("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v",
-                                     "inplace"), n_offs=0),),
+                                     "inplace"), n_offs=0, add=rope_offset_cases),),
     op=lambda p: "ROPE" if p["forward"] else "ROPE_BACK",
     eval_grid=rope_eval_grid,
     perf_grid=rope_perf_grid,

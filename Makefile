@@ -11,7 +11,7 @@ STAMP    := $(VENV)/.installed
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
-.PHONY: all setup native run test bench check-install check-cann-headers cann-sim-toolkit \
+.PHONY: all setup native run test bench check-install tbo-names parity-0.25.3 check-cann-headers cann-sim-toolkit \
 	ggml-cann ggml-cann-check clean
 
 all: setup
@@ -46,6 +46,20 @@ test: setup
 # TBO=<path to test-backend-ops> adds the ratios against it
 bench: setup
 	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO))
+
+# test-backend-ops' case names of ggml 0.25.3, listed from its CPU build (TBO_BIN, source
+# TBO_SRC) into build/tbo-names/0.25.3/{support,test}.tsv (about a minute), and the catalog's
+# parity with them per op (`make parity-0.25.3`; OPS_PARITY_VERSIONS=1 runs the slow test).
+TBO_BIN ?= build/ggml-cpu/prefix/bin/test-backend-ops
+TBO_SRC ?= build/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp/tests/test-backend-ops.cpp
+TBO_NAMES := build/tbo-names/0.25.3
+tbo-names: $(TBO_NAMES)/test.tsv
+$(TBO_NAMES)/test.tsv: native/tbo_names.py
+	$(PY) -m cannops.native.tbo_names $(TBO_BIN) $(TBO_SRC) $(TBO_NAMES)
+
+parity-0.25.3: setup $(TBO_NAMES)/test.tsv
+	$(PY) -m cannops.native.tbo_names --compare 0.25.3 $(TBO_NAMES)
+	OPS_PARITY_VERSIONS=1 $(PY) -m pytest -q tests/test_parity_versions.py
 
 # The slow build paths: the bridge built against a plain install prefix (GGML_HOME) and
 # loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, register
+from .catalog import Family, fmt_vars, register, Since
 from .graph import (Tensor, binary, can_repeat, new_op, permute, set_param, strided_view, view,
                     view_of)
 from .types import I32
@@ -66,7 +66,7 @@ def nbytes_out_and(*srcs: int):
 
 # --- test_bin_bcast ---
 
-def build_bin_bcast(g, op, type, ne, nr, nf, perm1, src_overlap, inplace=False):
+def build_bin_bcast(g, op, type, ne, nr, nf, perm1, src_overlap, inplace=False, type_b=None):
     a = g.new_tensor(type, [n * r for n, r in zip(ne, nr)], "a")
     overlap_ne = [ne[0], ne[1], ne[2], 2 * (ne[3] // 3)]
     bs = []
@@ -78,7 +78,7 @@ def build_bin_bcast(g, op, type, ne, nr, nf, perm1, src_overlap, inplace=False):
             # b reads a, shifted by ne3/3 planes: it overlaps the part that out reads
             b = view(a, overlap_ne, a.nb[1:], (ne[3] // 3) * a.nb[3])
         else:
-            b = g.new_tensor(type, ne)
+            b = g.new_tensor(type_b or type, ne)
         b.name = f"b{i}"
         bs.append(b)
     # ggml's backward broadcasts only for ADD: gradients of same-shape single ADDs
@@ -102,12 +102,13 @@ def bin_case(op, type, ne, nr, nf=1, perm1=False, src_overlap=False, inplace=Fal
                 src_overlap=src_overlap, inplace=inplace)
 
 
-def bin_bcast_eval():
-    def all_ops(type, ne, nr, perm1=False, src_overlap=False):
-        return [bin_case(op, type, ne, nr, 1, perm1, src_overlap) for op in BIN_OPS]
+def all_ops(type, ne, nr, perm1=False, src_overlap=False):
+    return [bin_case(op, type, ne, nr, 1, perm1, src_overlap) for op in BIN_OPS]
 
+
+def bin_bcast_eval(types=("f16", "f32")):
     out = []
-    for type in ("f16", "f32"):
+    for type in types:
         for perm1 in (False, True):
             for ne, nr in (([1, 1, 8, 1], [1, 1, 1, 1]), ([1, 1, 1, 1], [32, 1, 1, 1]),
                            ([1, 1, 320, 320], [1, 1, 1, 1]), ([10, 5, 1, 1], [1, 1, 1, 1]),
@@ -156,9 +157,25 @@ BIN_BCAST = dict(
     max_maa=lambda p: 1e-4 if p["op"] == "ADD" else 1e-3,
 )
 
+def bin_bcast_0_25_3():
+    """0.25.3: the grid in bf16 too, and a broadcast of dim 1 (128x1x8 by 1x4) in every type."""
+    return (bin_bcast_eval(("bf16",)) +
+            [c for t in ("f16", "f32", "bf16") for c in all_ops(t, [128, 1, 8, 1], [1, 4, 1, 1])] +
+            # bf16 activations with f32 weights: src1 of another type (named only then)
+            [dict(c, type_b="f32") for ne, nr in (([10, 5, 4, 3], [1, 1, 1, 1]), ([10, 5, 4, 3], [2, 2, 2, 2]),
+                                                  ([5120, 1, 1, 1], [1, 32, 1, 1]))
+             for c in all_ops("bf16", ne, nr)])
+
+
+def bin_bcast_vars(p):
+    s = fmt_vars(p, BIN_BCAST["vars"])
+    return s + f",type_b={p['type_b']}" if p.get("type_b") else s
+
+
 register(Family(
     name="bin_bcast",
     eval_grid=bin_bcast_eval,
+    changes=(Since("0.25.3", add=bin_bcast_0_25_3, fields=dict(vars=bin_bcast_vars)),),
     perf_grid=lambda: [bin_case("ADD", "f32", [4096, 1, 1, 1], [1, 1, 1, 1]),
                        bin_case("ADD", "f32", [4096, 1, 1, 1], [1, 512, 1, 1])],
     **BIN_BCAST,
@@ -166,7 +183,13 @@ register(Family(
 
 # nf > 1: test-backend-ops checks only the last node (run_whole_graph) and leaves these
 # out of support mode
-register(Family(name="bin_bcast_fused", eval_grid=bin_bcast_fused_eval, fused=True, **BIN_BCAST))
+register(Family(name="bin_bcast_fused", eval_grid=bin_bcast_fused_eval, fused=True, **BIN_BCAST,
+                changes=(Since("0.25.3", add=lambda: [   # f16 and bf16 chains, a permuted addend
+                    bin_case("ADD", "f16", [10, 5, 4, 3], [2, 1, 1, 1], 2),
+                    bin_case("ADD", "bf16", [10, 5, 4, 3], [2, 1, 1, 1], 2),
+                    bin_case("ADD", "bf16", [16, 5, 4, 3], [1, 2, 1, 1], 3),
+                    bin_case("ADD", "f32", [16, 5, 4, 3], [1, 1, 1, 1], 2, perm1=True)],
+                    fields=dict(vars=bin_bcast_vars)),)))
 
 
 # --- test_add_id ---

@@ -82,12 +82,15 @@ def op_names() -> list[str]:
     return sorted({c.op for c in case_names("test")})
 
 
-def case_names(mode: str) -> list[CaseName]:
-    """The names of catalog.all_cases(mode), in its order; computed once per catalog version."""
-    entry = f"names-{mode}-{sources_hash('cases')}.pickle"
+def case_names(mode: str, version: str | None = None) -> list[CaseName]:
+    """The names of catalog.all_cases(mode, version), in its order; computed once per
+    version of the sources and catalog version (default: the one in use)."""
+    from .versions import current
+    version = version or current()
+    entry = f"names-{mode}-{sources_hash('cases')}-{version}.pickle"
     rows = load(entry)
     if rows is None:
         from .catalog import all_cases
-        rows = [(c.op, c.vars) for c in all_cases(mode)]
+        rows = [(c.op, c.vars) for c in all_cases(mode, version)]
         store(entry, rows)
     return [CaseName(r) for r in rows]

@@ -6,6 +6,8 @@ a run costs in flops / bytes. A `Case` is one point of a grid: (family, params).
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from .graph import Graph, Tensor
 from .inputs import init_leaf
 from .plugins import load_plugins
 from .types import GGMLType
+from .versions import at_or_after, current, key as version_key
 
 Params = Mapping[str, Any]
 
@@ -124,6 +127,50 @@ class Tolerance:
     device: str = ""
 
 
+@dataclass(frozen=True)
+class Since:
+    """What a family became at a catalog version, as a delta on the version before (a
+    later test-backend-ops): grid points added (`add`) or removed (`drop`), params the
+    older points get with their default (`defaults`: a param that new cases vary and old
+    names do not print), and Family fields replaced from then on (`fields`: vars, op,
+    fused, ...). build() takes each new param with that default, so the older versions'
+    cases build as before."""
+    version: str
+    add: Callable[[], Iterable[Params]] | None = None
+    drop: Callable[[Params], bool] | None = None
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    perf_add: Callable[[], Iterable[Params]] | None = None
+
+
+def new_params(version: str, vars: tuple[str, ...], add=None, **defaults) -> Since:
+    """A version whose struct prints new params after the old ones (`vars` + their names,
+    in order): every older name comes back with them at their defaults; `add`: the new
+    grid points."""
+    return Since(version, add=add, defaults=defaults, fields=dict(vars=tuple(vars) + tuple(defaults)))
+
+
+def _accepting(build: Callable[..., Tensor], defaults: Mapping[str, Any]) -> Callable[..., Tensor]:
+    """build() for params of a later version that it does not model yet: each is dropped
+    while it holds its default (the older case), and refused otherwise."""
+    import inspect
+    sig = inspect.signature(build)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return build
+    unknown = {k: v for k, v in defaults.items() if k not in sig.parameters}
+    if not unknown:
+        return build
+
+    def wrapped(g, **params):
+        for k, default in unknown.items():
+            value = params.pop(k, default)
+            if value != default:
+                raise NotImplementedError(f"{k}={fmt_value(value)}: not modelled yet (a later catalog "
+                                          f"version's param, named only)")
+        return build(g, **params)
+    return wrapped
+
+
 @dataclass(eq=False)
 class Family:
     """One test-backend-ops test struct (e.g. test_unary), declared as data.
@@ -182,6 +229,12 @@ class Family:
     # hypothesis.strategies module it is given (this module does not import hypothesis);
     # None: varied generically from the grid points (cli/fuzz.py)
     fuzz_domain: Callable[[Any], Any] | None = None
+    # catalog versions (versions.py): the version whose test-backend-ops first has the
+    # struct, the one that no longer has it, and the deltas of the versions between
+    since: str = "0.20.2"
+    until: str | None = None
+    changes: tuple[Since, ...] = ()
+    version: str = ""   # the catalog version this family was resolved at ("" when not)
 
     def op_name(self, params: Params) -> str:
         return self.op(params) if callable(self.op) else self.op
@@ -208,6 +261,34 @@ class _Registry(dict):
 
 
 FAMILIES: dict[str, Family] = _Registry()
+
+
+def _grid(points: Iterable[Params], deltas: list[Since], perf: bool = False) -> list:
+    for d in deltas:
+        extra = d.perf_add if perf else d.add
+        points = [p for p in points if not (d.drop and d.drop(p))] + (list(extra()) if extra else [])
+        points = [{**d.defaults, **p} for p in points]
+    return unique_params(points)
+
+
+def in_version(fam: Family, version: str) -> bool:
+    return at_or_after(version, fam.since) and not (fam.until and at_or_after(version, fam.until))
+
+
+@functools.lru_cache(maxsize=None)
+def at_version(name: str, version: str) -> Family:
+    """The family as the catalog of `version` has it: its deltas up to that version applied
+    to the grids and fields (the registered family is the oldest catalog's)."""
+    _load_all()
+    fam = dict.__getitem__(FAMILIES, name)
+    deltas = [d for d in fam.changes if at_or_after(version, d.version)]
+    deltas.sort(key=lambda d: version_key(d.version))
+    fields = {k: v for d in deltas for k, v in d.fields.items()}
+    fields.setdefault("build", _accepting(fam.build, {k: v for d in deltas for k, v in d.defaults.items()}))
+    eval_grid, perf_grid = fam.eval_grid, fam.perf_grid
+    return dataclasses.replace(fam, version=version, **fields,
+                               eval_grid=lambda: _grid(eval_grid(), deltas),
+                               perf_grid=lambda: _grid(perf_grid(), deltas, perf=True))
 
 
 # (defining module, registration count) of each family: the catalog's order, the same in
@@ -239,7 +320,7 @@ class Case:
         return f"{self.op}({self.vars})"
 
     def build(self) -> Graph:
-        g = Graph()
+        g = Graph(self.family.version)
         out = self.family.build(g, **self.params)
         g.out = out
         if self.family.fused and g.check_nodes is None:
@@ -261,23 +342,24 @@ class Case:
 
     def __reduce__(self):
         # op and vars travel along: a worker need not format the name again
-        return (_case_from_family, (self.family.name, self.params, self.mode, self.op, self.vars))
+        return (_case_from_family, (self.family.name, self.params, self.mode, self.op, self.vars,
+                                    self.family.version))
 
     def __repr__(self) -> str:
         return f"Case({self.name})"
 
 
 def _case_from_family(name: str, params: Params, mode: str, op: str | None = None,
-                      vars: str | None = None) -> Case:
-    _load_all()
+                      vars: str | None = None, version: str = "") -> Case:
+    fam = at_version(name, version or current())
     if op is None or vars is None:
-        return Case(FAMILIES[name], params, mode)
+        return Case(fam, params, mode)
     case = Case.__new__(Case)
-    case.family, case.params, case.mode, case.op, case.vars = FAMILIES[name], dict(params), mode, op, vars
+    case.family, case.params, case.mode, case.op, case.vars = fam, dict(params), mode, op, vars
     return case
 
 
-_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins")   # the case model, not families
+_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions")   # the case model, not families
 
 
 def _load_all() -> None:
@@ -285,19 +367,26 @@ def _load_all() -> None:
     load_plugins(__package__, skip=_NOT_FAMILIES)
 
 
-def family(name: str) -> Family:
-    """A registered family by name (every family module imported first)."""
-    _load_all()
-    return FAMILIES[name]
+def family(name: str, version: str | None = None) -> Family:
+    """A family by name, as the catalog of `version` (default: the one in use) has it."""
+    return at_version(name, version or current())
 
 
-def all_cases(mode: str = "test") -> list[Case]:
-    """Every case in catalog order. mode: "test" (eval grid, fused cases included),
-    "support" and "grad" (eval grid without fused cases: test-backend-ops drops the cases
-    that run their whole graph from both) or "perf" (perf grid)."""
+def families(version: str | None = None) -> list[Family]:
+    """The families of a catalog version (default: the one in use), in catalog order."""
     _load_all()
+    version = version or current()
+    return [at_version(f.name, version) for f in sorted(dict.values(FAMILIES), key=lambda f: _ORDER[f.name])
+            if in_version(f, version)]
+
+
+def all_cases(mode: str = "test", version: str | None = None) -> list[Case]:
+    """Every case of a catalog version (default: the one in use) in catalog order. mode:
+    "test" (eval grid, fused cases included), "support" and "grad" (eval grid without
+    fused cases: test-backend-ops drops the cases that run their whole graph from both)
+    or "perf" (perf grid)."""
     cases = []
-    for fam in sorted(FAMILIES.values(), key=lambda f: _ORDER[f.name]):
+    for fam in families(version):
         if mode == "perf":
             cases.extend(Case(fam, p, "perf") for p in fam.perf_grid())
         elif mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:

@@ -3,9 +3,11 @@
 (CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col)."""
 from __future__ import annotations
 
-from .catalog import Deviation, Family, register, unique_params
+import numpy as np
+
+from .catalog import Deviation, Family, new_params, register, Since, unique_params
 from .tolerances import dot_products
-from .graph import Tensor, cont, new_op, permute
+from .graph import Tensor, cont, new_op, permute, view
 from .types import F32
 
 
@@ -83,9 +85,21 @@ def _cwhn(g, input: Tensor, kernel: Tensor) -> tuple[Tensor, Tensor]:
 
 # ---------------------------------------------------------------- CONV_2D ----
 
+def new_kernel(g, type_kernel, ne, kernel_offset=0):
+    """The kernel; 0.25.3's kernel_offset: a contiguous view that many elements into a 1-d
+    storage, as a kernel packed in a weights buffer."""
+    if not kernel_offset:
+        return g.new_tensor(type_kernel, ne, "kernel")
+    storage = g.new_tensor(type_kernel, [int(np.prod(ne)) + kernel_offset], "kernel_storage")
+    es = storage.type.type_size
+    kernel = view(storage, ne, [ne[0] * es, ne[0] * ne[1] * es, ne[0] * ne[1] * ne[2] * es], kernel_offset * es)
+    kernel.name = "kernel"
+    return kernel
+
+
 def build_conv_2d(g, ne_input, ne_kernel, type_kernel, stride0, stride1, padding0, padding1,
-                  dilation0, dilation1, cwhn):
-    input, kernel = g.new_tensor("f32", ne_input, "input"), g.new_tensor(type_kernel, ne_kernel, "kernel")
+                  dilation0, dilation1, cwhn, kernel_offset=0):
+    input, kernel = g.new_tensor("f32", ne_input, "input"), new_kernel(g, type_kernel, ne_kernel, kernel_offset)
     if cwhn:
         input, kernel = _cwhn(g, input, kernel)
     return conv_2d_direct(kernel, input, stride0, stride1, padding0, padding1, dilation0, dilation1)
@@ -147,6 +161,12 @@ register(Family(
     vars=("ne_input", "ne_kernel", "type_kernel", "stride0", "stride1", "padding0", "padding1",
           "dilation0", "dilation1", "cwhn"),
     op="CONV_2D",
+    changes=(new_params("0.25.3", ("ne_input", "ne_kernel", "type_kernel", "stride0", "stride1", "padding0",
+                                     "padding1", "dilation0", "dilation1", "cwhn"), kernel_offset=0, add=lambda: [
+        conv_2d_params([19, 17, 8, 2], [3, 3, 8, 65], "f16", 1, 1, 1, 1, 1, 1),
+        conv_2d_params([19, 17, 16, 3], [3, 3, 16, 33], "f16", 2, 3, 4, 2, 2, 1),
+        conv_2d_params([13, 11, 16, 3], [1, 1, 16, 33], "f16", 1, 1, 0, 0, 1, 1),
+        dict(conv_2d_params([19, 17, 8, 2], [3, 3, 8, 17], "f16", 1, 1, 1, 1, 1, 1), kernel_offset=1)]),),
     eval_grid=conv_2d_eval_grid,
     perf_grid=conv_2d_perf_grid,
     max_nmse=5e-4,
@@ -191,9 +211,10 @@ CONV_3D_VARS = ("N", "IC", "ID", "IH", "IW", "OC", "KD", "KH", "KW", "s0", "s1",
                 "p0", "p1", "p2", "d0", "d1", "d2", "type_kernel")
 
 
-def build_conv_3d(g, N, IC, ID, IH, IW, OC, KD, KH, KW, s0, s1, s2, p0, p1, p2, d0, d1, d2, type_kernel):
+def build_conv_3d(g, N, IC, ID, IH, IW, OC, KD, KH, KW, s0, s1, s2, p0, p1, p2, d0, d1, d2, type_kernel,
+                  kernel_offset=0):
     input = g.new_tensor("f32", [IW, IH, ID, IC * N], "input")
-    kernel = g.new_tensor(type_kernel, [KW, KH, KD, IC * OC], "kernel")
+    kernel = new_kernel(g, type_kernel, [KW, KH, KD, IC * OC], kernel_offset)
     return conv_3d_direct(kernel, input, s0, s1, s2, p0, p1, p2, d0, d1, d2, IC, N, OC)
 
 
@@ -238,6 +259,19 @@ register(Family(
     strict=dot_products(lambda p: p["type_kernel"]),
     build=build_conv_3d,
     vars=CONV_3D_VARS,
+    changes=(new_params("0.25.3", CONV_3D_VARS, kernel_offset=0, add=lambda: [
+        _c3(*a, kt) for kt in ("f32", "f16") for a in (
+            (2, 8, 5, 11, 9, 65, 3, 3, 3, (1, 1, 1), (1, 1, 1), (1, 1, 1)),
+            (2, 5, 7, 9, 13, 17, 2, 3, 4, (2, 1, 3), (3, 2, 2), (2, 1, 2)),
+            (3, 16, 3, 7, 9, 33, 1, 1, 1, (1, 1, 1), (0, 0, 0), (1, 1, 1)),
+            (2, 8, 7, 5, 9, 33, 3, 1, 1, (1, 1, 2), (0, 0, 2), (1, 1, 2)),
+            (2, 3, 1, 2, 1, 7, 1, 1, 1, (1, 1, 1), (3, 4, 2), (1, 1, 1)),
+            # empty kernels along one axis
+            (1, 1, 2, 2, 2, 1, 1, 1, 0, (1, 1, 1), (0, 0, 0), (1, 1, 1)),
+            (1, 1, 2, 2, 2, 1, 1, 0, 1, (1, 1, 1), (0, 0, 0), (1, 1, 1)),
+            (1, 1, 2, 2, 2, 1, 0, 1, 1, (1, 1, 1), (0, 0, 0), (1, 1, 1)))] + [
+        dict(_c3(2, 8, 5, 7, 9, 17, 3, 3, 3, (1, 1, 1), (1, 1, 1), (1, 1, 1), kt), kernel_offset=1)
+        for kt in ("f32", "f16")]),),
     op="CONV_3D",
     eval_grid=conv_3d_eval_grid,
     # 3x3x3 layers of 320 / 1280 channels over 8 frames at three resolutions
@@ -306,6 +340,7 @@ register(Family(
     op="CONV_TRANSPOSE_2D",
     eval_grid=lambda: _ct2((([3, 2, 3, 1], [2, 2, 1, 3], 1), ([10, 10, 9, 1], [3, 3, 1, 9], 2),
                             ([129, 63, 35, 1], [3, 3, 48, 35], 1))),
+    changes=(Since("0.25.3", add=lambda: _ct2((([10, 10, 9, 2], [3, 3, 1, 9], 2),))),),   # a batch of 2
     # a decoder upsampling stage, a small one, and the stride-2 eval shape
     perf_grid=lambda: _ct2((([256, 256, 256, 1], [3, 3, 16, 256], 1), ([16, 16, 16, 1], [3, 3, 8, 16], 1),
                             ([10, 10, 9, 1], [3, 3, 1, 9], 2))),

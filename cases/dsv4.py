@@ -4,8 +4,8 @@ test_dsv4_hc_pre (DSV4_HC_PRE: streams -> one layer input) and test_dsv4_hc_post
 (DSV4_HC_POST: layer output and mixed streams -> new streams)."""
 from __future__ import annotations
 
-from .catalog import Family, register
-from .graph import Tensor, new_op
+from .catalog import Family, new_params, register, Since
+from .graph import Tensor, new_op, scale, unary
 from .inputs import uniform_by_name
 from .types import F32
 
@@ -29,18 +29,22 @@ def dsv4_hc_pre(x: Tensor, weights: Tensor) -> Tensor:
     n_embd, hc, n_tokens = x.ne[:3]
     assert x.type == F32 and weights.type == F32 and x.ne[3] == 1
     assert weights.ne == (hc, n_tokens, 1, 1)
+    if x.graph.ggml_at_least("0.25.3"):   # op_params = [scale (f32) = 1, gated = 0]
+        return new_op(x.graph, "DSV4_HC_PRE", F32, [n_embd, n_tokens], [x, weights], f32=[1.0])
     return new_op(x.graph, "DSV4_HC_PRE", F32, [n_embd, n_tokens], [x, weights])
 
 
-def dsv4_hc_post(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor) -> Tensor:
+def dsv4_hc_post(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor | None) -> Tensor:
     """ggml_dsv4_hc_post: x {n_embd, n_tokens}, residual {n_embd, hc, n_tokens}, post
-    {hc, n_tokens}, comb {hc, hc, n_tokens} -> {n_embd, hc, n_tokens}."""
-    assert all(t.type == F32 for t in (x, residual, post, comb))
+    {hc, n_tokens}, comb {hc, hc, n_tokens} (0.25.3: or none, the identity) -> {n_embd, hc,
+    n_tokens}."""
+    assert all(t.type == F32 for t in (x, residual, post) + ((comb,) if comb else ()))
     n_embd, n_tokens = x.ne[:2]
     hc = residual.ne[1]
     assert x.ne[2:] == (1, 1) and residual.ne == (n_embd, hc, n_tokens, 1)
-    assert post.ne == (hc, n_tokens, 1, 1) and comb.ne == (hc, hc, n_tokens, 1)
-    return new_op(x.graph, "DSV4_HC_POST", F32, [n_embd, hc, n_tokens], [x, residual, post, comb])
+    assert post.ne == (hc, n_tokens, 1, 1) and (comb is None or comb.ne == (hc, hc, n_tokens, 1))
+    return new_op(x.graph, "DSV4_HC_POST", F32, [n_embd, hc, n_tokens],
+                  [x, residual, post] + ([comb] if comb else []))
 
 
 # test_dsv4_hc's per-name ranges (any other leaf: uniform [-1, 1])
@@ -57,15 +61,20 @@ def build_comb(g, n_tokens, n_iter, eps):
                         eps, n_iter)
 
 
-def build_pre(g, n_embd, n_tokens):
-    return dsv4_hc_pre(g.new_tensor(F32, [n_embd, HC, n_tokens], "x"), g.new_tensor(F32, [HC, n_tokens], "weights"))
+def build_pre(g, n_embd, n_tokens, n_hc=HC):
+    """0.25.3: other stream counts (n_hc); its gated form (ggml_dsv4_hc_pre_gated) is not
+    modelled yet."""
+    return dsv4_hc_pre(g.new_tensor(F32, [n_embd, n_hc, n_tokens], "x"), g.new_tensor(F32, [n_hc, n_tokens], "weights"))
 
 
-def build_post(g, n_embd, n_tokens):
+def build_post(g, n_embd, n_tokens, identity=False, gated=False):
+    """0.25.3: no comb (identity), and post gated as qwen4exp builds it: 2 sigmoid(post / hc)."""
+    post = g.new_tensor(F32, [HC, n_tokens], "post")
+    if gated:
+        post = scale(unary(scale(post, 1.0 / HC), "SIGMOID"), 2.0)
     return dsv4_hc_post(g.new_tensor(F32, [n_embd, n_tokens], "x"),
-                        g.new_tensor(F32, [n_embd, HC, n_tokens], "residual"),
-                        g.new_tensor(F32, [HC, n_tokens], "post"),
-                        g.new_tensor(F32, [HC, HC, n_tokens], "comb"))
+                        g.new_tensor(F32, [n_embd, HC, n_tokens], "residual"), post,
+                        None if identity else g.new_tensor(F32, [HC, HC, n_tokens], "comb"))
 
 
 SHAPES = ((1, 1), (31, 17), (128, 257), (4096, 21))  # (n_embd, n_tokens)
@@ -73,13 +82,29 @@ SHAPES = ((1, 1), (31, 17), (128, 257), (4096, 21))  # (n_embd, n_tokens)
 register(Family(
     name="dsv4_hc_comb", build=build_comb, vars=("n_tokens", "n_iter", "eps"), op="DSV4_HC_COMB",
     eval_grid=lambda: [dict(n_tokens=t, n_iter=i, eps=1e-6) for t, i in ((1, 1), (17, 4), (257, 8), (17, 20))],
+    # 0.25.3: DeepSeek-V4's n_iter over batch sizes across subgroup and workgroup bounds
+    changes=(Since("0.25.3", add=lambda: [dict(n_tokens=t, n_iter=20, eps=1e-6)
+                                          for t in (1, 256, 336, 512, 513, 1024, 2048)]),),
     init=init_by_name,
 ))
 register(Family(
     name="dsv4_hc_pre", build=build_pre, vars=("n_embd", "n_tokens"), op="DSV4_HC_PRE",
     eval_grid=lambda: [dict(n_embd=e, n_tokens=t) for e, t in SHAPES], init=init_by_name,
+    changes=(Since("0.25.3", defaults=dict(n_hc=HC, gated=False),
+                   add=lambda: [dict(n_embd=128, n_tokens=17, n_hc=h) for h in (1, 2, 3, 5, 8, 65)],
+                   fields=dict(vars=("n_embd", "n_hc", "n_tokens", "gated"))),),
 ))
+POST_VARS = ("n_embd", "n_tokens", "identity", "gated")
 register(Family(
     name="dsv4_hc_post", build=build_post, vars=("n_embd", "n_tokens"), op="DSV4_HC_POST",
     eval_grid=lambda: [dict(n_embd=e, n_tokens=t) for e, t in SHAPES], init=init_by_name,
+    changes=(new_params("0.25.3", ("n_embd", "n_tokens"), identity=False, gated=False,
+                        add=lambda: [dict(n_embd=e, n_tokens=t, identity=True) for e, t in ((31, 17), (4096, 21))]),),
+))
+# gated: test-backend-ops checks the chain's result only (run_whole_graph)
+register(Family(
+    name="dsv4_hc_post_gated", build=build_post, vars=POST_VARS, op="DSV4_HC_POST", init=init_by_name,
+    fused=True, since="0.25.3",
+    eval_grid=lambda: [dict(n_embd=e, n_tokens=t, identity=i, gated=True)
+                       for e, t, i in ((31, 17, True), (2560, 21, True), (31, 17, False))],
 ))

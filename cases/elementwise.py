@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import EVERY_DEVICE, fd_limit, Family, register
+from .catalog import EVERY_DEVICE, Family, fd_limit, register, Since
 from .graph import new_op, scale as scale_bias, set_param, unary, view_of
 from .inputs import uniform_init
 
@@ -40,8 +40,9 @@ def inplace_op(a, op):
 
 
 def clamp(a, lo, hi):
-    """ggml_clamp always works in place; op_params = [min, max] (f32)."""
-    t = inplace_op(a, "CLAMP")
+    """ggml_clamp: in place up to ggml 0.25 (a view of a), a new tensor from 0.25.3 on
+    (ggml_clamp_inplace keeps the view); op_params = [min, max] (f32)."""
+    t = new_op(a.graph, "CLAMP", a.type, a.ne, [a]) if a.graph.ggml_at_least("0.25.3") else inplace_op(a, "CLAMP")
     t.set_params_f32([lo, hi])
     return t
 
@@ -155,6 +156,10 @@ register(Family(
         dict(type="f32", ne=ne, scale=2.0, bias=b, inplace=ip)
         for ne, b, ip in (([10, 10, 10, 10], 0.0, False), ([10, 10, 10, 10], 1.0, False),
                           ([10, 10, 10, 10], 1.0, True), ([100, 10, 10, 10], 1.0, False))),
+    changes=(Since("0.25.3", add=lambda: [   # bf16
+        dict(type="bf16", ne=ne, scale=s, bias=b, inplace=ip)
+        for ne, s, b, ip in (([10, 10, 10, 10], 2.0, 1.0, False), ([10, 10, 10, 10], 2.0, 1.0, True),
+                             ([100, 10, 10, 10], 0.5, 0.0, False))]),),
     grad_notes={EVERY_DEVICE: fd_limit(
         "the loss, a float32 sum of about 10^4 (ulp 2^-10), rounds each difference quotient "
         "by up to ulp/(2*eps) = 0.005, against an exact gradient of 2 (= scale)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, Tolerance, register
+from .catalog import Family, new_params, register, Since, Tolerance
 from .tolerances import dot_products
 from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute
@@ -54,11 +54,16 @@ def _pad(n: int, m: int) -> int:
     return (n + m - 1) // m * m
 
 
+def _mla(p) -> bool:
+    return p["type_K"] == p["type_V"] and p["hsk"] == 576 and p["hsv"] == 512
+
+
 def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, prec, type_K,
-          type_V, permute: list):
+          type_V, permute: list, kv_view=True, v_is_view_of_k=False):
     """test_flash_attn_ext::build_graph. K and V are views of caches twice as long (as a
-    KV cache is); with permute = [0,2,1,3] each input is stored token-major and permuted
-    back to ggml's {D, tokens, heads, seq} order; the MLA shape (576/512) reads V out of K."""
+    KV cache is; 0.25.3: unless kv_view=0); with permute = [0,2,1,3] each input is stored
+    token-major and permuted back to ggml's {D, tokens, heads, seq} order; the MLA shape
+    (576/512) reads V out of K (0.25.3: where v_is_view_of_k says so)."""
     tk, tv = ggml_type(type_K), ggml_type(type_V)
     dk, dv = _pad(hsk, tk.blck_size), _pad(hsv, tv.blck_size)
 
@@ -77,12 +82,13 @@ def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, p
         return t
 
     q = create(F32, [dk, nb, nh * nr23[0], nr23[1]], False, "q")
-    k = create(tk, [dk, kv, nh, nr23[1]], True, "k")
-    if tk == tv and dk == 576 and dv == 512:
+    k = create(tk, [dk, kv, nh, nr23[1]], kv_view, "k")
+    implicit_mla = not g.ggml_at_least("0.25.3") and tk == tv and dk == 576 and dv == 512
+    if v_is_view_of_k or implicit_mla:
         v = view(k, [dv, kv, nh, nr23[1]], k.nb[1:])   # V is the first 512 of K's 576
         v.name = "v"
     else:
-        v = create(tv, [dv, kv, nh, nr23[1]], True, "v")
+        v = create(tv, [dv, kv, nh, nr23[1]], kv_view, "v")
     m = g.new_tensor(F16, [kv, nb, 1, nr23[1]], "m") if mask else None
     s = g.new_tensor(F32, [q.ne[2]], "s") if sinks else None
     scale = float(np.float32(1.0) / np.sqrt(np.float32(hsk)))    # 1.0f/sqrtf(hsk)
@@ -110,7 +116,8 @@ def _case(hsk, hsv, nh, nr23, kv, nb, mask=True, sinks=False, max_bias=0.0, logi
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 
 
-def eval_grid():
+def eval_grid(minicpm3=False):
+    """minicpm3 (0.25.3): hsk 96 with hsv 64 too."""
     cases = []
     # prefill shapes with long KV (nb >= 32, kv >= 1024)
     for kv in (1024, 2048):
@@ -122,7 +129,7 @@ def eval_grid():
     # broadcast (nr3) only for small heads, GQA ratios per head size, K/V types at 64 / 72
     for hsk in (40, 64, 72, 80, 96, 128, 192, 256, 320, 512, 576):
         for hsv in (40, 64, 72, 80, 96, 128, 192, 256, 512):
-            if hsk not in (192, 320, 576) and hsk != hsv:
+            if hsk not in (192, 320, 576) and hsk != hsv and not (minicpm3 and hsk == 96 and hsv == 64):
                 continue
             if (hsk == 192 and hsv not in (128, 192)) or (hsk == 576 and hsv != 512) \
                     or (hsk == 320 and hsv != 256):
@@ -182,6 +189,46 @@ def eval_grid():
     return cases
 
 
+def eval_grid_0_25_3():
+    """0.25.3's explicit cases beyond the loops (the sparse-mask ones, n_kv_max > 0, are not
+    modelled yet)."""
+    q8 = dict(type_K="q8_0", type_V="q8_0")
+    perm = (0, 2, 1, 3)
+    return [
+        # asymmetric head sizes, one side not 64-aligned
+        _case(72, 64, 4, (1, 1), 256, 2), _case(64, 72, 4, (1, 1), 256, 2),
+        _case(65, 67, 4, (1, 1), 113, 75, sinks=True, max_bias=8.0),
+        _case(65, 67, 4, (1, 1), 17, 75, mask=False, logit_softcap=1.0),
+        _case(65, 67, 4, (1, 1), 113, 75, mask=False, logit_softcap=1.0),
+        # q8_0 KV: decode and prompt batches, KV pad, permuted KV, feature flags, long context
+        _case(256, 256, 2, (16, 1), 113, 1, **q8), _case(256, 256, 2, (16, 1), 1024, 1, **q8),
+        _case(256, 256, 2, (16, 1), 1024, 1, permute=perm, **q8),
+        _case(256, 256, 2, (16, 2), 1025, 1, sinks=True, max_bias=8.0, logit_softcap=30.0, **q8),
+        _case(256, 256, 2, (16, 1), 1025, 64, permute=perm, **q8),
+        _case(256, 256, 2, (16, 1), 16384, 1, **q8),
+        # MLA with quantized KV, and more V-is-a-view-of-K shapes (full views at equal sizes)
+        *(dict(_case(576, 512, 1, (8, 1), kv, nb, **q8), v_is_view_of_k=True)
+          for kv, nb in ((113, 1), (1024, 1), (1024, 64))),
+        dict(_case(320, 256, 1, (32, 1), 512, 1), v_is_view_of_k=True),
+        dict(_case(192, 128, 4, (8, 1), 512, 1), v_is_view_of_k=True),
+        dict(_case(128, 128, 8, (4, 1), 512, 8), v_is_view_of_k=True),
+        dict(_case(64, 64, 4, (1, 1), 512, 1, **q8), v_is_view_of_k=True),
+        # large KV in f16 (Qwen3.6-27B geometry)
+        _case(256, 256, 4, (6, 1), 512, 512), _case(256, 256, 4, (6, 1), 4096, 64),
+        _case(256, 256, 4, (6, 1), 4096, 16), _case(256, 256, 4, (2, 1), 4096, 512),
+        _case(256, 256, 4, (4, 1), 4096, 512), _case(256, 256, 2, (12, 1), 4096, 512),
+        # K / V allocated dense (not views of a cache), quantized, batch >= 64
+        *(dict(_case(64, 64, 4, nr23, kv, 75, permute=p, **q8), kv_view=False)
+          for nr23, kv, p in (((1, 1), 512, perm), ((4, 1), 512, perm), ((1, 1), 1024, perm),
+                              ((1, 1), 512, (0, 1, 2, 3)))),
+        # MMA: a non-power-of-two head size, an MLA view, swizzled K/V tiles
+        _case(192, 128, 8, (8, 1), 4096, 1),
+        dict(_case(576, 512, 1, (20, 1), 512, 1), v_is_view_of_k=True),
+        _case(64, 64, 8, (8, 1), 4096, 4), _case(128, 128, 8, (4, 1), 4096, 8, sinks=True),
+        _case(256, 256, 4, (2, 1), 1024, 32), _case(512, 512, 4, (2, 1), 1024, 4),
+    ]
+
+
 def perf_grid():
     cases = [_case(72, 72, 16, (1, 1), 5776, 5776, mask=False)]   # Qwen3-VL-8B vision
     cases += [_case(64, 64, 8, (8, 1), 7680, nb) for nb in (1, 4)]
@@ -207,6 +254,14 @@ register(Family(
     vars=("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias", "logit_softcap", "prec",
           "type_K", "type_V", "permute"),
     op="FLASH_ATTN_EXT",
+    changes=(new_params("0.25.3", ("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias",
+                                     "logit_softcap", "prec", "type_K", "type_V", "permute"),
+                       kv_view=True, v_is_view_of_k=False, n_kv_max=0,
+                       # the MLA shapes, whose V was a view of K, now say so
+                       add=lambda: [dict(p, v_is_view_of_k=True) for p in eval_grid() if _mla(p)] +
+                       [p for p in eval_grid(minicpm3=True) if p["hsk"] == 96 and p["hsv"] == 64] +
+                       eval_grid_0_25_3()),
+             Since("0.25.3", drop=lambda p: _mla(p) and not p["v_is_view_of_k"])),
     eval_grid=eval_grid,
     perf_grid=perf_grid,
     init=init,

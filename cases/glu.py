@@ -1,8 +1,9 @@
 """Gated linear units (GGML_OP_GLU): test_glu (one tensor, halves along dim 0),
-test_glu_split (gate and value in two tensors) and test_swiglu_oai."""
+test_glu_split (gate and value in two tensors), test_swiglu_oai and (0.25.3)
+test_swiglu_clamp."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, register, Since
 from .graph import GLU_OPS, new_op
 from .inputs import uniform_init
 from .unary import F16_GELU_TABLE, SHAPES, view_or_leaf
@@ -23,6 +24,13 @@ def glu_split(a, b, op):
     return glu(a, op, False, b)
 
 
+def swiglu_clamp(a, b, limit):
+    """ggml_swiglu_clamp (0.25.3): a split SWIGLU_CLAMP, limit as f32 in op_params word 3."""
+    t = glu_split(a, b, "SWIGLU_CLAMP")
+    t.set_params_f32([limit], start=3)
+    return t
+
+
 def swiglu_oai(a, b, alpha, limit):
     """ggml_swiglu_oai: a split SWIGLU_OAI with alpha, limit as f32 in op_params words 2, 3."""
     t = glu_split(a, b, "SWIGLU_OAI")
@@ -33,11 +41,11 @@ def swiglu_oai(a, b, alpha, limit):
 init_wide = uniform_init(-150.0, 150.0)  # wide range: catches NaNs in GELU & co
 
 
-GATED = [op for op in GLU_OPS if op != "SWIGLU_OAI"]
+GATED = [op for op in GLU_OPS if op not in ("SWIGLU_OAI", "SWIGLU_CLAMP")]   # those take params
 
 
-def grid_glu():
-    for t in ("f16", "f32"):
+def grid_glu(types=("f16", "f32")):
+    for t in types:
         for v in (0, 1):
             for op in GATED:
                 for swapped in (False, True):
@@ -45,8 +53,8 @@ def grid_glu():
                         yield dict(op=op, type=t, ne_a=ne, v=v, swapped=swapped)
 
 
-def grid_glu_split():
-    for t in ("f16", "f32"):
+def grid_glu_split(types=("f16", "f32")):
+    for t in types:
         for v in (0, 1):
             for op in GATED:
                 for ne in SHAPES:
@@ -71,6 +79,7 @@ register(Family(
     init=init_wide,
     strict=(F16_GELU_TABLE,),
     eval_grid=grid_glu,
+    changes=(Since("0.25.3", add=lambda: grid_glu(("bf16",))),),   # bf16 activations
     perf_grid=lambda: perf_swiglu(split=False),
 ))
 
@@ -83,6 +92,7 @@ register(Family(
     init=init_wide,
     strict=(F16_GELU_TABLE,),
     eval_grid=grid_glu_split,
+    changes=(Since("0.25.3", add=lambda: grid_glu_split(("bf16",))),),
     perf_grid=lambda: perf_swiglu(split=True),
 ))
 
@@ -96,4 +106,17 @@ register(Family(
     init=init_wide,
     eval_grid=lambda: (dict(type="f32", ne_a=[128, 2, 2, 2], v=v, alpha=alpha, limit=limit)
                        for v in (0, 1) for alpha in (0.5, 1.702) for limit in (2.0, 7.0)),
+))
+
+register(Family(
+    name="swiglu_clamp",
+    build=lambda g, type, ne_a, v, limit: swiglu_clamp(
+        view_or_leaf(g, type, ne_a, v, "a", GROW, param=True),
+        view_or_leaf(g, type, ne_a, v, "b", GROW, param=True), limit),
+    vars=("type", "ne_a", "v", "limit"),
+    op="SWIGLU_CLAMP",
+    init=init_wide,
+    since="0.25.3",
+    eval_grid=lambda: (dict(type=t, ne_a=[128, 2, 2, 2], v=v, limit=limit)
+                       for t in ("f16", "f32") for v in (0, 1) for limit in (2.0, 10.0)),
 ))

@@ -38,7 +38,7 @@ OPT_STEP_ADAMW OPT_STEP_SGD GLU""".split()
 UNARY_OPS = """ABS SGN NEG STEP TANH ELU RELU SIGMOID GELU GELU_QUICK SILU HARDSWISH HARDSIGMOID
 EXP EXPM1 SOFTPLUS GELU_ERF XIELU FLOOR CEIL ROUND TRUNC""".split()
 
-GLU_OPS = "REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF GEGLU_QUICK".split()
+GLU_OPS = "REGLU GEGLU SWIGLU SWIGLU_OAI GEGLU_ERF GEGLU_QUICK SWIGLU_CLAMP".split()   # SWIGLU_CLAMP: 0.25.3
 
 OP_VALUE = {name: i for i, name in enumerate(OPS)}
 VIEW_OPS = frozenset({"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"})
@@ -179,12 +179,20 @@ def contiguous_strides(type: GGMLType, ne: Sequence[int]) -> tuple[int, int, int
 class Graph:
     """A ggml context plus the output node: every tensor of one case, in creation order."""
 
-    def __init__(self):
+    def __init__(self, version: str = ""):
+        # the catalog version whose ggml the graph models (constructors that changed read
+        # it, e.g. ggml_clamp); "": the one in use
+        self.version = version
         self.tensors: list[Tensor] = []
         self.out: Tensor | None = None
         # Fused test-mode cases are checked on these nodes only (test-backend-ops'
         # run_whole_graph); None means every op node.
         self.check_nodes: list[Tensor] | None = None
+
+    def ggml_at_least(self, version: str) -> bool:
+        """Whether the ggml modelled is `version` or later."""
+        from .versions import at_or_after, current
+        return at_or_after(self.version or current(), version)
 
     def params(self) -> list[Tensor]:
         """Leaves marked with set_param: the tensors `ops grad` differentiates."""

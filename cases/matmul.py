@@ -6,7 +6,7 @@ case in test-backend-ops, hence test mode only: it is the separate fused family 
 """
 from __future__ import annotations
 
-from .catalog import EVERY_DEVICE, Family, fd_limit, register, unique_params
+from .catalog import EVERY_DEVICE, Family, fd_limit, new_params, register, unique_params
 from . import tolerances
 from .graph import Tensor, add, new_op, permute, set_param, view
 from .types import F32, ggml_type
@@ -137,6 +137,7 @@ register(Family(
     name="mul_mat",
     build=build_mul_mat,
     vars=VARS,
+    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=False, pad=False),),
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] == 1),
     perf_grid=perf_grid,
@@ -159,6 +160,7 @@ register(Family(
     name="mul_mat_multi_out",
     build=build_mul_mat,
     vars=VARS,
+    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=False, pad=False),),
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] > 1),
     max_nmse=5e-4,

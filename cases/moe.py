@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from .binary import add_id
-from .catalog import Deviation, Family, Tolerance, register, unique_params
+from .catalog import Deviation, Family, new_params, register, Since, Tolerance, unique_params
 from .unary import f16_gelu_table
 from . import tolerances
-from .glu import glu_split
+from .glu import glu_split, swiglu_clamp
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .inputs import shuffled_rows
 from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
@@ -117,6 +117,7 @@ register(Family(
     strict=tolerances.MATMUL,
     build=build_mul_mat_id,
     vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
+    changes=(new_params("0.25.3", ("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"), amax=1.0, m_v=False),),
     op="MUL_MAT_ID",
     # q8_0, q1_0, q2_0 and q4_1 are in both BASE_TYPES and OTHER_TYPES: their shared cases once
     eval_grid=lambda: unique_params(mul_mat_id_eval()),
@@ -202,8 +203,8 @@ register(Family(
 
 # --- test_mul_mat_hadamard: a MUL_MAT whose src0 is a Walsh-Hadamard matrix, hinted so ---
 
-def build_mul_mat_hadamard(g, **p):
-    out = build_mul_mat(g, **p)
+def build_mul_mat_hadamard(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o):
+    out = build_mul_mat(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o)
     return mul_mat_set_hint(out, HINT_SRC0_IS_HADAMARD)
 
 
@@ -222,8 +223,16 @@ def init_hadamard(t, rng, p):
     return np.where(parity == 0, 1.0, -1.0).astype(np.float32) / np.sqrt(np.float32(t.ne[0]))
 
 
-def hadamard(m, n, k, bs=(1, 1)):
-    return mm("f32", "f32", m, n, k, bs, (1, 1))
+def hadamard(m, n, k, bs=(1, 1), type_b="f32"):
+    return mm("f32", type_b, m, n, k, bs, (1, 1))
+
+
+def hadamard_0_25_3():
+    """0.25.3: f16 activations too, and the FWHT sizes up to 8192 (16384: too big)."""
+    fwht = [(64, 1, 64), (128, 1, 128), (256, 1, 256), (512, 1, 512), (128, 32, 128), (256, 512, 256)]
+    large = [(1024, 1, 1024), (2048, 1, 2048), (4096, 1, 4096), (8192, 1, 8192), (1024, 7, 1024)]
+    return ([hadamard(*s, type_b="f16") for s in fwht] + [hadamard(128, 4, 128, (2, 3), "f16")] +
+            [hadamard(16384, 1, 16384)] + [hadamard(*s, type_b=tb) for tb in ("f32", "f16") for s in large])
 
 
 register(Family(
@@ -231,6 +240,8 @@ register(Family(
     strict=tolerances.MATMUL,
     build=build_mul_mat_hadamard,
     vars=("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
+    changes=(new_params("0.25.3", ("type_a", "type_b", "m", "n", "k", "bs", "nr", "per", "k_v", "o"),
+                        src_overlap=False, m_v=False, pad=False, add=hadamard_0_25_3),),
     op="MUL_MAT_HADAMARD",
     eval_grid=lambda: [hadamard(128, 1, 128), hadamard(64, 1, 64), hadamard(256, 1, 256),
                        hadamard(512, 1, 512), hadamard(128, 32, 128), hadamard(128, 4, 128, (2, 3)),
@@ -253,9 +264,11 @@ register(Family(
 
 def build_mul_mat_vec_fusion(g, type, glu_op, m, n, k, use_id, n_mats, n_used, b, with_bias,
                              with_gate, with_lane_scale, batch_dims):
-    op = GLU_OPS[glu_op]   # SWIGLU or GEGLU in every case (never SWIGLU_OAI)
+    op = GLU_OPS[glu_op]   # SWIGLU, GEGLU or (0.25.3) SWIGLU_CLAMP, never SWIGLU_OAI
 
     def gated(ffn_gate, ffn_up):
+        if op == "SWIGLU_CLAMP":
+            return swiglu_clamp(ffn_gate, ffn_up, 10.0)   # test-backend-ops' limit
         return glu_split(ffn_gate, ffn_up, op)
 
     if not use_id:
@@ -297,14 +310,37 @@ def build_mul_mat_vec_fusion(g, type, glu_op, m, n, k, use_id, n_mats, n_used, b
     return mul(out, g.new_tensor(out.type, [1, out.ne[1], out.ne[2], out.ne[3]]))
 
 
+def _vec_case(type, op, m, use_id, b, with_bias, with_gate, lane_scale, batch_dims, n=32):
+    return dict(type=type, glu_op=GLU_OPS.index(op), m=m, n=n, k=256, use_id=use_id, n_mats=16,
+                n_used=8, b=b, with_bias=with_bias, with_gate=with_gate,
+                with_lane_scale=lane_scale, batch_dims=list(batch_dims))
+
+
+def vec_fusion_eval_0_25_3():
+    """0.25.3: SWIGLU_CLAMP gates too, multi-token batches for every combination, an IQ2_S
+    clamp with ids, and Q4_K row counts on both sides of a kernel boundary."""
+    c = []
+    for type in BASE_TYPES:
+        for with_gate in (False, True):
+            for use_id in (False, True):
+                for b in (False, True) if use_id else (False,):
+                    for with_bias in (False, True):
+                        if not with_gate and not with_bias:
+                            continue
+                        for op in ("SWIGLU", "GEGLU", "SWIGLU_CLAMP") if with_gate else ("SWIGLU",):
+                            for lane_scale in (False, True) if type == "nvfp4" else (False,):
+                                rest = (use_id, b, with_bias, with_gate, lane_scale)
+                                c.append(_vec_case(type, op, 1, *rest, (4, 2)))
+                                c += [_vec_case(type, op, mb, *rest, (1, 1)) for mb in (1, 2, 4, 8)]
+    c += [_vec_case("iq2_s", "SWIGLU_CLAMP", 1, True, b, False, True, False, (4, 2)) for b in (False, True)]
+    c += [_vec_case("q4_K", "SWIGLU", 2, False, False, False, True, False, (1, 1), n=rows)
+          for rows in (6271, 6272, 6273)]
+    return c
+
+
 def vec_fusion_eval():
     c = []
-
-    def case(type, op, m, use_id, b, with_bias, with_gate, lane_scale, batch_dims):
-        return dict(type=type, glu_op=GLU_OPS.index(op), m=m, n=32, k=256, use_id=use_id, n_mats=16,
-                    n_used=8, b=b, with_bias=with_bias, with_gate=with_gate,
-                    with_lane_scale=lane_scale, batch_dims=list(batch_dims))
-
+    case = _vec_case
     for type in BASE_TYPES:
         for with_gate in (False, True):
             for use_id in (False, True):
@@ -339,7 +375,53 @@ register(Family(
           "with_gate", "with_lane_scale", "batch_dims"),
     op="MUL_MAT_VEC_FUSION",
     eval_grid=vec_fusion_eval,
+    changes=(Since("0.25.3", drop=lambda p: True, add=vec_fusion_eval_0_25_3),),   # a new loop
     init=lambda t, rng, p: init_moe(t, rng, p) if p["use_id"] else None,
     max_nmse=5e-3,
     fused=True,
+))
+
+
+# --- test_moe_reduce (0.25.3, test mode only): the weighted sum of the experts' outputs ---
+
+def build_moe_reduce(g, n_embd, n_expert_used, n_tokens, unaligned_experts, with_expert_scale,
+                     interleaved_views_adds):
+    """experts {n_embd, n_used, n_tokens} (unaligned: a view one float into a larger buffer),
+    optionally times a per-expert scale, times the router weights, then the n_used expert
+    rows added up through views. interleaved_views_adds only orders test-backend-ops' graph
+    (each view expanded before the adds or not): the nodes and the result are the same."""
+    if unaligned_experts:
+        storage = g.new_tensor(F32, [n_embd * n_expert_used * n_tokens + 1], "experts_storage")
+        experts = view(storage, [n_embd, n_expert_used, n_tokens], [n_embd * 4, n_embd * n_expert_used * 4], 4)
+    else:
+        experts = g.new_tensor(F32, [n_embd, n_expert_used, n_tokens], "experts")
+    weights = g.new_tensor(F32, [1, n_expert_used, n_tokens], "weights")
+    if with_expert_scale:
+        experts = mul(experts, g.new_tensor(F32, [1, n_expert_used, n_tokens], "expert_scale"))
+    weighted = mul(experts, weights)
+    views = [view(weighted, [n_embd, n_tokens], [weighted.nb[2]], e * weighted.nb[1])
+             for e in range(n_expert_used)]
+    out = views[0]
+    for v in views[1:]:
+        out = add(out, v)
+    return out
+
+
+register(Family(
+    name="moe_reduce",
+    build=build_moe_reduce,
+    vars=("n_embd", "n_expert_used", "n_tokens", "unaligned_experts", "with_expert_scale",
+          "interleaved_views_adds"),
+    op="MOE_REDUCE",
+    fused=True,
+    since="0.25.3",
+    # the supported bounds, common k = 8 shapes, interleaved views and adds, k = 16 fallback
+    eval_grid=lambda: [dict(n_embd=e, n_expert_used=k, n_tokens=t, unaligned_experts=u,
+                            with_expert_scale=s, interleaved_views_adds=i)
+                       for e, k, t, u, s, i in ((63, 2, 17, False, False, False),
+                                                (2048, 8, 128, False, False, False),
+                                                (2048, 8, 128, False, True, False),
+                                                (63, 12, 33, True, True, True),
+                                                (2048, 15, 40, False, True, False),
+                                                (2048, 16, 32, False, True, False))],
 ))

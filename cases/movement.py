@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from .catalog import Deviation, EVERY_DEVICE, fd_limit, Family, fmt_vars, register
+from .catalog import Deviation, EVERY_DEVICE, Family, fd_limit, fmt_vars, new_params, register, Since
 from .tolerances import QUANTIZED_DST
 from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_view, new_op, permute,
-                    set_param, strided_view, transpose)
+                    set_param, strided_view, transpose, view)
 from .inputs import shape_of, uniform_init
 from .types import F32, I32, ggml_type
 
@@ -209,9 +209,11 @@ def _dup_grid():
 register(Family(name="dup", build=build_dup, vars=_dup_vars, op="DUP", eval_grid=_dup_grid))
 
 
-def build_cont(g, type, ne, use_view_slice):
+def build_cont(g, type, ne, use_view_slice, permute=(0, 0, 0, 0)):
     src = set_param(g.new_tensor(type, ne, "src"))
-    if use_view_slice:  # one row per (i2, i3), at an element offset of ne1-1
+    if any(permute):   # 0.25.3: a permutation instead of the transpose
+        a = _permute(src, permute)
+    elif use_view_slice:  # one row per (i2, i3), at an element offset of ne1-1
         a = strided_view(src, [src.ne[0], 1, src.ne[2], src.ne[3]], "src_view_slice",
                          src.nb[0] * (src.ne[1] - 1))
     else:
@@ -228,7 +230,18 @@ def _cont_grid():
                 yield dict(type=type, ne=ne, use_view_slice=use_view_slice)
 
 
+def _cont_permuted():
+    """0.25.3: swaps and a 3-cycle of dims 0-2, small and tile-(un)aligned large shapes."""
+    for type in ("f32", "f16"):
+        for ne in ([10, 10, 10, 1], [33, 5, 7, 1], [64, 3, 65, 1], [2, 3, 5, 7],
+                   [1024, 64, 64, 1], [2304, 64, 64, 1], [1000, 33, 65, 1]):
+            for perm in ([2, 1, 0, 3], [1, 2, 0, 3], [0, 2, 1, 3]):
+                yield dict(type=type, ne=ne, use_view_slice=0, permute=perm)
+
+
 register(Family(name="cont", build=build_cont, vars=("type", "ne", "use_view_slice"), op="CONT",
+                changes=(new_params("0.25.3", ("type", "ne", "use_view_slice"), add=_cont_permuted,
+                                    permute=[0, 0, 0, 0]),),
                 eval_grid=_cont_grid))
 
 
@@ -379,12 +392,17 @@ register(Family(
 
 # --- GET_ROWS ---
 
-def build_get_rows(g, type, n, m, r, be1, be2, v):
-    a = g.new_tensor(type, [n, m, be1, be2], "in")
+def build_get_rows(g, type, n, m, r, be1, be2, v, vs0=False, offset_cols=0):
+    if vs0:   # 0.25.3: the source a view 3 rows (and offset_cols columns) into a larger one
+        big = g.new_tensor(type, [n + offset_cols, m + 3, be1, be2], "in_padded")
+        a = view(big, [n, m, be1, be2], big.nb[1:], offset_cols * big.nb[0] + 3 * big.nb[1])
+        a.name = "in_view"
+    else:
+        a = g.new_tensor(type, [n, m, be1, be2], "in")
     rows = g.new_tensor(I32, [r, be1, be2], "rows")
     if v:  # the first half of each batch's row ids, through a strided view
         rows = strided_view(rows, [r // 2, be1, be2], "view_of_rows")
-    if be1 == be2 == 1 and rows.ne[1] == rows.ne[2] == rows.ne[3] == 1:
+    if not vs0 and be1 == be2 == 1 and rows.ne[1] == rows.ne[2] == rows.ne[3] == 1:
         set_param(a)   # ggml's backward: a matrix and a vector of row ids only
     return get_rows(a, rows)
 
@@ -393,6 +411,16 @@ def init_get_rows(t, rng, p):
     if t.name == "rows":
         return rng.integers(0, p["m"], size=shape_of(t))
     return None
+
+
+def _get_rows_vs0():
+    """0.25.3: each type's cases with the source a view too, and one with a column offset
+    (tq1_0, new to all_types, is not modelled yet)."""
+    for type in ALL_TYPES + ["i32"]:
+        for b in (1, 7):
+            for v in (0, 1):
+                yield dict(type=type, n=256, m=5, r=4, be1=b, be2=1, v=v, vs0=True, offset_cols=0)
+    yield dict(type="f32", n=256, m=8, r=2, be1=1, be2=1, v=0, vs0=True, offset_cols=3)
 
 
 def _get_rows_grid():
@@ -411,6 +439,8 @@ def _get_rows_grid():
 
 register(Family(
     name="get_rows", build=build_get_rows, vars=("type", "n", "m", "r", "be1", "be2", "v"),
+    changes=(new_params("0.25.3", ("type", "n", "m", "r", "be1", "be2", "v"), vs0=False, offset_cols=0,
+                        add=_get_rows_vs0),),
     op="GET_ROWS", init=init_get_rows, eval_grid=_get_rows_grid,
 ))
 
@@ -455,7 +485,10 @@ def _pad_ext_grid():
 
 register(Family(name="pad", build=build_pad, vars=("type", "ne_a", "pad_0", "pad_1", "circular"),
                 op="PAD", eval_grid=_pad_grid))
-register(Family(name="pad_ext", build=build_pad_ext, vars=PAD_EXT_VARS, op="PAD", eval_grid=_pad_ext_grid))
+register(Family(name="pad_ext", build=build_pad_ext, vars=PAD_EXT_VARS, op="PAD", eval_grid=_pad_ext_grid,
+                changes=(Since("0.25.3", add=lambda: (   # padding on the right only
+                    dict(zip(PAD_EXT_VARS, ("f32", [11, 22, 33, 44], 0, 2, 0, 4, 0, 6, 0, 8, tfrm, circular)))
+                    for tfrm in (0, 1, 2) for circular in (0, 1))),)))
 
 
 def build_pad_reflect_1d(g, type, ne_a, pad_0, pad_1):

@@ -15,6 +15,7 @@ from typing import Any
 
 from .catalog import Case, Params, all_cases, fmt_value
 from .types import GGMLType, ggml_type
+from .versions import current
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
@@ -88,17 +89,26 @@ def printed_values(points) -> dict[str, dict[str, Any]]:
     return seen
 
 
-@functools.lru_cache(maxsize=None)
 def cases_by_op(mode: str) -> dict[str, list[Case]]:
-    """The catalog's cases of a mode, per op name (enumerated once per process)."""
+    """The catalog's cases of a mode, per op name (enumerated once per process and catalog
+    version)."""
+    return _cases_by_op(mode, current())
+
+
+@functools.lru_cache(maxsize=None)
+def _cases_by_op(mode: str, version: str) -> dict[str, list[Case]]:
     out: dict[str, list[Case]] = {}
-    for c in all_cases(mode):
+    for c in all_cases(mode, version):
         out.setdefault(c.op, []).append(c)
     return out
 
 
+def _templates(op: str, mode: str):
+    return _templates_at(op, mode, current())
+
+
 @functools.lru_cache(maxsize=64)
-def _templates(op: str, mode: str) -> tuple[list[Case], dict[str, dict[str, Any]]]:
+def _templates_at(op: str, mode: str, version: str) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     """The grid points of `op` (perf: its eval grid too, for the family's other shapes), and
     per param how each value the grid holds is printed."""
     templates = list(cases_by_op(mode).get(op, ()))

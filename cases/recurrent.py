@@ -10,7 +10,7 @@ argument order and are meant for reuse (the grad mode builds on them).
 """
 from __future__ import annotations
 
-from .catalog import Deviation, Family, register
+from .catalog import Deviation, Family, new_params, register, Since
 from .tolerances import CANN_CUBE_F32, ILL_CONDITIONED
 from .elementwise import sqr
 from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
@@ -131,7 +131,9 @@ def _scan_inputs(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_se
     return s, x, dt, A, B, C, ids
 
 
-def build_ssm_scan(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_seqs, xbc_overlap, K):
+def build_ssm_scan(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_seqs, xbc_overlap, K,
+                   weak_decay=False):
+    """weak_decay (0.25.3) only changes the inputs (init_ssm_scan)."""
     ins = _scan_inputs(g, type, d_state, head_dim, n_head, n_group, n_seq_tokens, n_seqs, xbc_overlap)
     return ssm_scan(*ins, K)
 
@@ -159,11 +161,12 @@ def build_ssm_scan_rollback(g, type, d_state, head_dim, n_head, n_group, n_seq_t
 
 def init_ssm_scan(t, rng, p):
     """ids: a permutation of the sequences; A {., n_head} (told apart by its shape, as
-    test-backend-ops does): a negative decay in [-1, -0.5]; the rest uniform [-1, 1]."""
+    test-backend-ops does): a negative decay in [-1, -0.5] (weak_decay, 0.25.3: in [-0.02,
+    -0.005], a state carried across SSD chunks that is not negligible); the rest uniform [-1, 1]."""
     if t.type == I32:
         return rng.permutation(t.ne[0]).astype("int32")
     if t.ne[1] == p["n_head"] and t.ne[2] == 1:
-        return uniform(t, rng, -1.0, -0.5)
+        return uniform(t, rng, -0.02, -0.005) if p.get("weak_decay") else uniform(t, rng, -1.0, -0.5)
     return None
 
 
@@ -182,6 +185,13 @@ register(Family(
     name="ssm_scan",
     build=build_ssm_scan,
     vars=SCAN_VARS + ("xbc_overlap", "K"),
+    changes=(new_params("0.25.3", SCAN_VARS + ("xbc_overlap", "K"), weak_decay=False, add=lambda: [
+        dict(_scan(96, 64, 16, 8, 300, 2), weak_decay=True),    # d_state 96, SSD multi-chunk
+        dict(_scan(128, 64, 16, 2, 128, 2), weak_decay=True),   # a carried state that matters
+        _scan(96, 64, 128, 8, 1, 1),     # Nemotron-3-Puzzle decode
+        _scan(128, 64, 16, 2, 128, 2),   # SSD chunks
+        _scan(128, 64, 16, 2, 64, 4),    # one chunk, no sequence tail
+        _scan(128, 64, 16, 2, 65, 2)]),),  # a one-token tail
     op="SSM_SCAN",
     eval_grid=lambda: [
         _scan(16, 1, 1024, 1, 32, 4),           # Mamba-1
@@ -209,6 +219,8 @@ register(Family(
     op="SSM_SCAN_ROLLBACK",
     eval_grid=lambda: [dict(type="f32", d_state=128, head_dim=64, n_head=16, n_group=2,
                             n_seq_tokens=8, n_seqs=2, K=3)],
+    changes=(Since("0.25.3", add=lambda: [dict(type="f32", d_state=96, head_dim=64, n_head=16, n_group=8,
+                                                n_seq_tokens=8, n_seqs=2, K=3)]),),   # d_state = 96
     init=init_ssm_scan,
     max_nmse=1e-6,
     err=max_abs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Deviation, Family, fmt_vars, register
+from .catalog import Deviation, Family, fmt_vars, new_params, register
 from .tolerances import RUNNING_SUMS
 from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter
@@ -146,8 +146,13 @@ register(Family(
 
 # --- test_mean ---
 
-def build_mean(g, type, ne):
-    out = mean(set_param(g.new_tensor(type, ne, "a")))
+def build_mean(g, type, ne, permute=False, slice=False):
+    a = set_param(g.new_tensor(type, ne, "a"))
+    if slice:      # 0.25.3: every other plane of dim 2, the last ne3-1 of dim 3
+        a = view(a, [ne[0], ne[1], ne[2] // 2, ne[3] - 1], [a.nb[1], a.nb[2] * 2, a.nb[3]], a.nb[3])
+    if permute:    # 0.25.3: a non-contiguous source
+        a = permute_view(a, 0, 2, 3, 1)
+    out = mean(a)
     out.name = "out"
     return out
 
@@ -157,6 +162,9 @@ register(Family(
     build=build_mean,
     vars=("type", "ne"),
     op="MEAN",
+    changes=(new_params("0.25.3", ("type", "ne"), permute=False, slice=False,
+                        add=lambda: [dict(type="f32", ne=[11, 5, 6, 3], permute=p, slice=s)
+                                     for p, s in ((True, False), (False, True), (True, True))]),),
     init=init_shifted,
     grad_eps=lambda p: 0.1 * float(np.prod(p["ne"])),
     eval_grid=lambda: [dict(type="f32", ne=ne) for ne in (

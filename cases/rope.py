@@ -3,7 +3,7 @@ multi-section M-RoPE, interleaved IMROPE, vision; freq factors, YaRN, views, in 
 the fused test-mode chain test_rms_norm_mul_rope (RMS_NORM -> MUL -> ROPE, + SET_ROWS)."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, new_params, register, Since
 from .tolerances import ROTATION_ANGLES
 from .graph import Tensor, add, mul, new_op, set_param, view, view_of
 from .norm import rms_norm
@@ -48,9 +48,21 @@ def rope_plain(a: Tensor, pos: Tensor, n_dims: int, mode: int) -> Tensor:
 
 # --- test_rope ---
 
-def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, forward=True):
+def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, forward=True, n_offs=0):
     """test_rope::build_graph: `a` itself, a view of a bigger tensor (v=1: every dim larger)
-    or its second half along dim 0 (v=2, an unaligned offset, as clip's build_rope_2d)."""
+    or its second half along dim 0 (v=2, an unaligned offset, as clip's build_rope_2d);
+    0.25.3's n_offs moves the rotated window n_offs elements into the row
+    (ggml_rope_set_offset: op_params[15])."""
+    out = _build_rope(g, type, ne_a, n_dims, mode, ff, v, forward and not n_offs,
+                      freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=1.0, beta_slow=1.0,
+                      inplace=inplace, back=not forward)
+    if n_offs:
+        assert mode != VISION and n_offs % 2 == 0 and n_offs + n_dims <= ne_a[0]
+        out.set_params_i32([n_offs], 15)
+    return out
+
+
+def _build_rope(g, type, ne_a, n_dims, mode, ff, v, param, **kw):
     if v & 1:
         base = g.new_tensor(type, [ne_a[0] * 2, ne_a[1] * 4, ne_a[2] * 3, ne_a[3]], "a")
         a = view(base, ne_a, base.nb[1:])
@@ -59,12 +71,10 @@ def build_rope(g, type, ne_a, n_dims, mode, n_ctx, fs, ef, af, ff, v, inplace, f
         a = view(base, ne_a, base.nb[1:], ne_a[0] * base.type.type_size)
     else:
         a = g.new_tensor(type, ne_a, "a")
-    if forward:
-        set_param(a.base)   # ops grad: the forward rope's input
+    if param:
+        set_param(a.base)   # ops grad: the forward rope's input (no backward with an offset)
     pos = g.new_tensor(I32, [ne_a[2] * (4 if mode & MROPE else 1)], "pos")
     freq = g.new_tensor(F32, [n_dims // 2], "freq") if ff else None
-    kw = dict(freq_scale=fs, ext_factor=ef, attn_factor=af, beta_fast=1.0, beta_slow=1.0,
-              inplace=inplace, back=not forward)
     if mode == VISION:
         # vision RoPE rotates (x, y) image coordinates: n_dims/2 rotated pairs, two sections
         return rope(a, pos, freq, n_dims // 2, mode, sections=[n_dims // 4, n_dims // 4, 0, 0], **kw)
@@ -81,6 +91,21 @@ def init_rope(t, rng, p):
     if t.ne[0] == p["n_dims"] // 2:
         return rng.uniform(0.9, 1.1, size=tuple(reversed(t.ne))).astype("float32")
     return None
+
+
+def rope_offset_cases():
+    """0.25.3: a rotated-dims window 32 elements into the row (not for vision mode), and
+    real-model shapes."""
+    shapes = (([128, 32, 2, 1], 32, NORMAL), ([128, 32, 2, 1], 32, NEOX), ([128, 12, 2, 1], 24, MROPE),
+              ([128, 12, 2, 1], 24, IMROPE))
+    return [dict(_rope_case(t, ne, nd, m, 1.4245, 0.7465, 1.4245, ff, 0, fw), n_offs=32)
+            for t in ("f32", "f16") for fw in (True, False) for ff in (False, True) for ne, nd, m in shapes] + [
+            dict(_rope_case(t, [128, 32, 2, 1], 32, NEOX, 1.4245, 0.7465, 1.4245, inplace=True), n_offs=32)
+            for t in ("f32", "f16")] + [
+            # real models, f32 forward, packed Q, a 512-token prefill: qwen3.5 0.8B and 4B,
+            # gemma4 E2B sliding and E4B global
+            _rope_case("f32", [256, 8, 512, 1], 64, IMROPE), _rope_case("f32", [256, 16, 512, 1], 64, IMROPE),
+            _rope_case("f32", [256, 8, 512, 1], 256, NEOX), _rope_case("f32", [512, 8, 512, 1], 128, NEOX, ff=True)]
 
 
 def _rope_case(type, ne_a, n_dims, mode, fs=1.0, ef=0.0, af=1.0, ff=False, v=0, forward=True, inplace=False):
@@ -150,6 +175,8 @@ register(Family(
     build=build_rope,
     # `forward` is not printed: the op name (ROPE / ROPE_BACK) tells it
     vars=("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v", "inplace"),
+    changes=(new_params("0.25.3", ("type", "ne_a", "n_dims", "mode", "n_ctx", "fs", "ef", "af", "ff", "v",
+                                     "inplace"), n_offs=0, add=rope_offset_cases),),
     op=lambda p: "ROPE" if p["forward"] else "ROPE_BACK",
     eval_grid=rope_eval_grid,
     perf_grid=rope_perf_grid,
@@ -161,31 +188,66 @@ register(Family(
 
 # --- test_rms_norm_mul_rope (fused, test mode only) ---
 
-def build_rms_norm_mul_rope(g, ne, eps, multi_add, set_rows_, broadcast, mode):
-    a, b, c = (g.new_tensor(F32, ne[:3], n) for n in "abc")
+def build_rms_norm_mul_rope(g, ne, eps, multi_add, set_rows_, broadcast, mode, mul_=True, rope_=True,
+                            set_rows_type="f16"):
+    """0.25.3 adds: the mul and the rope each optional, M-RoPE modes (ggml_rope_multi, three
+    equal sections), a 4-d input, the cache's type (set_rows_type) and twice its rows."""
+    later = g.ggml_at_least("0.25.3")
+    a = g.new_tensor(F32, ne if later else ne[:3], "a")
+    b, c = (g.new_tensor(F32, ne[:3], n) for n in "bc")
     if multi_add:
         a = add(add(a, b), c)
     w = g.new_tensor(F32, [ne[0]], "w") if broadcast else b
-    a = mul(rms_norm(a, eps), w)
-    pos = g.new_tensor(I32, [ne[2]], "pos")
-    out = rope_plain(a, pos, ne[0], mode)
+    a = rms_norm(a, eps)
+    if mul_:
+        a = mul(a, w)
+    out = a
+    if rope_ and mode & MROPE:
+        pos = g.new_tensor(I32, [ne[2] * 4], "pos")
+        out = rope(a, pos, None, ne[0], mode, sections=[ne[0] // 3] * 3 + [0])
+    elif rope_:
+        out = rope_plain(a, g.new_tensor(I32, [ne[2]], "pos"), ne[0], mode)
     if set_rows_:
         rows = view(out, [ne[0] * ne[1], ne[2]], [out.nb[2]])
-        dst = g.new_tensor(F16, [ne[0] * ne[1], ne[2] * ne[3], 1, 1], "dst")
+        dst = g.new_tensor(set_rows_type, [ne[0] * ne[1], ne[2] * 2 if later else ne[2] * ne[3], 1, 1], "dst")
         out = set_rows(dst, rows, g.new_tensor(I64, [ne[2], 1, 1], "row_idxs"))
     return out
 
 
 def init_rms_norm_mul_rope(t, rng, p):
-    """Positions and row ids: a shuffled 0..ne2-1 (init_set_rows_row_ids); the rest uniform."""
-    if t.type in (I32, I64):
-        return rng.permutation(p["ne"][2])[:t.ne[0]]
+    """Positions and row ids: a shuffled 0..ne2-1 (init_set_rows_row_ids); the rest uniform.
+    0.25.3: positions in [0, 512), row ids of a cache twice as long."""
+    if "rope" not in p:   # v0.20.2
+        return rng.permutation(p["ne"][2])[:t.ne[0]] if t.type in (I32, I64) else None
+    if t.type == I64:
+        return rng.permutation(p["ne"][2] * 2)[:t.ne[0]]
+    if t.type == I32:
+        return rng.integers(0, 512, size=t.ne[0])
     return None
 
 
+NORM_ROPE_SHAPES = ([768, 1, 1, 1], [768, 3, 1, 1], [768, 3, 5, 1], [128, 32, 2, 1], [128, 4, 2, 1],
+                    [128, 32, 50, 1], [128, 4, 50, 1], [8192, 2, 2, 1])
+
+
+def rms_norm_mul_rope_0_25_3():
+    """0.25.3: IMROPE too, [128,4,7,2] with and without the set_rows, and f32 / f16 caches
+    without the mul and the rope."""
+    shapes = NORM_ROPE_SHAPES
+
+    def case(ne, multi_add=False, set_rows=False, broadcast=False, mode=NORMAL, mul=True, rope=True,
+             set_rows_type="f16"):
+        return dict(ne=ne, eps=1e-6, multi_add=multi_add, mul=mul, rope=rope, set_rows=set_rows,
+                    broadcast=broadcast, mode=mode, set_rows_type=set_rows_type)
+    return ([case(ne, set_rows=True, mul=False, rope=False, set_rows_type=st)
+             for st in ("f32", "f16") for ne in ([256, 1, 1, 1], [128, 4, 3, 1])] +
+            [case([128, 4, 7, 2]), case([128, 4, 7, 2], set_rows=True)] +
+            [case(ne, ma, sr, bc, m) for ma in (False, True) for sr in (False, True) for bc in (False, True)
+             for m in (NORMAL, NEOX, IMROPE) for ne in shapes])
+
+
 def rms_norm_mul_rope_eval_grid():
-    shapes = ([768, 1, 1, 1], [768, 3, 1, 1], [768, 3, 5, 1], [128, 32, 2, 1], [128, 4, 2, 1],
-              [128, 32, 50, 1], [128, 4, 50, 1], [8192, 2, 2, 1])  # ([8192, 2, 2, 1] is listed twice there)
+    shapes = NORM_ROPE_SHAPES  # ([8192, 2, 2, 1] is listed twice there)
     return [dict(ne=ne, eps=1e-6, multi_add=ma, set_rows=sr, broadcast=bc, mode=m)
             for ma in (False, True) for sr in (False, True) for bc in (False, True) for m in (NORMAL, NEOX)
             for ne in shapes]
@@ -194,10 +256,14 @@ def rms_norm_mul_rope_eval_grid():
 register(Family(
     name="rms_norm_mul_rope",
     strict=(ROTATION_ANGLES,),
-    build=lambda g, set_rows, **p: build_rms_norm_mul_rope(g, set_rows_=set_rows, **p),
+    build=lambda g, set_rows, mul=True, rope=True, **p: build_rms_norm_mul_rope(
+        g, set_rows_=set_rows, mul_=mul, rope_=rope, **p),
     vars=("ne", "eps", "multi_add", "set_rows", "broadcast", "mode"),
     op="RMS_NORM_MUL_ROPE",
     eval_grid=rms_norm_mul_rope_eval_grid,
+    changes=(Since("0.25.3", drop=lambda p: True, add=rms_norm_mul_rope_0_25_3, fields=dict(
+        vars=("ne", "eps", "multi_add", "mul", "rope", "set_rows", "broadcast", "mode", "set_rows_type"),
+        max_nmse=lambda p: 5e-6 if p["ne"][0] == 8192 else 1e-7)),),
     init=init_rms_norm_mul_rope,
     fused=True,
 ))
@@ -228,9 +294,9 @@ def build_rope_set_rows(g, type, type_idx, ne_a, mode):
 
 def init_rope_set_rows(t, rng, p):
     """Row ids: a shuffled 0..ne2-1; positions uniform in [0, 512); the rest uniform [-1, 1]."""
-    if t.type == I64:
+    if t.name == "row_idxs":   # i64, or i32 (0.25.3)
         return rng.permutation(p["ne_a"][2])
-    if t.type == I32:
+    if t.name == "pos":
         return rng.integers(0, 512, size=t.ne[0])
     return None
 
@@ -246,4 +312,8 @@ register(Family(
     eval_grid=lambda: [dict(type=t, type_idx="i64", ne_a=[128, 32, ne2, ne3], mode=m)
                        for m in (NORMAL, NEOX, MROPE, VISION) for t in ("f16", "f32")
                        for ne2 in (1, 8, 512) for ne3 in (1, 3)],
+    changes=(Since("0.25.3", add=lambda: [   # IMROPE, and i32 row ids
+        *(dict(type=t, type_idx="i64", ne_a=[128, 32, ne2, ne3], mode=IMROPE)
+          for t in ("f16", "f32") for ne2 in (1, 8, 512) for ne3 in (1, 3)),
+        dict(type="f32", type_idx="i32", ne_a=[128, 32, 8, 1], mode=IMROPE)]),),
 ))

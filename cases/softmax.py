@@ -2,7 +2,7 @@
 broadcast over dims 2 and 3), ALiBi slopes (max_bias) and per-head attention sinks."""
 from __future__ import annotations
 
-from .catalog import EVERY_DEVICE, Family, fd_limit, register
+from .catalog import EVERY_DEVICE, Family, fd_limit, register, Since
 from .graph import Tensor, new_op, set_param, view_of
 from .types import F16, F32
 
@@ -87,6 +87,11 @@ def eval_grid():
     return cases
 
 
+def eval_grid_0_25_3():
+    """0.25.3: rows of 4 elements, one and 1023 of them."""
+    return [_case([4, 1, 1, 1]), _case([4, 1023, 1, 1])]
+
+
 def perf_grid():
     shapes = [[4096, 4096, 5, 1], [12888, 256, 5, 1], [77, 4096, 5, 1], [1024, 1024, 10, 1],
               [77, 1024, 10, 1], [256, 256, 20, 1], [64, 64, 20, 1], [77, 64, 20, 1]]
@@ -101,6 +106,7 @@ register(Family(
     vars=("type", "ne", "mask", "sinks", "m_prec", "nr23", "scale", "max_bias", "inplace"),
     op="SOFT_MAX",
     eval_grid=eval_grid,
+    changes=(Since("0.25.3", add=eval_grid_0_25_3),),
     perf_grid=perf_grid,
     # test_soft_max: "the 1024 test with bias occasionally fails" at 1e-7
     max_nmse=1e-6,

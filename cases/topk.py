@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, register
+from .catalog import Family, register, Since
 from .elementwise import clamp, sqrt
 from .graph import Tensor, add, div, new_op, reshape, scale, unary, view
 from .inputs import shape_of, shuffled_rows
@@ -99,12 +99,24 @@ def top_k_grid(ties: bool):
     return list({repr(c): c for c in cases}.values())
 
 
+def top_k_0_25_3(ties: bool):
+    """0.25.3: small k over vocabulary-sized rows (and 8192 / 8193), and large k (qwen4exp)."""
+    vocab = [(202048, True), (151936, False), (8192, True), (8193, False)]
+    cases = [_tk([cols, nrows, 1, 1], k, ties) for k in (4, 8, 16, 32) for nrows in (1, 8, 16)
+             for cols, with_ties in vocab if with_ties or not ties]
+    large = ([1024, 1, 1, 1], 1024), ([2048, 2, 1, 1], 1024), ([4096, 1, 1, 1], 2048), \
+        ([8192, 2, 1, 1], 2051), ([33024, 1, 1, 1], 2051), ([33024, 4, 1, 1], 2051)
+    large_ties = ([8192, 2, 1, 1], 2051), ([33024, 4, 1, 1], 2051)
+    return cases + [_tk(ne, k, ties) for ne, k in (large_ties if ties else large)]
+
+
 TOP_K = dict(build=build_top_k, vars=("type", "ne", "k", "ties"), op="TOP_K", init=init_top_k,
              max_nmse=0.0, err=top_k_err, err_name="err", err_srcs=True)
 
 register(Family(
     name="top_k",
     eval_grid=lambda: top_k_grid(False),
+    changes=(Since("0.25.3", add=lambda: top_k_0_25_3(False)),),
     perf_grid=lambda: [_tk([2, 1, 1, 1], 1)] + [
         _tk([cols, nrows, 1, 1], k) for k in (1, 10, 40, 400) for nrows in (1, 16)
         for cols in (k, 1000, 65000, 200000)],
@@ -112,7 +124,8 @@ register(Family(
 ))
 
 # with ties test-backend-ops checks the whole graph's result only (run_whole_graph): test mode
-register(Family(name="top_k_ties", eval_grid=lambda: top_k_grid(True), fused=True, **TOP_K))
+register(Family(name="top_k_ties", eval_grid=lambda: top_k_grid(True), fused=True, **TOP_K,
+                changes=(Since("0.25.3", add=lambda: top_k_0_25_3(True)),)))
 
 
 # --- test_topk_moe ---
@@ -161,7 +174,7 @@ def sorted_nmse(ref, out, p) -> float:
     return num / den if den else (0.0 if num == 0 else float("inf"))
 
 
-def topk_moe_grid():
+def topk_moe_grid(shapes=()):
     cases = []
     for gate in range(4):
         for with_norm in (False, True):
@@ -170,7 +183,8 @@ def topk_moe_grid():
                     for ne, k in (([8, 22], 4), ([31, 22], 8), ([32, 22], 8), ([40, 22], 8), ([71, 22], 8),
                                   ([128, 1], 128), ([129, 1], 128), ([160, 4], 160),
                                   ([256, 22], 6),     # DeepSeek-V4
-                                  ([288, 22], 8)):    # StepFun 3.7
+                                  ([288, 22], 8),     # StepFun 3.7
+                                  *shapes):
                         cases.append(dict(ne=ne + [1, 1], n_expert_used=k, with_norm=with_norm,
                                           bias_probs=bias_probs, gating_func=gate, scale_w=scale_w))
     return cases
@@ -182,6 +196,9 @@ register(Family(
     vars=("ne", "n_expert_used", "with_norm", "bias_probs", "gating_func", "scale_w"),
     op="TOPK_MOE",
     eval_grid=topk_moe_grid,
+    # 0.25.3: rows at and just past the limit where one block still covers all rows
+    changes=(Since("0.25.3", drop=lambda p: True,
+                   add=lambda: topk_moe_grid((([32, 8], 4), ([32, 8], 8), ([32, 9], 8)))),),
     err=sorted_nmse,
     fused=True,
 ))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import EVERY_DEVICE, Family, Tolerance, fd_limit, register
+from .catalog import EVERY_DEVICE, Family, fd_limit, register, Since, Tolerance
 from .elementwise import sqr
 from .graph import UNARY_OPS, add, leaf_or_view, mul, new_op, set_param, unary, view
 from .inputs import uniform
@@ -49,6 +49,11 @@ def init_unary(t, rng, p):
     return uniform(t, rng, -lim, lim)
 
 
+def grid_unary(types):
+    return [dict(op=op, type=type, ne_a=ne, v=v)
+            for type in types for v in (0, 1) for op in UNARY_OPS if op != "XIELU" for ne in SHAPES]
+
+
 register(Family(
     name="unary",
     build=build_unary,
@@ -62,10 +67,8 @@ register(Family(
         "above 88.72: the true gradient there is +inf", nonfinite=True,
         when=lambda p: p["op"] == "EXPM1" and p["type"] == "f32")},
     strict=(F16_GELU_TABLE,),
-    eval_grid=lambda: (
-        dict(op=op, type=type, ne_a=ne, v=v)
-        for type in ("f16", "f32") for v in (0, 1) for op in UNARY_OPS if op != "XIELU"
-        for ne in SHAPES),
+    eval_grid=lambda: grid_unary(("f16", "f32")),
+    changes=(Since("0.25.3", add=lambda: grid_unary(("bf16",))),),   # bf16 activations
 ))
 
 
@@ -152,10 +155,20 @@ def build_unary_mul(g, op, type, ne, swap, layout, tail):
         a, b = padded(g, type, ne, "a", (1, 3, 1, 1)), g.new_tensor(type, ne, "b")
     elif layout == "bcast":
         a, b = g.new_tensor(type, ne, "a"), g.new_tensor(type, [ne[0], 1, 1, 1], "b")
+    elif layout == "rep_ne0":   # 0.25.3: b repeated along dim 0
+        a, b = g.new_tensor(type, ne, "a"), g.new_tensor(type, [ne[0] // 4] + list(ne[1:]), "b")
+    elif layout == "view_mid":  # 0.25.3: b a view, its node between the unary and the MUL
+        a, b = g.new_tensor(type, ne, "a"), None
+    elif layout == "gate":      # 0.25.3: a one-element-per-row gate, broadcast over b
+        a, b = g.new_tensor(type, [1] + list(ne[1:]), "a"), g.new_tensor(type, ne, "b")
     else:
         raise ValueError(layout)
     u = unary(a, op)
-    out = mul(b, u) if swap and layout != "bcast" else mul(u, b)
+    if layout == "view_mid":
+        b = padded(g, type, ne, "base", (2, 1, 1, 1))
+        b.name = "b"
+    second = layout == "gate" or swap and layout not in ("bcast", "view_mid")
+    out = mul(b, u) if second else mul(u, b)
     if tail == "reuse":
         out = add(out, u)
     elif tail == "consumer":
@@ -163,17 +176,25 @@ def build_unary_mul(g, op, type, ne, swap, layout, tail):
     return out
 
 
-def grid_unary_mul():
+def grid_unary_mul(ops=("SILU", "SIGMOID", "SOFTPLUS"), types=("f16", "f32"), later=()):
     base = [128, 2, 2, 2]
-    for op in ("SILU", "SIGMOID", "SOFTPLUS"):
-        for t in ("f16", "f32"):
+    for op in ops:
+        for t in types:
             variants = [(base, False, "packed", ""), (base, True, "packed", ""),
                         ([5, 7, 11, 13], False, "packed", ""), (base, False, "pad_unary", ""),
                         (base, True, "pad_other", ""), (base, True, "halves", ""),
                         (base, False, "packed", "consumer"), (base, False, "strided_dim1", ""),
-                        (base, False, "bcast", ""), (base, False, "packed", "reuse")]
+                        (base, False, "bcast", ""), *later, (base, False, "packed", "reuse")]
             for ne, swap, layout, tail in variants:
                 yield dict(op=op, type=t, ne=ne, swap=swap, layout=layout, tail=tail)
+
+
+def grid_unary_mul_0_25_3():
+    """0.25.3: GELU too, bf16 too, and three more layouts (b repeated on dim 0, a view
+    between the ops, a broadcast gate)."""
+    base = [128, 2, 2, 2]
+    return grid_unary_mul(("GELU", "SILU", "SIGMOID", "SOFTPLUS"), ("f16", "f32", "bf16"),
+                          [(base, False, layout, "") for layout in ("rep_ne0", "view_mid", "gate")])
 
 
 register(Family(
@@ -182,7 +203,9 @@ register(Family(
     vars=("type", "ne", "swap", "layout", "tail"),
     op=lambda p: p["op"] + "_MUL",
     fused=True,
-    # the fused kernels skip the f16 rounding of the unary result that the op chain does
-    max_nmse=lambda p: 5e-5 if p["type"] == "f16" else 1e-7,
+    # the fused kernels skip the f16 / bf16 rounding of the unary result that the op chain
+    # does; ggml-CPU's f32 GELU is an f16 table (0.25.3's thresholds)
+    max_nmse=lambda p: {"f16": 5e-5, "bf16": 1e-4}.get(p["type"], 5e-7 if p["op"] == "GELU" else 1e-7),
     eval_grid=grid_unary_mul,
+    changes=(Since("0.25.3", add=grid_unary_mul_0_25_3),),
 ))

@@ -11,7 +11,7 @@ import click
 
 from . import __version__
 from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
-                      checked_selection, common_options, ops_text, output_option, report_options,
+                      catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       selected_devices, selection_options, worker_count)
 from .selection import BadInput, split_ops_filter
 
@@ -285,6 +285,7 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
               help="Cases to draw per op and device (before shrinking a failure).")
 @click.option("--seed", type=int, default=None,
               help="Hypothesis' seed: the same seed draws the same cases; default: a random one, printed.")
+@catalog_option
 @click.option("--timeout", type=float, default=60.0, show_default=True,
               help="Seconds a case may take before it is a FAIL.")
 def fuzz(ops, backends, examples, seed, timeout):
@@ -388,6 +389,7 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
 @click.option("-o", "ops", metavar="OPS", help="With `cases`: only these ops.")
 @click.option("-p", "params", metavar="REGEX", help="With `cases`: only params matching REGEX.")
 @click.option("--mode", type=click.Choice(["test", "support", "perf"]), default="test", show_default=True)
+@catalog_option
 def list_(what, ops, params, mode):
     """List the ops, the cases or the devices."""
     if what == "ops":
@@ -402,6 +404,8 @@ def list_(what, ops, params, mode):
             click.echo(f"{name}\t{desc}")
             for line in device_details(name):
                 click.echo(f"  {line}")
+        from cannops.cases.versions import describe
+        click.echo(f"catalog: {describe()}")
         for why in unavailable_reasons():
             click.echo(f"(unavailable) {why}", err=True)
 

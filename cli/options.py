@@ -49,10 +49,26 @@ def _apply(f, *options):
     return f
 
 
+def _use_catalog(ctx, param, value):
+    from cannops.cases import versions
+    try:
+        versions.use(value)   # the workers inherit it (OPS_CATALOG)
+    except ValueError as e:
+        raise BadInput(f"--catalog: {e}") from None
+
+
+def catalog_option(f):
+    """--catalog VERSION: the catalog version in use (cases/versions.py), for this process
+    and its workers; not passed to the command."""
+    return click.option("--catalog", metavar="VERSION", expose_value=False, callback=_use_catalog,
+                        help="The test-backend-ops version whose cases to use (0.20.2, 0.25.3); "
+                             "default: that of the ggml the GGML devices run, the newest without one.")(f)
+
+
 def selection_options(f):
-    """What to run where: -o, -p, -b, -j, --timeout, --seed, --shard."""
+    """What to run where: -o, -p, -b, -j, --timeout, --seed, --shard, --catalog."""
     return _apply(
-        f,
+        f, catalog_option,
         click.option("-o", "ops", metavar="OPS", multiple=True,
                      help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
         click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from cannops.cases import cache
+from cannops.cases.versions import current
 
 from . import __version__
 from .options import check_common, checked_selection, ops_text, selected_devices
@@ -24,7 +25,8 @@ def _entry(device: str) -> str | None:
     key = probe_key(device)
     if key is None:
         return None
-    h = hashlib.sha256(f"{key}|{cache.sources_hash('cases', 'backend', 'native')}".encode())
+    # the cases and the CANN rules follow the catalog version
+    h = hashlib.sha256(f"{key}|{current()}|{cache.sources_hash('cases', 'backend', 'native')}".encode())
     return f"probe-{h.hexdigest()[:24]}.pickle"
 
 
@@ -39,7 +41,8 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) ->
     targets = selected_devices(backends, soc=soc)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
-    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__)
+    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__,
+              catalog=current())
     for target in targets:
         # one CANN-SIM per SoC (--soc 910B,310P) is probed anew: the key names one SoC only
         entry = _entry(target.label) if target.members == (target.label,) and not target.env else None

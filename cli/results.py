@@ -10,6 +10,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cannops.cases.versions import OLDEST
+
 OK, NOT_SUPPORTED, FAIL, SKIPPED, DEVIATION = "OK", "not supported", "FAIL", "skipped", "known deviation"
 STATUSES = (OK, NOT_SUPPORTED, FAIL, SKIPPED, DEVIATION)
 SCHEMA = "ops-results/1"
@@ -30,7 +32,7 @@ DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT),
                  "soc": _STR}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "interrupted": (bool,), "version": _STR,
-              "strict": (str, _OPT),
+              "strict": (str, _OPT), "catalog": _STR,
               "devices": (list,), "results": (list,)}
 
 
@@ -134,6 +136,7 @@ class Run:
     interrupted: bool = False
     version: str = ""
     strict: str | None = None           # test --strict: the standard applied (cli/strict.py)
+    catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
     exit_status: int = 0                # of the command that made it; not saved
 
     def by_device(self, device: str) -> list[CaseResult]:
@@ -153,6 +156,7 @@ class Run:
             "schema": SCHEMA, "tool": "ops", "version": self.version, "mode": self.mode,
             "seed": self.seed, "ops_filter": self.ops_filter, "params_filter": self.params_filter,
             "shard": self.shard, "interrupted": self.interrupted, "strict": self.strict,
+            "catalog": self.catalog,
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
@@ -183,7 +187,7 @@ class Run:
         return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
                    params_filter=f.get("params_filter"), shard=f.get("shard"), devices=devices,
                    results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
-                   strict=f.get("strict"))
+                   strict=f.get("strict"), catalog=f.get("catalog", OLDEST))
 
     def write_json(self, path: str) -> None:
         write_file(path, self.to_json())
@@ -291,13 +295,17 @@ def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: b
     if not runs:
         raise ValueError("nothing to merge")
     first = runs[0]
+    for path, r in zip(paths or [f"run {i + 1}" for i in range(len(runs))], runs):
+        if r.catalog != first.catalog:
+            raise ValueError(f"cannot merge results of different catalog versions: {path} is of "
+                             f"{r.catalog}, the first of {first.catalog}")
     for r in runs[1:]:
         if (r.mode, r.seed, r.ops_filter, r.params_filter, r.strict) != (
                 first.mode, first.seed, first.ops_filter, first.params_filter, first.strict):
             raise ValueError("cannot merge results of different runs (mode, seed, filters or --strict differ)")
     partial = _check_shards(runs, paths or [f"run {i + 1}" for i in range(len(runs))], allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
-                 params_filter=first.params_filter, version=first.version,
+                 params_filter=first.params_filter, version=first.version, catalog=first.catalog,
                  interrupted=partial or any(r.interrupted for r in runs))
     seen: dict[tuple[int, str], CaseResult] = {}
     for r in runs:
@@ -397,7 +405,7 @@ class Journal:
         self.close()
 
 
-RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "strict")
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "strict", "catalog")
 
 
 def _journal_pid(path: str) -> int | None:
@@ -428,6 +436,10 @@ def load_resume(path: str, run: Run) -> Resumed:
 
     def check(header: dict, source: str) -> None:
         got = {k: header.get(k) for k in RUN_KEYS}
+        got["catalog"] = got["catalog"] or OLDEST   # written before catalog versions
+        if got["catalog"] != want["catalog"]:
+            raise ValueError(f"--resume {source}: its cases are of catalog {got['catalog']}, this run's of "
+                             f"{want['catalog']} (--catalog {got['catalog']} resumes it)")
         if got != want:
             diff = ", ".join(f"{k} {got[k]!r} (now {want[k]!r})" for k in RUN_KEYS if got[k] != want[k])
             raise ValueError(f"--resume {source}: another selection: {diff}")

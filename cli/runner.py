@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cannops import cli as _pkg
 from cannops.cases.catalog import Case
+from cannops.cases.versions import current
 
 from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
@@ -37,6 +38,7 @@ class Options:
     params_filter: str | None = None
     shard: str | None = None
     strict: bool = False       # test: the per-element check too (cli/strict.py)
+    catalog: str = ""          # the catalog version (cases/versions.py); "": the one in use
 
 
 # a simulated device (CANN-SIM) runs every aclnn call in Python, moving each operator's whole
@@ -62,7 +64,7 @@ def new_run(opts: Options) -> Run:
     from .strict import STANDARD
     return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
                params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__,
-               strict=STANDARD if opts.strict else None)
+               strict=STANDARD if opts.strict else None, catalog=opts.catalog or current())
 
 
 def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,

@@ -9,6 +9,7 @@ import pytest
 
 from cannops.backend.base import list_devices
 from cannops.cases import cache
+from cannops.cases.versions import current
 from cannops.cli import probe
 from tests._sample import _catalog, sample
 
@@ -26,13 +27,13 @@ def cache_dir(tmp_path, monkeypatch):
 def test_cached_names_are_the_catalogs(cache_dir, mode):
     catalog = [(c.op, c.vars) for c in _catalog(mode)]
     assert cache.case_names(mode) == catalog           # computed, then stored
-    assert list(cache_dir.glob(f"names-{mode}-{cache.sources_hash('cases')}.pickle"))
+    assert list(cache_dir.glob(f"names-{mode}-{cache.sources_hash('cases')}-{current()}.pickle"))
     cached = cache.case_names(mode)                    # read back
     assert cached == catalog and all(c.name == f"{op}({v})" for c, (op, v) in zip(cached[:50], catalog))
 
 
 def test_a_cache_from_other_sources_is_not_read(cache_dir):
-    cache.store(f"names-perf-{cache.sources_hash('cases')}.pickle", [("ADD", "stale")])
+    cache.store(f"names-perf-{cache.sources_hash('cases')}-{current()}.pickle", [("ADD", "stale")])
     assert cache.case_names("perf")[0] == ("ADD", "stale")   # the entry of these sources is read
     cache._hashes["cases"] = "another-version"
     try:

@@ -7,14 +7,16 @@ import pytest
 from cannops.backend import reference
 from cannops.backend.ggml.ops import find_replay, load_all
 from cannops.cases import all_cases
+from cannops.cases.versions import VERSIONS
 
 
 @pytest.fixture(scope="module")
 def catalog_nodes():
-    """op_key -> one case name that builds such a node, over every mode's grid."""
+    """op_key -> one case name that builds such a node, over every mode's grid of every
+    catalog version."""
     nodes = {}
-    for mode in ("test", "perf", "grad"):
-        for case in all_cases(mode):
+    for mode, version in ((m, v) for m in ("test", "perf", "grad") for v in VERSIONS):
+        for case in all_cases(mode, version):
             for node in case.build().nodes():
                 if not node.is_view() and not node.is_leaf():
                     nodes.setdefault(node.op_key, (case.name, node))

@@ -13,6 +13,10 @@ field, and for every rule those of SOC_CHECKS: the aclnn pages' limits on that S
 
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
+
+The rules follow ggml-cann of the catalog version in use (cases/versions.py): a rule is
+v0.20.2's, and `From` entries add the checks ggml-cann's supports_op gained at a later
+version (ROPE with a rotated-dims offset is refused from 0.25.3 on).
 """
 from __future__ import annotations
 
@@ -22,12 +26,21 @@ from typing import Callable, Mapping
 from cannops.backend.base import Support
 from cannops.cases.graph import Graph, Tensor
 from cannops.cases.plugins import load_plugins
+from cannops.cases.versions import at_or_after, current
 
 from .soc import DEFAULT as DEFAULT_SOC
 
 FLOAT = frozenset({"f32", "f16", "bf16"})
 ELEMENTS = FLOAT | {"f64", "i8", "i16", "i32", "i64"}   # types with an element aclDataType
 Check = tuple[Callable[[Tensor], bool], str]
+
+
+@dataclass(frozen=True)
+class From:
+    """What ggml-cann's supports_op of a later catalog version checks on top of the
+    versions before: from `version` on, `checks` apply too."""
+    version: str
+    checks: tuple[Check, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,15 +54,23 @@ class Rule:
     # per SoC family, the further checks of ggml-cann's branches for it (#ifdef ASCEND_310P)
     soc: Mapping[str, tuple[Check, ...]] = field(default_factory=dict)
 
-    def check(self, node: Tensor, soc: str = DEFAULT_SOC) -> str | None:
-        """None when the node is supported, else why not."""
+    changes: tuple[From, ...] = ()     # ggml-cann's later versions
+
+    def checks_at(self, version: str) -> tuple[Check, ...]:
+        """The checks of the rule as ggml-cann of `version` has them."""
+        return self.checks + tuple(c for f in self.changes if at_or_after(version, f.version) for c in f.checks)
+
+    def check(self, node: Tensor, soc: str = DEFAULT_SOC, version: str | None = None) -> str | None:
+        """None when the node is supported on `soc` (by the rules of `version`, default: the
+        catalog version in use), else why not."""
         for role, allowed in self.types.items():
             t = node if role == "dst" else _src(node, int(role[3:]))
             if t is None:
                 return f"{role} is missing"
             if t.type.name not in allowed:
                 return f"{role} type {t.type.name} not in {{{', '.join(sorted(allowed))}}}"
-        for ok, reason in self.checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()):
+        checks = self.checks_at(version or current()) if self.changes else self.checks
+        for ok, reason in checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()):
             if not ok(node):
                 return reason
         return None

@@ -13,7 +13,7 @@ aclnnRotaryPositionEmbedding's page lists no Atlas inference series.
 """
 from __future__ import annotations
 
-from .rules import RULES, Rule, same_type
+from .rules import RULES, From, Rule, same_type
 
 F32_F16 = frozenset({"f32", "f16"})
 NEOX, MROPE, VISION = 2, 8, 24
@@ -25,6 +25,10 @@ def _rope_dims(node) -> int:
 
 def _rotated_dim_fits(node) -> bool:
     return node.src[0].ne[0] <= 896 and _rope_dims(node) < 896
+
+
+def _no_offset(node) -> bool:
+    return node.param_i32(15) == 0
 
 
 def _heads_fit(node) -> bool:
@@ -56,5 +60,7 @@ RULES.update({
                  soc={"310P": ((_full_width, "n_dims < ne0 on 310P: ggml-cann's ASCEND_310P "
                                              "branch rotates whole rows only"),
                                (_contiguous, "non-contiguous src0 on 310P: ggml-cann's "
-                                             "ASCEND_310P branch takes contiguous rows only"))}),
+                                             "ASCEND_310P branch takes contiguous rows only"))},
+                 changes=(From("0.25.3", ((_no_offset, "a rotated-dims offset (ggml_rope_set_offset, "
+                                                       "op_params[15]): ggml-cann 0.25.3 refuses it"),)),)),
 })

@@ -38,8 +38,10 @@ def dsv4_hc_pre(node, x, weights):
 
 
 @reference("DSV4_HC_POST")
-def dsv4_hc_post(node, x, residual, post, comb):
-    """out[t, d, e] = x[t, e] post[t, d] + sum_s residual[t, s, e] comb[t, s, d]."""
+def dsv4_hc_post(node, x, residual, post, comb=None):
+    """out[t, d, e] = x[t, e] post[t, d] + sum_s residual[t, s, e] comb[t, s, d] (no comb:
+    the identity, residual itself)."""
     x, r = np.asarray(x, np.float64)[0, 0], np.asarray(residual, np.float64)[0]
-    p, c = np.asarray(post, np.float64)[0, 0], np.asarray(comb, np.float64)[0]
-    return x[:, None, :] * p[:, :, None] + np.einsum("tse,tsd->tde", r, c)
+    p = np.asarray(post, np.float64)[0, 0]
+    mixed = r if comb is None else np.einsum("tse,tsd->tde", r, np.asarray(comb, np.float64)[0])
+    return x[:, None, :] * p[:, :, None] + mixed

@@ -40,6 +40,17 @@ for _name, _fn in GATES.items():
     reference(f"GLU:{_name}")(lambda node, a, b=None, _fn=_fn: _fn(*halves(node, a, b)))
 
 
+def swiglu_clamp(x, g, limit):
+    """SwiGLU with the gate capped above at limit and the value clipped to [-limit, limit]."""
+    x = np.minimum(x, limit)
+    return x / (1.0 + np.exp(-x)) * np.clip(g, -limit, limit)
+
+
+@reference("GLU:SWIGLU_CLAMP")
+def _swiglu_clamp(node, a, b=None):
+    return swiglu_clamp(*halves(node, a, b), np.float32(node.param_f32(3)))
+
+
 @reference("GLU:SWIGLU_OAI")
 def _swiglu_oai(node, a, b=None):
     alpha, limit = np.float32(node.param_f32(2)), np.float32(node.param_f32(3))

@@ -94,6 +94,8 @@ def rope(node, x, pos, freq=None):
         i0, i1 = np.arange(n_pairs), np.arange(n_pairs) + n_dims // 2
     else:
         i0, i1 = 2 * np.arange(n_pairs), 2 * np.arange(n_pairs) + 1
+    offs = node.param_i32(15)                               # 0.25.3: the rotated window's offset
+    i0, i1 = i0 + offs, i1 + offs
     out = x.copy()                                          # the unrotated tail is copied
     x0, x1 = x[..., i0], x[..., i1]
     out[..., i0] = x0 * cos - x1 * sin

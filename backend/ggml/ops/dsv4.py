@@ -16,4 +16,5 @@ def _pre(lib, ctx, node, srcs):
 
 @replay("DSV4_HC_POST")
 def _post(lib, ctx, node, srcs):
-    return lib.ggml_dsv4_hc_post(ctx, *srcs[:4])
+    comb = srcs[3] if len(srcs) > 3 else lib.ffi.NULL   # 0.25.3: none, the identity
+    return lib.ggml_dsv4_hc_post(ctx, srcs[0], srcs[1], srcs[2], comb)

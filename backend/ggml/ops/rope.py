@@ -2,6 +2,8 @@
 sections), their _inplace forms (the node is a view of its source) and _back forms."""
 from __future__ import annotations
 
+from cannops.backend.base import DeviceError
+
 from . import replay
 
 MROPE = 8
@@ -21,4 +23,9 @@ def _rope(lib, ctx, node, srcs):
     head = [ctx, a, pos, freq, n_dims]
     if multi:
         head.append(lib.ffi.new("int[4]", [node.param_i32(11 + i) for i in range(4)]))
-    return getattr(lib, name)(*head, mode, n_ctx_orig, *floats)
+    out = getattr(lib, name)(*head, mode, n_ctx_orig, *floats)
+    if node.param_i32(15):   # ggml 0.25.3 on: the rotated window at an offset
+        if not hasattr(lib, "ggml_rope_set_offset"):
+            raise DeviceError("this ggml has no ggml_rope_set_offset (0.25.3 on)")
+        out = lib.ggml_rope_set_offset(out, node.param_i32(15))
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cannops.cases.graph import GLU_OPS
+from cannops.backend.base import DeviceError
 from cannops.cases.unary import xielu_args
 
 from . import replay
@@ -37,6 +38,10 @@ def _glu(lib, ctx, node, srcs):
     b = srcs[1] if len(srcs) > 1 else lib.ffi.NULL
     if GLU_OPS[op] == "SWIGLU_OAI":
         return lib.ggml_swiglu_oai(ctx, srcs[0], b, node.param_f32(2), node.param_f32(3))
+    if GLU_OPS[op] == "SWIGLU_CLAMP":   # ggml 0.25.3 on
+        if not hasattr(lib, "ggml_swiglu_clamp"):
+            raise DeviceError("this ggml has no ggml_swiglu_clamp (0.25.3 on)")
+        return lib.ggml_swiglu_clamp(ctx, srcs[0], b, node.param_f32(3))
     if len(srcs) > 1:
         return lib.ggml_glu_split(ctx, srcs[0], b, op)
     return lib.ggml_glu(ctx, srcs[0], op, bool(node.param_i32(1)))

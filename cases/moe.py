@@ -316,10 +316,9 @@ def _vec_case(type, op, m, use_id, b, with_bias, with_gate, lane_scale, batch_di
                 with_lane_scale=lane_scale, batch_dims=list(batch_dims))
 
 
-def vec_fusion_eval_0_25_3():
-    """0.25.3: SWIGLU_CLAMP gates too, multi-token batches for every combination, an IQ2_S
-    clamp with ids, and Q4_K row counts on both sides of a kernel boundary."""
-    c = []
+def _vec_combos(gate_ops: tuple[str, ...]):
+    """test_mul_mat_vec_fusion's nested loops: (type, glu op, (use_id, b, with_bias,
+    with_gate, lane_scale)) for every combination the struct's grid walks."""
     for type in BASE_TYPES:
         for with_gate in (False, True):
             for use_id in (False, True):
@@ -327,11 +326,18 @@ def vec_fusion_eval_0_25_3():
                     for with_bias in (False, True):
                         if not with_gate and not with_bias:
                             continue
-                        for op in ("SWIGLU", "GEGLU", "SWIGLU_CLAMP") if with_gate else ("SWIGLU",):
+                        for op in gate_ops if with_gate else ("SWIGLU",):
                             for lane_scale in (False, True) if type == "nvfp4" else (False,):
-                                rest = (use_id, b, with_bias, with_gate, lane_scale)
-                                c.append(_vec_case(type, op, 1, *rest, (4, 2)))
-                                c += [_vec_case(type, op, mb, *rest, (1, 1)) for mb in (1, 2, 4, 8)]
+                                yield type, op, (use_id, b, with_bias, with_gate, lane_scale)
+
+
+def vec_fusion_eval_0_25_3():
+    """0.25.3: SWIGLU_CLAMP gates too, multi-token batches for every combination, an IQ2_S
+    clamp with ids, and Q4_K row counts on both sides of a kernel boundary."""
+    c = []
+    for type, op, rest in _vec_combos(("SWIGLU", "GEGLU", "SWIGLU_CLAMP")):
+        c.append(_vec_case(type, op, 1, *rest, (4, 2)))
+        c += [_vec_case(type, op, mb, *rest, (1, 1)) for mb in (1, 2, 4, 8)]
     c += [_vec_case("iq2_s", "SWIGLU_CLAMP", 1, True, b, False, True, False, (4, 2)) for b in (False, True)]
     c += [_vec_case("q4_K", "SWIGLU", 2, False, False, False, True, False, (1, 1), n=rows)
           for rows in (6271, 6272, 6273)]
@@ -340,23 +346,13 @@ def vec_fusion_eval_0_25_3():
 
 def vec_fusion_eval():
     c = []
-    case = _vec_case
-    for type in BASE_TYPES:
-        for with_gate in (False, True):
-            for use_id in (False, True):
-                for b in (False, True) if use_id else (False,):
-                    for with_bias in (False, True):
-                        if not with_gate and not with_bias:
-                            continue
-                        for op in ("SWIGLU", "GEGLU") if with_gate else ("SWIGLU",):
-                            for lane_scale in (False, True) if type == "nvfp4" else (False,):
-                                args = (type, op)
-                                rest = (use_id, b, with_bias, with_gate, lane_scale)
-                                c.append(case(*args, 1, *rest, (4, 2)))
-                                c.append(case(*args, 1, *rest, (1, 1)))
-                                if not use_id and with_gate and not with_bias:
-                                    # small multi-token batches (speculative decoding)
-                                    c += [case(*args, mb, *rest, (1, 1)) for mb in (2, 4, 8)]
+    for type, op, rest in _vec_combos(("SWIGLU", "GEGLU")):
+        use_id, _, with_bias, with_gate, _ = rest
+        c.append(_vec_case(type, op, 1, *rest, (4, 2)))
+        c.append(_vec_case(type, op, 1, *rest, (1, 1)))
+        if not use_id and with_gate and not with_bias:
+            # small multi-token batches (speculative decoding)
+            c += [_vec_case(type, op, mb, *rest, (1, 1)) for mb in (2, 4, 8)]
     return c
 
 

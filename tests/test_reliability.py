@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from _proc import proc_stats
+
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
 
@@ -97,17 +99,7 @@ def _cmdline(pid: int) -> str:
 
 def _children(pid: int) -> list[int]:
     """The worker processes of a running `ops` (from /proc: Linux)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == pid and "spawn_main" in _cmdline(int(d)):
-                found.append(int(d))
-    return found
+    return [p for p, fields in proc_stats() if int(fields[1]) == pid and "spawn_main" in _cmdline(p)]
 
 
 def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path):

@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from _proc import proc_stats
+
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
 HANG = ["-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "--timeout", "600"]
@@ -29,17 +31,7 @@ def one_line_error(p, message):
 
 def group(pgid: int) -> list[str]:
     """The processes, zombies included, of a process group (from /proc: Linux)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[2]) == pgid:
-                found.append(d)
-    return found
+    return [str(pid) for pid, fields in proc_stats() if int(fields[2]) == pgid]
 
 
 def start(args, env=None, **kw):

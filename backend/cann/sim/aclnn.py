@@ -156,8 +156,78 @@ def promote(a: int, b: int, an: str, bn: str) -> int:
 
 
 def as_compute(values: np.ndarray, acl: int) -> np.ndarray:
-    """Input values converted to the computation type of `acl`."""
-    return np.asarray(values).astype(dtypes.compute_dtype(acl))
+    """Input values converted to type `acl` as opbase's Cast to the deduced type does
+    (rounded there: an s32 or f32 input of an f16 computation loses its extra bits), then
+    held in `acl`'s compute type (f32 for the half types)."""
+    values = np.asarray(values)
+    if values.dtype != dtypes.numpy_dtype(acl):
+        values = dtypes.convert(values, acl)
+    return values.astype(dtypes.compute_dtype(acl), copy=False)
+
+
+def unary_type(self_acl: int, out_acl: int) -> int:
+    """Where an element-wise operator of one tensor computes (ops-math's op_api: Exp, Sqrt,
+    Log, Tanh, Neg): in self's type when it is floating or complex, else in FLOAT when out
+    is floating (bool / integer self cast first), else in self's type; the kernel's result
+    is then cast to out."""
+    s = dtypes.short(self_acl)
+    if s in dtypes.FLOATS or s in dtypes.COMPLEX or dtypes.short(out_acl) not in dtypes.FLOATS:
+        return self_acl
+    return dtypes.BY_NAME["f32"]
+
+
+BF16 = dtypes.numpy_dtype(lib.ACL_BF16)
+
+
+def as_f32(v: np.ndarray) -> np.ndarray:
+    """A float array as f32 (exact from the half types)."""
+    if v.dtype == BF16:
+        # bfloat16 is the upper half of a float32: widen the bits (exact, and fast)
+        return (v.view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.asarray(v, np.float32)
+
+
+REPEAT_F32 = 64   # f32 elements of one vector instruction's repeat (ELEM_PER_REP_FP32)
+
+
+def sum_halving(v: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+    """An f32 sum over `axes` in the vector units' order (ops-nn norm/rms_norm/op_kernel/
+    reduce_common.h, ReduceSumHalfInterval): the elements past the largest power of two
+    are added onto the first ones, then the second half onto the first until one repeat
+    (64) is left, whose WholeReduceSum is taken as the same halving down to one."""
+    v = np.asarray(v, np.float32)
+    axes = tuple(a % v.ndim for a in axes) if v.ndim else ()
+    kept = tuple(1 if i in axes else n for i, n in enumerate(v.shape))
+    rest = [i for i in range(v.ndim) if i not in axes]
+    w = np.transpose(v, rest + list(axes)).reshape(tuple(v.shape[i] for i in rest) + (-1,))
+    n = w.shape[-1]
+    if n == 0:
+        s = np.zeros(w.shape[:-1], np.float32)
+    else:
+        body = 1 << (n.bit_length() - 1)
+        w = w[..., :body] + np.pad(w[..., body:], [(0, 0)] * (w.ndim - 1) + [(0, 2 * body - n)]) \
+            if body < n else w
+        while w.shape[-1] > 1:
+            half = w.shape[-1] // 2
+            w = w[..., :half] + w[..., half:]
+        s = w[..., 0]
+    return s.reshape(kept) if keepdims else s
+
+
+def rounded(values, acl: int):
+    """A result of the deduced type `acl`, as the kernel writes it: a half type's result
+    (computed in f32) rounded to it, before opbase's Cast of it to out's type."""
+    if dtypes.short(acl) in dtypes.HALF:
+        return dtypes.convert(values, acl)
+    return values
+
+
+def in_type(acl: int, fn: Callable[..., object]) -> Callable[..., object]:
+    """compute = fn with its result rounded to the deduced type `acl` (`rounded`): the
+    precision model of "cast the inputs to the deduced type, compute there, cast to out"."""
+    if dtypes.short(acl) not in dtypes.HALF:
+        return fn
+    return lambda *arrays: rounded(fn(*arrays), acl)
 
 
 # --------------------------------------------------------------- protocol ----
@@ -250,6 +320,9 @@ def _executor(executor, what: str) -> Plan:
     return STATE.executors.get(executor, what)
 
 
+_WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
+
+
 def execute(plan: Plan, ws: int) -> None:
     """Run a plan (at stream synchronisation): gather, compute, convert, store."""
     arrays = []
@@ -265,8 +338,12 @@ def execute(plan: Plan, ws: int) -> None:
         results = plan.compute(*arrays)
     if not isinstance(results, tuple):
         results = (results,)
+    wide = any(t.np_dtype in _WIDE for t in (*plan.inputs, *plan.outputs))
     for t, r in zip(plan.outputs, results):
         out, r = t.array(write=True), np.asarray(r)
+        if r.dtype in _WIDE and not wide:   # the precision model: no f64 device side
+            raise SimError(lib.ACLNN_ERR_INNER, f"aclnn{plan.name}: the simulator computed "
+                           f"{dtypes.name(plan.outputs[0].dtype)} results in {r.dtype} (a model bug)")
         # stored as is where it has the type already (a converted copy costs a pass)
         out[...] = r if r.dtype == out.dtype else dtypes.convert(np.broadcast_to(r, out.shape), t.dtype)
 

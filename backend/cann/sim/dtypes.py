@@ -38,6 +38,7 @@ ACL_NAMES = {lib.ACL_FLOAT: "FLOAT", lib.ACL_FLOAT16: "FLOAT16", lib.ACL_DOUBLE:
              lib.ACL_COMPLEX32: "COMPLEX32", lib.ACL_DT_UNDEFINED: "UNDEFINED"}
 
 FLOATS = {"f16", "f32", "f64", "bf16"}
+HALF = {"f16", "bf16"}   # stored in 16 bits, computed in f32 by the vector units
 INTS = {"s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64"}
 COMPLEX = {"c32", "c64", "c128"}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, need_dtype,
+from .aclnn import (Plan, as_compute, broadcast, in_type, invalid, need_cast, need_dims, need_dtype,
                     operator, promote, scalar, tensor)
 
 TYPES = {"f32", "f16", "f64", "s32", "s64", "s16", "s8", "u8", "bool", "c128", "c64", "bf16"}
@@ -29,7 +29,8 @@ def binary_plan(self_p, other_p, out_p, fn, alpha_p=None):
         a = scalar(alpha_p, "alpha")
         need_cast(a.dtype, work, "alpha -> promoted type")
         alpha = a.value
-    return Plan(lambda a, b: fn(as_compute(a, work), as_compute(b, work), alpha), [x, y], [z])
+    # op_api: both cast to the deduced type, the kernel computes there, its result is cast to out
+    return Plan(in_type(work, lambda a, b: fn(as_compute(a, work), as_compute(b, work), alpha)), [x, y], [z])
 
 
 @operator("Add")
@@ -73,7 +74,7 @@ def _tensor_scalar(self_p, other_p, out_p, fn, alpha_p=None, inplace=False, type
         alpha = a.value
     # the scalar is converted to the promoted type, then computed with like the tensor
     other = dtypes.convert(np.asarray(o.value), work).astype(dtypes.compute_dtype(work))
-    return Plan(lambda a: fn(as_compute(a, work), other, alpha), [x], [z])
+    return Plan(in_type(work, lambda a: fn(as_compute(a, work), other, alpha)), [x], [z])
 
 
 @operator("Muls")

@@ -9,7 +9,8 @@ when transposed), 2 or 4 (2-D), 3 (3-D), groups in [1, 65535] with groups * weig
 input C, the output shape of the inferred one, cubeMathType in 0..4. The simulated
 Ascend910B1's cube unit computes FLOAT, so KEEP_DTYPE keeps f32 (the aclnn source rejects
 it only on SoCs without f32 cube support); ALLOW_FP32_DOWN_PRECISION and USE_HF32 round
-FLOAT inputs to HFLOAT32, modelled here as a 10-bit mantissa; USE_FP16 rounds them to f16.
+FLOAT inputs to HFLOAT32 (910B: 11 mantissa bits); USE_FP16 rounds them to f16 and the
+kernel's output is f16 (op_api's UpdateOutputDtype), cast to output after (cube.Cube).
 
 Transposed (Atlas A2/A3 rules): weight is (C_in, C_out / groups, *K) and the output has
 weight.shape[1] * groups channels; the output size per spatial dim is
@@ -27,22 +28,13 @@ from .binding import lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype,
                     operator, promote, tensor)
-from .cube import F16, KEEP, float_mode
+from .cube import cube_of
 
 F = {"f32", "f16", "bf16"}
-KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
 
 
 def _formats():
     return {3: lib.ACL_FORMAT_NCL, 4: lib.ACL_FORMAT_NCHW, 5: lib.ACL_FORMAT_NCDHW}
-
-
-def _round_mantissa(a: np.ndarray, bits: int) -> np.ndarray:
-    """Round float32 values to `bits` explicit mantissa bits (nearest, ties to even)."""
-    u = np.ascontiguousarray(a, np.float32).view(np.uint32)
-    drop = 23 - bits
-    bias = np.uint32((1 << (drop - 1)) - 1) + ((u >> np.uint32(drop)) & np.uint32(1))
-    return ((u + bias) & np.uint32(~((1 << drop) - 1) & 0xFFFFFFFF)).view(np.float32)
 
 
 def _pads(padding: tuple[int, ...], k: int, transposed: bool = False) -> list[tuple[int, int]]:
@@ -181,23 +173,16 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if y.dims != expect:
         raise invalid(f"output shape {list(y.dims)} should be {list(expect)}")
 
-    mode = float_mode(cube_math_type) if dtypes.short(work) == "f32" else KEEP   # cube.py
-
-    def rounding(a):
-        if mode == KEEP:
-            return a
-        if mode == F16:
-            return a.astype(np.float16).astype(np.float32)
-        return _round_mantissa(a, 10)
+    cube = cube_of(work, cube_math_type)   # the SoC's cube (cube.py)
 
     def compute(xa, wa, *ba):
-        xc, wc = rounding(as_compute(xa, work)), rounding(as_compute(wa, work))
+        xc, wc = cube.operand(as_compute(xa, work)), cube.operand(as_compute(wa, work))
         bc = as_compute(ba[0], work) if ba else None
         if transposed:
             return convolve_transposed(xc, wc, bc, st, pads, dil, out_pad, groups)
         return convolve(xc, wc, bc, st, pads, dil, groups)
 
-    return Plan(compute, [x, w] + ([b] if b else []), [y])
+    return Plan(cube.result(compute), [x, w] + ([b] if b else []), [y])
 
 
 # ---------------------------------------------- Slice and InplaceZero ----

@@ -9,8 +9,8 @@ import numpy as np
 from .binding import ffi
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,
-                    need_same_shape, operator, scalar, tensor)
+from .aclnn import (Plan, as_compute, in_type, invalid, need_cast, need_dims, need_dtype,
+                    need_same_shape, operator, scalar, tensor, unary_type)
 from .ops_binary import binary_plan
 
 # sqrt / log / sin / cos: integer and bool inputs compute in a floating out
@@ -25,7 +25,8 @@ def _math(self_p, out_p, fn):
     need_cast(x.dtype, y.dtype, "self -> out")
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"))
-    return Plan(lambda a: fn(as_compute(a, y.dtype)), [x], [y])
+    work = unary_type(x.dtype, y.dtype)   # op_api: self (FLOAT for integers), then cast to out
+    return Plan(in_type(work, lambda a: fn(as_compute(a, work))), [x], [y])
 
 
 @operator("Sqrt")
@@ -97,7 +98,8 @@ def leaky_relu(self, negative_slope, out):
     s = scalar(negative_slope, "negativeSlope")
     need_cast(s.dtype, x.dtype, "negativeSlope -> self")
     k = float(s.value)
-    return Plan(lambda a: (lambda v: np.where(v > 0, v, v * k))(as_compute(a, x.dtype)), [x], [y])
+    return Plan(in_type(x.dtype, lambda a: (lambda v: np.where(v > 0, v, v * k))(as_compute(a, x.dtype))),
+                [x], [y])
 
 
 @operator("InplaceAdd")

@@ -21,9 +21,9 @@ import numpy as np
 from .aclnn import (Plan, as_compute, invalid, need_contiguous, need_dims,
                     need_dtype, need_same_dtype, operator, tensor)
 from .ops_binary import binary_plan
+from .ops_unary import erf_f32
 
 F = {"f32", "f16", "bf16"}
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _axis(dim: int, ndim: int, what: str = "dim") -> int:
@@ -67,7 +67,7 @@ def swi_glu(x_p, dim, out_p):
 def _gelu(v, approximate):
     if approximate:
         return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
-    return (0.5 * v * (1 + _erf(v.astype(np.float64) / math.sqrt(2)))).astype(v.dtype)
+    return 0.5 * v * (1 + erf_f32(v * np.float32(1 / math.sqrt(2))))
 
 
 @operator("GeGluV3")

@@ -38,7 +38,8 @@ import numpy as np
 from .binding import lib
 
 from . import dtypes
-from .aclnn import Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .aclnn import (Plan, need_nd, as_compute, in_type, int_array, invalid, need_dims, need_dtype,
+                    need_same_dtype, operator, tensor)
 from .runtime import soc_family
 
 F = {"f32", "f16", "bf16"}
@@ -156,7 +157,7 @@ def avg_pool2d(self, kernel_size, strides, paddings, ceil_mode, count_include_pa
         return whole, inside
 
     def compute(a):
-        xa = as_compute(a, work).astype(np.float64)
+        xa = as_compute(a, work)   # window sums and the division in f32
         # windows reaching past the padded image (ceil mode) read zeros there
         extra_h = max((oh - 1) * s[0] + k[0] - (h + 2 * p[0]), 0)
         extra_w = max((ow - 1) * s[1] + k[1] - (w + 2 * p[1]), 0)
@@ -164,13 +165,13 @@ def avg_pool2d(self, kernel_size, strides, paddings, ceil_mode, count_include_pa
         xp = np.pad(xa, pads)
         total = _windows(_windows(xp, -1, k[1], s[1], ow), -3, k[0], s[0], oh).sum(axis=(-3, -1))
         if divisor_override:
-            div = float(divisor_override)
+            div = np.float32(divisor_override)
         else:
             wh, ih = divisors(h, k[0], s[0], p[0], oh)
             ww, iw = divisors(w, k[1], s[1], p[1], ow)
-            div = np.outer(wh, ww) if count_include_pad else np.outer(ih, iw)
+            div = (np.outer(wh, ww) if count_include_pad else np.outer(ih, iw)).astype(np.float32)
         return total / div
-    return Plan(compute, [x], [y])
+    return Plan(in_type(work, compute), [x], [y])
 
 
 @operator("MaxPool")
@@ -203,7 +204,7 @@ def max_pool(self, kernel_shape, strides, auto_pad, pads, dilations, ceil_mode, 
         raise invalid(f"out shape {list(y.dims)} should be {list(x.dims[:-2] + (oh, ow))}")
 
     def compute(a):
-        xa = np.asarray(a, dtype=np.float64)
+        xa = np.asarray(a)   # a maximum is exact in the input's type
         extra_h = max((oh - 1) * s[0] + k[0] - (h + sum(ph)), 0)
         extra_w = max((ow - 1) * s[1] + k[1] - (w + sum(pw)), 0)
         pads_ = [(0, 0)] * (xa.ndim - 2) + [(ph[0], ph[1] + extra_h), (pw[0], pw[1] + extra_w)]
@@ -284,15 +285,15 @@ def upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w, ou
             scale = np.float32(1.0 / given if given > 0 else n_in / n_out)
             src = np.maximum((np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * scale - np.float32(0.5), 0)
         lo = src.astype(np.int64)
-        w_hi = (src - lo).astype(np.float64)            # lambda_1; lambda_0 = 1 - lambda_1
+        w_hi = src - lo.astype(np.float32)            # lambda_1 (f32); lambda_0 = 1 - lambda_1
         taps.append((np.minimum(lo, n_in - 1), np.minimum(lo + 1, n_in - 1), w_hi))
 
     def compute(a):
-        a = np.asarray(a, dtype=np.float64)
+        a = as_compute(a, x.dtype)   # interpolated in f32 (half types cast up)
         for axis, (lo, hi, w) in zip(hw_axes, taps):
             shape = [1] * a.ndim
             shape[axis] = len(w)
-            w = w.reshape(shape)
+            w = w.astype(a.dtype).reshape(shape)
             a = np.take(a, lo, axis=axis) * (1 - w) + np.take(a, hi, axis=axis) * w
         return a
     return Plan(compute, [x], [y])

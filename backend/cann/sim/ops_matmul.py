@@ -8,9 +8,10 @@
     serves aclnnMm); the deduced type must convert to out's;
   * the reduce dims must match, out must have the product's shape;
   * cubeMathType 0..4: 1 (ALLOW_FP32_DOWN_PRECISION) and 3 (USE_HF32) compute FLOAT
-    inputs as HFLOAT32 (modelled as a 10-bit mantissa; 3 refuses other types), 2
-    (USE_FP16) computes them as FLOAT16 (and refuses BFLOAT16), 0 and 4 keep the type.
-The cube multiplies the (rounded) inputs exactly and accumulates in f32.
+    inputs as HFLOAT32 (3 refuses other types), 2 (USE_FP16) computes them as FLOAT16
+    with an f16 result (and refuses BFLOAT16), 0 and 4 keep the type.
+The cube multiplies the (rounded) inputs exactly and accumulates in f32 (aclnn.Cube: HF32
+with 910B's 11 mantissa bits, USE_FP16's f16 output stage).
 
 Weights in the cube's private layout (ops-math trans_data, aclnnTransMatmulWeight's page):
   * aclnnCalculateMatmulWeightSizeV2(tensorShape (batch.., n, k), 2-6 dims, none 0;
@@ -36,30 +37,10 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, need_nd, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
-from .cube import F16, HF32, KEEP, float_mode
+from .cube import USE_FP16, USE_HF32, Cube, cube_of
 from .runtime import STATE, SimError, TensorDesc, entry
 
 F = {"f32", "f16", "bf16"}
-BF16 = dtypes.numpy_dtype(lib.ACL_BF16)
-KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
-
-
-def _hf32(a: np.ndarray) -> np.ndarray:
-    """float32 values rounded to a 10-bit mantissa (nearest, ties to even)."""
-    u = np.array(a, np.float32).view(np.uint32)   # a fresh copy, rounded in place
-    keep = u >> np.uint32(13)
-    keep &= np.uint32(1)
-    u += np.uint32(0xFFF)
-    u += keep
-    u &= np.uint32(0xFFFFE000)
-    return u.view(np.float32)
-
-
-def _as_f32(v: np.ndarray) -> np.ndarray:
-    if v.dtype == BF16:
-        # bfloat16 is the upper half of a float32: widen the bits (exact, and fast)
-        return (v.view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-    return np.asarray(v, np.float32)
 
 
 def _check(self_p, mat2_p, out_p, cube, lo, hi):
@@ -82,39 +63,32 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi):
         raise invalid("cubeMathType USE_FP16 is not supported for BFLOAT16 inputs")
     if cube == USE_HF32 and w != "f32":
         raise invalid("cubeMathType USE_HF32 needs FLOAT inputs")
-    mode = float_mode(cube) if w == "f32" else KEEP   # the SoC's cube (cube.py)
-
-    def rounding(v: np.ndarray) -> np.ndarray:
-        v = _as_f32(np.asarray(v))
-        if mode == KEEP:
-            return v
-        if mode == F16:
-            return v.astype(np.float16).astype(np.float32)
-        return _hf32(v)
-    rounds = mode in (F16, HF32)
-    return a, b, y, rounding, rounds
+    return a, b, y, cube_of(work, cube)
 
 
 BLOCK_COLS, BIG = 128, 1 << 20
 
 
-def product(rounding, rounds: bool):
-    """compute(x1, x2) = np.matmul of the rounded operands. A big mat2 that is rounded is
-    rounded a block of columns at a time, so that its rounded copies stay in the cache
-    (rounding all of it first costs two more passes through memory)."""
+def product(cube: Cube):
+    """compute(x1, x2) = np.matmul of the rounded operands, in f32, through the kernel's
+    output stage. A big mat2 that is rounded is rounded a block of columns at a time, so
+    that its rounded copies stay in the cache (rounding all of it first costs two more
+    passes through memory)."""
+    rounding = cube.operand
+
     def compute(x1, x2):
         x1 = rounding(x1)
-        if not rounds or x2.ndim < 2 or x2.size < BIG or x2.shape[-1] <= BLOCK_COLS:
+        if not cube.rounds or x2.ndim < 2 or x2.size < BIG or x2.shape[-1] <= BLOCK_COLS:
             return np.matmul(x1, rounding(x2))
         cols = range(0, x2.shape[-1], BLOCK_COLS)
         return np.concatenate([np.matmul(x1, rounding(x2[..., j:j + BLOCK_COLS])) for j in cols],
                               axis=-1)
-    return compute
+    return cube.result(compute)
 
 
-def product_plan(a, b, y, rounding, rounds: bool) -> Plan:
+def product_plan(a, b, y, cube: Cube) -> Plan:
     """The plan of a checked product; a FRACTAL_NZ mat2 is read from its private layout."""
-    compute = product(rounding, rounds)
+    compute = product(cube)
     if b.format != lib.ACL_FORMAT_FRACTAL_NZ:
         return Plan(compute, [a, b], [y])
     read = nz_operand(b, "mat2")
@@ -123,12 +97,12 @@ def product_plan(a, b, y, rounding, rounds: bool) -> Plan:
 
 @operator("Mm")
 def mm(self, mat2, out, cube_math_type):
-    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 2, 2)
+    a, b, y, cube = _check(self, mat2, out, cube_math_type, 2, 2)
     if a.dims[1] != b.dims[0]:
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if y.dims != (a.dims[0], b.dims[1]):
         raise invalid(f"out shape {list(y.dims)} should be {[a.dims[0], b.dims[1]]}")
-    return product_plan(a, b, y, rounding, rounds)
+    return product_plan(a, b, y, cube)
 
 
 def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
@@ -151,11 +125,11 @@ def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
 
 @operator("Matmul")
 def matmul(self, mat2, out, cube_math_type):
-    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 1, 6)
+    a, b, y, cube = _check(self, mat2, out, cube_math_type, 1, 6)
     shape = _matmul_shape(a.dims, b.dims)
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return product_plan(a, b, y, rounding, rounds)
+    return product_plan(a, b, y, cube)
 
 
 # ------------------------------------------------ weights in the NZ layout ----

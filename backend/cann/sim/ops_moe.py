@@ -57,7 +57,7 @@ def index_select(self, dim, index, out):
 
 @operator("BatchMatMul")
 def batch_matmul(self, mat2, out, cube_math_type):
-    a, b, y, rounding, rounds = _check(self, mat2, out, cube_math_type, 3, 3)
+    a, b, y, cube = _check(self, mat2, out, cube_math_type, 3, 3)
     if a.dims[2] != b.dims[1]:
         raise invalid(f"the k-axis of self {list(a.dims)} and mat2 {list(b.dims)} differ")
     if a.dims[0] != b.dims[0] and 1 not in (a.dims[0], b.dims[0]):
@@ -65,4 +65,4 @@ def batch_matmul(self, mat2, out, cube_math_type):
     shape = (max(a.dims[0], b.dims[0]), a.dims[1], b.dims[2])
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
-    return product_plan(a, b, y, rounding, rounds)
+    return product_plan(a, b, y, cube)

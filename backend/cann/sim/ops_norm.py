@@ -12,14 +12,17 @@ ops-math clamp_min), per their public docs for Atlas A2 / A3:
              dims, epsilon >= 0. The A2 table's rows: gamma = x1's trailing dims with
              rstdOut (FLOAT32, x1's shape with those dims 1) and xOut both given, or for
              FLOAT16 / BFLOAT16 only, gamma [1, x1's last dim] with rstdOut nullptr (xOut
-             given or not); rstdOut without xOut is ACLNN_ERR_PARAM_NULLPTR. The sum stays
-             in f32 for the norm (the formula rounds nothing in between).
+             given or not); rstdOut without xOut is ACLNN_ERR_PARAM_NULLPTR. The kernel
+             (add_rms_norm.h) rounds the sum to x1's type and norms that, in f32.
   Norm       self FLOAT / FLOAT16 / BFLOAT16, p in {0, 1, 2, 3, ±inf}, dims unique in
              [-N, N-1], out of the reduced shape (keepdim).
   ClampMin   out = max(self, min), out dtype = self's, same shape.
   GroupNorm  self 2-8 dims [N, C, *], gamma / beta nullptr or 1-D of C, every tensor of
              self's dtype, group > 0 dividing C, eps > 0, mean / rstd (N, group); the
              variance divides by n (the current page; an older English one said n - 1).
+
+Precision: every one computes in f32 (half types cast up, as their kernels do), its sums
+in the vector units' halving order (aclnn.sum_halving), 1 / n as an f32 factor.
 """
 from __future__ import annotations
 
@@ -31,11 +34,17 @@ from .binding import lib
 
 from . import dtypes
 from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims,
-                    need_dtype, need_same_dtype, need_same_shape, operator, scalar, tensor)
+                    need_dtype, need_same_dtype, need_same_shape, operator, rounded, scalar,
+                    sum_halving, tensor)
 from .runtime import SimError
 
 F = {"f32", "f16", "bf16"}
 TILING_ERROR = 561002   # ACLNN_ERR_INNER_TILING_ERROR: RmsNorm's "parameters not as described"
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    """A norm kernel's operand: f16 / bf16 cast up to f32 (exact), f32 as is."""
+    return np.asarray(a).astype(np.float32, copy=False)
 
 
 def _tensor_shape(t, what, shape):
@@ -78,16 +87,19 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out, mean_out, rstd_o
     inputs = [x] + [t for t in (w, b) if t is not None]
     outputs = [y] + [t for t in (mean, rstd) if t is not None]
 
-    def compute(xa, *wb):
-        v = as_compute(xa, x.dtype).astype(np.float64)
-        mu = v.mean(axis=axes, keepdims=True)
-        r = 1.0 / np.sqrt(((v - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
-        res = (v - mu) * r
+    inv_n = np.float32(1 / math.prod(shape)) if math.prod(shape) else np.float32(np.nan)
+
+    def compute(xa, *wb):   # in f32, as layer_norm_v4's kernels (half types cast first)
+        v = _f32(xa)
+        mu = sum_halving(v, axes, keepdims=True) * inv_n
+        d = v - mu
+        r = np.float32(1) / np.sqrt(sum_halving(d * d, axes, keepdims=True) * inv_n + np.float32(eps))
+        res = d * r
         wb = list(wb)
         if w is not None:
-            res = res * wb.pop(0).astype(np.float64)
+            res = res * _f32(wb.pop(0))
         if b is not None:
-            res = res + wb.pop(0).astype(np.float64)
+            res = res + _f32(wb.pop(0))
         return (res,) + tuple(s for s, t in ((mu, mean), (r, rstd)) if t is not None)
     return Plan(compute, inputs, outputs)
 
@@ -117,10 +129,12 @@ def rms_norm(x_p, gamma_p, epsilon, y_p, rstd_p):
         raise SimError(TILING_ERROR, f"rstdOut shape {list(rstd.dims)} should be x's leading dims {list(x.dims[:n])}")
     axes = tuple(range(n, x.ndim))
 
-    def compute(xa, ga):
-        v = as_compute(xa, x.dtype).astype(np.float64)
-        r = 1.0 / np.sqrt((v * v).mean(axis=axes, keepdims=True) + epsilon)
-        return v * r * ga.astype(np.float64), r.reshape(rstd.dims)
+    inv_n = np.float32(1 / math.prod(g.dims)) if math.prod(g.dims) else np.float32(np.nan)
+
+    def compute(xa, ga):   # rms_norm.h: x² summed in f32 halves, rstd, y = x * rstd * gamma in f32
+        v = _f32(xa)
+        r = np.float32(1) / np.sqrt(sum_halving(v * v, axes, keepdims=True) * inv_n + np.float32(epsilon))
+        return v * r * _f32(ga), r.reshape(rstd.dims)
     return Plan(compute, [x, g], [y, rstd])
 
 
@@ -148,14 +162,14 @@ def norm(self, p_scalar, dim, keepdim, out):
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
 
-    def compute(a):
-        v = np.abs(as_compute(a, x.dtype).astype(np.float64))
+    def compute(a):   # in f32 (lp_norm_v2 casts half types up)
+        v = np.abs(_f32(a))
         if p == 0.0:
-            r = (v != 0).sum(axis=axes, keepdims=keepdim).astype(np.float64)
+            r = (v != 0).sum(axis=axes, keepdims=keepdim).astype(np.float32)
         elif math.isinf(p):
             r = v.max(axis=axes, keepdims=keepdim) if p > 0 else v.min(axis=axes, keepdims=keepdim)
         else:
-            r = (v ** p).sum(axis=axes, keepdims=keepdim) ** (1.0 / p)
+            r = (v ** np.float32(p)).sum(axis=axes, keepdims=keepdim) ** np.float32(1.0 / p)
         return r
     return Plan(compute, [x], [y])
 
@@ -208,17 +222,19 @@ def group_norm(self, gamma, beta, n, c, hxw, group, eps, out, mean_out, rstd_out
             raise invalid(f"{what} shape {list(t.dims)} should be [{c}]")
     inputs = [x] + [t for t in (g, b) if t is not None]
 
-    def compute(xa, *gb):
-        v = as_compute(xa, x.dtype).astype(np.float64).reshape(n, group, -1)
-        mu = v.mean(axis=2, keepdims=True)
-        var = ((v - mu) ** 2).mean(axis=2, keepdims=True)
-        r = 1.0 / np.sqrt(var + eps)
-        res = ((v - mu) * r).reshape((n, c, -1))
+    inv_n = np.float32(1 / (c // group * hxw)) if c // group * hxw else np.float32(np.nan)
+
+    def compute(xa, *gb):   # in f32, as group_norm's kernels (half types cast first)
+        v = _f32(xa).reshape(n, group, -1)
+        mu = sum_halving(v, (2,), keepdims=True) * inv_n
+        d = v - mu
+        r = np.float32(1) / np.sqrt(sum_halving(d * d, (2,), keepdims=True) * inv_n + np.float32(eps))
+        res = (d * r).reshape((n, c, -1))
         gb = list(gb)
         if g is not None:
-            res = res * gb.pop(0).astype(np.float64).reshape(1, c, 1)
+            res = res * _f32(gb.pop(0)).reshape(1, c, 1)
         if b is not None:
-            res = res + gb.pop(0).astype(np.float64).reshape(1, c, 1)
+            res = res + _f32(gb.pop(0)).reshape(1, c, 1)
         return res.reshape(x.dims), mu.reshape(n, group), r.reshape(n, group)
     return Plan(compute, inputs, [y, mean, rstd])
 
@@ -254,10 +270,16 @@ def add_rms_norm(x1_p, x2_p, gamma_p, epsilon, y_p, rstd_p, x_p):
         axes = tuple(range(n, x1.ndim))
     outputs = [y] + [t for t in (rstd, xo) if t is not None]
     eps = np.float32(epsilon)
+    inv_n = np.float32(1 / math.prod(x1.dims[a] for a in axes)) if math.prod(x1.dims[a] for a in axes) \
+        else np.float32(np.nan)
+
+    t = x1.dtype
 
     def compute(a, b, ga):
-        x = as_compute(a, x1.dtype) + as_compute(b, x1.dtype)
-        r = np.float32(1) / np.sqrt((x * x).mean(axis=axes, keepdims=True, dtype=np.float32) + eps)
-        res = x * r * as_compute(ga, g.dtype).reshape(x.shape[x.ndim - len(axes):])
+        # add_rms_norm.h: x = x1 + x2 rounded to x1's type, normed from there in f32
+        # (x² / n summed); a half type's x * rstd is rounded to it before gamma's product
+        x = _f32(rounded(_f32(a) + _f32(b), t))
+        r = np.float32(1) / np.sqrt(sum_halving(x * x * inv_n, axes, keepdims=True) + eps)
+        res = _f32(rounded(x * r, t)) * _f32(ga).reshape(x.shape[x.ndim - len(axes):])
         return (res,) + ((r,) if rstd is not None else ()) + ((x,) if xo is not None else ())
     return Plan(compute, [x1, x2, g], outputs)

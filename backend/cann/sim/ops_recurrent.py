@@ -13,9 +13,9 @@ two dims and upper (or lower) triangular, its other triangle never read; unitria
 takes the diagonal as ones (then FLOAT only). self and A FLOAT / DOUBLE / COMPLEX64 /
 COMPLEX128 of one dtype, 2-8 dims, self[-2] == A[-2], batch dims broadcasting; xOut of
 the broadcast batch + self's last two dims, mOut (the triangle of A that was used) of the
-broadcast batch + A's last two; both of self's dtype. The solve is exact (float64 /
-complex128, then rounded), a model of an operator with no loss beyond its output's
-rounding: ill-conditioned systems then match an exact reference.
+broadcast batch + A's last two; both of self's dtype. The solve is a substitution row by
+row in self's type (f32 / c64; f64 / c128 only for DOUBLE / COMPLEX128), each row's sum
+of products in that type, as a kernel of that type computes.
 """
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ import numpy as np
 
 from . import dtypes
 from .aclnn import Plan, broadcast, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
-from .ops_matmul import _hf32
+from .cube import USE_HF32, cube_of
 
 MV_TYPES = {"f16", "f32", "bf16"}
 SOLVE_TYPES = {"f32", "f64", "c64", "c128"}
-KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
 
 
 @operator("Mv")
@@ -49,15 +48,19 @@ def mv(self, vec, out, cube_math_type):
     if cube_math_type == USE_HF32 and w != "f32":
         raise invalid("cubeMathType USE_HF32 needs FLOAT inputs")
 
-    def rounding(v):
-        v = np.asarray(v, np.float32)
-        if w != "f32" or cube_math_type in (KEEP_DTYPE, USE_FP32_ADD):
-            return v
-        if cube_math_type == USE_FP16:
-            return v.astype(np.float16).astype(np.float32)
-        return _hf32(v)
+    cube = cube_of(a.dtype, cube_math_type)   # aclnnMatmul's cube model
+    return Plan(cube.result(lambda av, xv: cube.operand(av) @ cube.operand(xv)), [a, x], [y])
 
-    return Plan(lambda av, xv: rounding(av) @ rounding(xv), [a, x], [y])
+
+def _substitute(t: np.ndarray, rhs: np.ndarray, lower: bool) -> np.ndarray:
+    """X with T X = rhs, T triangular: forward (lower) or back substitution, in T's type."""
+    n = t.shape[-1]
+    x = np.zeros(np.broadcast_shapes(t.shape[:-2], rhs.shape[:-2]) + rhs.shape[-2:], t.dtype)
+    for i in (range(n) if lower else range(n - 1, -1, -1)):
+        done = slice(0, i) if lower else slice(i + 1, n)
+        s = rhs[..., i, :] - (t[..., i:i + 1, done] @ x[..., done, :])[..., 0, :]
+        x[..., i, :] = s / t[..., i, i, None]
+    return x
 
 
 @operator("TriangularSolve")
@@ -81,19 +84,19 @@ def triangular_solve(self, A, upper, transpose, unitriangular, x_out, m_out):
         raise invalid(f"xOut shape {list(x.dims)} should be {list(batch + b.dims[-2:])}")
     if m.dims != batch + a.dims[-2:]:
         raise invalid(f"mOut shape {list(m.dims)} should be {list(batch + a.dims[-2:])}")
-    exact = np.complex128 if dtypes.short(b.dtype) in ("c64", "c128") else np.float64
+    work = dtypes.compute_dtype(b.dtype)
 
     def compute(bv, av):
         tri = np.triu(av) if upper else np.tril(av)
         used = np.broadcast_to(tri, batch + a.dims[-2:])
-        sys = used.astype(exact)
+        sys = used.astype(work)
         if unitriangular:
             k = sys.shape[-1]
             sys = sys.copy()
             sys[..., np.arange(k), np.arange(k)] = 1
         if transpose:
             sys = np.swapaxes(sys, -1, -2)
-        rhs = np.broadcast_to(np.asarray(bv, exact), batch + b.dims[-2:])
-        return np.linalg.solve(sys, rhs), used
+        rhs = np.broadcast_to(np.asarray(bv, work), batch + b.dims[-2:])
+        return _substitute(sys, rhs, lower=upper == bool(transpose)), used
 
     return Plan(compute, [b, a], [x, m])

@@ -9,8 +9,9 @@ INT64; EqTensor: self and other promote and broadcast, out of the broadcast shap
 any type BOOL converts to; Argsort: out INT64 of self's shape; at most 8 dims; BF16 not
 with a sort axis of size 1; equal keys in an order CANN_SIM_SEED fixes (the page promises
 determinism, not stability).
-Sums accumulate in float64 (int64 for integers), so the simulator is never less exact
-than the hardware's tree reductions.
+Precision: self is cast to `dtype` first (op_api), float sums accumulate in dtype's
+compute type (f32 for the half types, f64 only for DOUBLE) and are rounded to dtype;
+integer sums are exact in int64, then wrap into dtype as the kernel's do.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 from . import dtypes
 from .binding import lib
 from .runtime import STATE
-from .aclnn import (Plan, as_compute, broadcast, int_array, invalid, need_cast, need_dims, need_dtype,
+from .aclnn import (Plan, as_compute, broadcast, in_type, int_array, invalid, need_cast, need_dims, need_dtype,
                     need_same_shape, operator, promote, tensor)
 from .runtime import tolerate
 
@@ -59,10 +60,8 @@ def _need_out_shape(y, shape, what="out"):
 
 def _accumulator(acl: int) -> np.dtype:
     s = dtypes.short(acl)
-    if s in dtypes.FLOATS:
-        return np.dtype(np.float64)
-    if s in dtypes.COMPLEX:
-        return np.dtype(np.complex128)
+    if s in dtypes.FLOATS or s in dtypes.COMPLEX:
+        return dtypes.compute_dtype(acl)
     return np.dtype(np.int64)
 
 
@@ -80,7 +79,8 @@ def reduce_sum(self, dims, keep_dims, dtype, out):
     axes = _axes(int_array(dims, "dims"), x.ndim, "dims")
     _need_out_shape(y, _reduced(x.dims, axes, keep_dims))
     acc = _accumulator(dtype)
-    return Plan(lambda a: np.sum(np.asarray(a).astype(acc), axis=axes, keepdims=keep_dims), [x], [y])
+    return Plan(in_type(dtype, lambda a: np.sum(as_compute(a, dtype).astype(acc, copy=False),
+                                                axis=axes, keepdims=keep_dims)), [x], [y])
 
 
 @operator("Mean")
@@ -98,7 +98,7 @@ def mean(self, dim, keep_dim, dtype, out):
     acc = _accumulator(dtype)
 
     def compute(a):
-        m = np.mean(as_compute(a, dtype).astype(acc), axis=axes, keepdims=keep_dim)
+        m = np.mean(as_compute(a, dtype).astype(acc, copy=False), axis=axes, keepdims=keep_dim, dtype=acc)
         return dtypes.convert(m, dtype)
     return Plan(compute, [x], [y])
 
@@ -143,7 +143,8 @@ def cumsum(self, dim, dtype, out):
     need_same_shape(x, y, "self", "out")
     d = _axis(dim, max(x.ndim, 1))
     acc = _accumulator(dtype)
-    return Plan(lambda a: np.cumsum(np.asarray(a).astype(acc), axis=d), [x], [y])
+    return Plan(in_type(dtype, lambda a: np.cumsum(as_compute(a, dtype).astype(acc, copy=False), axis=d)),
+                [x], [y])
 
 
 @operator("Argsort")

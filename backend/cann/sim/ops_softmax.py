@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, broadcast, invalid, need_cast, need_dims, need_dtype,
+from .aclnn import (Plan, as_compute, broadcast, in_type, invalid, need_cast, need_dims, need_dtype,
                     need_same_shape, operator, promote, scalar, tensor)
 
 
@@ -34,8 +34,8 @@ def softmax(self, dim, out):
     need_same_shape(x, y, "self", "out")
     axis = dim % n if x.ndim else None
 
-    def compute(a):
-        v = as_compute(a, x.dtype).astype(np.float64)
+    def compute(a):   # in self's compute type: f32 for the half types (f64 only for DOUBLE)
+        v = as_compute(a, x.dtype)
         if axis is None:
             return np.ones_like(v)
         e = np.exp(v - v.max(axis=axis, keepdims=True))
@@ -63,7 +63,7 @@ def pow_scalar_tensor(self, exponent, out):
     need_cast(work, y.dtype, "deduced type -> out")
     need_same_shape(e, y, "exponent", "out")
     base = dtypes.convert(np.asarray(s.value), work).astype(dtypes.compute_dtype(work))
-    return Plan(lambda a: np.power(base, as_compute(a, work)), [e], [y])
+    return Plan(in_type(work, lambda a: np.power(base, as_compute(a, work))), [e], [y])
 
 
 def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -90,4 +90,4 @@ def inplace_pow_tensor_tensor(self, exponent):
     if broadcast(x.dims, e.dims, "self", "exponent") != x.dims:
         raise invalid(f"self {list(x.dims)} and exponent {list(e.dims)} broadcast to a shape "
                       "other than self's")
-    return Plan(lambda a, b: _power(as_compute(a, work), as_compute(b, work)), [x, e], [x])
+    return Plan(in_type(work, lambda a, b: _power(as_compute(a, work), as_compute(b, work))), [x, e], [x])

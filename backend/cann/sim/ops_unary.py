@@ -9,11 +9,13 @@ import math
 import numpy as np
 
 from . import dtypes
-from .aclnn import (Plan, as_compute, invalid, need_cast, need_dims, need_dtype,
-                    need_same_dtype, need_same_shape, operator, scalar, tensor)
+from .aclnn import (Plan, as_compute, in_type, invalid, need_cast, need_dims, need_dtype,
+                    need_same_dtype, need_same_shape, operator, scalar, tensor, unary_type)
 
 F = {"f32", "f16", "bf16"}
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+# erf at f32 arguments, its value rounded to f32: NumPy has no f32 erf, and the kernels'
+# polynomial is within a few f32 ulps of it (the only float64 here: a function value)
+erf_f32 = np.vectorize(lambda t: np.float32(math.erf(t)), otypes=[np.float32])
 
 
 def _unary(self_p, out_p, self_types, out_types, relation, fn, out_name="out", hi=8):
@@ -32,8 +34,8 @@ def _unary(self_p, out_p, self_types, out_types, relation, fn, out_name="out", h
                       f"{dtypes.name(y.dtype)} cannot be promoted")
     need_same_shape(x, y, "self", out_name)
     need_dims((x, "self"), (y, out_name), hi=hi)
-    work = y.dtype if relation == "promote" or dtypes.short(y.dtype) in dtypes.FLOATS else x.dtype
-    return Plan(lambda a: fn(as_compute(a, work)), [x], [y])
+    work = unary_type(x.dtype, y.dtype)
+    return Plan(in_type(work, lambda a: fn(as_compute(a, work))), [x], [y])
 
 
 ABS_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8", "bool"}
@@ -99,7 +101,7 @@ def _gelu_tanh(v):
 
 
 def _gelu_erf(v):
-    return (0.5 * v * (1 + _erf(v.astype(np.float64) / math.sqrt(2)))).astype(v.dtype)
+    return 0.5 * v * (1 + erf_f32(v * np.float32(1 / math.sqrt(2))))
 
 
 @operator("Gelu")
@@ -153,13 +155,15 @@ def gt_scalar(self, other, out):
     x, y, o = tensor(self, "self"), tensor(out, "out"), scalar(other, "other")
     need_dtype(x, "self", types)
     need_dtype(y, "out", types | {"c64", "c128"})
-    if dtypes.promote_scalar(x.dtype, o.dtype) is None:
+    work = dtypes.promote_scalar(x.dtype, o.dtype)
+    if work is None:
         raise invalid(f"self dtype {dtypes.name(x.dtype)} and other dtype "
                       f"{dtypes.name(o.dtype)} cannot be promoted")
     need_cast(dtypes.BY_NAME["bool"], y.dtype, "BOOL -> out")
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"))
-    return Plan(lambda a: a > o.value, [x], [y])
+    bound = as_compute(np.asarray(o.value), work)   # compared in the deduced type
+    return Plan(lambda a: as_compute(a, work) > bound, [x], [y])
 
 
 @operator("Softplus")

@@ -425,5 +425,13 @@ register(Family(
         "ill-conditioned inputs: lower-triangular matrices with entries in [0.1, 1] reach condition "
         "numbers of 1e9 to 1e15 from n = 80 on, so ggml-cpu's f32 forward substitution loses digits "
         "that the exact (float64) solution keeps; which of these cases miss NMSE 1e-7 depends on the data",
-        when=lambda p: p["ne_lhs"][0] >= 80)},
+        when=lambda p: p["ne_lhs"][0] >= 80),
+        # ggml-cann runs SOLVE_TRI as aclnnTriangularSolve, an f32 kernel: measured on CANN-SIM
+        # (f32 substitution) with --seed 0, NMSE 2.2e-7 to 34.5 on the same 7 cases as ggml-CPU,
+        # to 6 digits ggml-CPU's own figures
+        "CANN": Deviation(
+            "ill-conditioned inputs (as GGML-CPU's note): aclnnTriangularSolve solves FLOAT systems "
+            "in f32, which loses the digits that condition numbers of 1e9 to 1e15 cost; measured on "
+            "CANN-SIM: NMSE up to 34.5, as ggml-CPU's f32 substitution",
+            when=lambda p: p["ne_lhs"][0] >= 80, max_error=1e3)},
 ))

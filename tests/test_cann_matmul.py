@@ -80,7 +80,9 @@ def test_documented_refusals_and_cube_precision():
         args = (t.tensor([1, 1], F32), t.tensor([1, 1], F32), t.tensor([1, 1], F32))
         exact = SIM["Mm"](*args, 0).compute(x, w)
         assert exact[0, 0] == x[0, 0]
-        for cube in (1, 2, 3):
-            assert SIM["Mm"](*args, cube).compute(x, w)[0, 0] == 1.0, cube
+        # HF32 on 910B (1, 3) keeps 11 mantissa bits, a tie rounding away from zero (ops-nn
+        # conv/conv2d_v2/tests/assets/golden.py); f16 (2) rounds it to even
+        for cube, rounded in ((1, 1 + 2.0 ** -11), (2, 1.0), (3, 1 + 2.0 ** -11)):
+            assert SIM["Mm"](*args, cube).compute(x, w)[0, 0] == np.float32(rounded), cube
     finally:
         t.close()

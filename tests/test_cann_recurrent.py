@@ -8,6 +8,8 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from _cann_compare import SimTensors, check_cases, nmse, rejected, run_graph  # noqa: E402
 from _sample import cases_of  # noqa: E402
+from cannops.backend import reference  # noqa: E402
+from cannops.cases.catalog import find_deviation  # noqa: E402
 from cannops.cases.graph import Graph  # noqa: E402
 from cannops.cases.recurrent import gated_linear_attn  # noqa: E402
 from cannops.native._aclnn import lib  # noqa: E402
@@ -22,10 +24,21 @@ def test_catalog_cases_match_the_reference(dev, cases):
     names = ["GATED_LINEAR_ATTN(type=f32,head_count=32,head_size=64,n_seq_tokens=1,n_seqs=1)",
              "SOLVE_TRI(type=f32,ne_lhs=[10,10,4,3],ne_rhs=[3,10,4,3])",
              "SOLVE_TRI(type=f32,ne_lhs=[79,79,5,3],ne_rhs=[417,79,5,3])",
-             "SOLVE_TRI(type=f32,ne_lhs=[128,128,4,4],ne_rhs=[32,128,4,4])",   # condition numbers ~1e15
              "CROSS_ENTROPY_LOSS(type=f32,ne=[10,5,4,3])",
              "CROSS_ENTROPY_LOSS(type=f32,ne=[30000,1,1,1])"]
-    assert check_cases(dev, cases, names) == 6
+    assert check_cases(dev, cases, names) == 5
+
+
+def test_ill_conditioned_solve_is_the_recorded_f32_deviation(dev, cases):
+    """n = 128, condition numbers ~1e15: aclnnTriangularSolve solves FLOAT in f32, as
+    ggml-CPU does, so it misses NMSE 1e-7; the family's CANN deviation explains it, capped."""
+    c = cases["SOLVE_TRI(type=f32,ne_lhs=[128,128,4,4],ne_rhs=[32,128,4,4])"]
+    g = c.build()
+    inputs = c.init_inputs(g, 0)
+    got = dev.run(c, g, inputs, [g.out.index]).outputs[g.out.index]
+    err = nmse(got, reference.compute(g, inputs).read(g.out))
+    assert err > c.family.threshold(c.params)
+    assert find_deviation(c.family.notes, "CANN-SIM", c.params, err) is not None
 
 
 def test_gla_several_sequences_and_tokens(dev):

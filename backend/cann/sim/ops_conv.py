@@ -220,4 +220,4 @@ def inplace_zero(self_ref):
     t = tensor(self_ref, "selfRef")
     need_dtype(t, "selfRef", ZERO_TYPES)
     need_nd((t, "selfRef"))
-    return Plan(lambda: np.zeros(t.dims), [], [t])
+    return Plan(lambda: np.zeros(t.dims, t.np_dtype), [], [t])

@@ -22,7 +22,8 @@ non-quantized path, per its public doc for Atlas A2 / A3:
   attentionOut          query's shape with value's D, query's type (FLOAT16 / BFLOAT16)
   softmaxLseFlag        false simulated (softmaxLse may then be nullptr)
 
-The computation is in f32 from the input values; the result is rounded to attentionOut's type.
+The computation is in f32 from the input values, P (exp(x - max)) rounded to query's type
+for the P·V product; the result is rounded to attentionOut's type.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import numpy as np
 from .binding import ffi, lib
 
 from . import dtypes
-from .aclnn import Plan, invalid, need_contiguous, need_dims, need_dtype, operator, tensor
+from .aclnn import Plan, as_f32, invalid, need_contiguous, need_dims, need_dtype, operator, rounded, tensor
 from .ops_movement import _tensor_list
 from .runtime import SimError, tolerate
 
@@ -84,6 +85,7 @@ class _Call:
     sparse_mode: int
     inner_precise: int
     out_dims: tuple
+    p_type: int     # P's type into the P·V cube: query's
 
 
 @operator("FusedInferAttentionScoreV2")
@@ -126,7 +128,8 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
     _check_settings(s_q, sparse_mode, inner_precise, softmax_lse_flag, block_size)
     _check_pse_and_mask(q, pse, mask, b, n, s_q, s_kv)
     call = _Call(layout, b, n, n_kv, s_q, s_kv, dv, len(ks), pse is not None, mask is not None,
-                 np.float32(scale_value), pre_tokens, next_tokens, sparse_mode, inner_precise, tuple(out.dims))
+                 np.float32(scale_value), pre_tokens, next_tokens, sparse_mode, inner_precise, tuple(out.dims),
+                 q.dtype)
     inputs = [q] + ks + vs + ([pse] if pse is not None else []) + ([mask] if mask is not None else [])
     return Plan(functools.partial(_attention, call), inputs, [out])
 
@@ -263,7 +266,9 @@ def _attention(c: _Call, qa, *rest):
         top = x.max(axis=-1, keepdims=True)
         e = np.exp(x - top)                # a row of only -inf: 0/0
         total = e.sum(axis=-1, keepdims=True)
-        r = np.matmul(e, vh) / total
+        # the f32 exp(x - max) goes to the P·V cube in query's type (prompt_flash_attention_
+        # s1s2_bns1_x910.h, SoftmaxResCopyOut: Cast CAST_ROUND); the row sum stays f32
+        r = np.matmul(as_f32(rounded(e, c.p_type)), vh) / total
         if c.inner_precise & 2:            # invalid-row correction
             r = np.where(np.isneginf(top), 0.0, r)
         res[:, :, rows] = r

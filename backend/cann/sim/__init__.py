@@ -24,6 +24,10 @@ It is stricter than hardware, so that the native layer's mistakes show:
     (made repeatable and) destroyed;
   * dtype rules are opbase's (opdev/data_type_utils.h): PromoteType's table, and CanCast,
     which refuses float -> integral, complex -> real and anything but bool -> bool;
+  * precision is the device's (docs/cann-sim-dtypes.md, "Precision model"): inputs cast to
+    the deduced type, a half type's result rounded to it before the cast to out, kernels
+    in f32 (never float64 unless an operand is DOUBLE), the 910B cube's math modes (HF32's
+    11 mantissa bits, USE_FP16's f16 output);
   * the runtime's documented limits: aclrtMalloc addresses are 64-byte aligned and never
     more (odd multiples of 64); aclrtMemcpyAsync wants both addresses 64-byte aligned
     (ACL_ERROR_RT_ADDR_UNALIGNED) and no host-to-host copy

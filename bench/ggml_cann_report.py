@@ -25,8 +25,8 @@ VARIANTS = ("910B", "310P", "910B-graph")
 SYMBOL = {"supported": "✅", "partial": "🟡", "fail": "❌", "unsupported": "❓", "unknown": "🔍"}
 
 
-def tbo(variant: str) -> dict[str, dict]:
-    path = REPORTS / f"tbo-{variant}.json"
+def tbo(variant: str, path: pathlib.Path | None = None) -> dict[str, dict]:
+    path = path or REPORTS / f"tbo-{variant}.json"
     if not path.exists():
         return {}
     return {r["op"]: r for r in json.loads(path.read_text())["ops"]}
@@ -64,12 +64,15 @@ def cell(r: dict | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops-results", help="a results file of ops test -b CANN-SIM (else a probe)")
+    ap.add_argument("--tbo", action="append", default=[], metavar="VARIANT=FILE",
+                    help="a variant's bench/tbo_ops.py JSON other than build/reports/tbo-VARIANT.json")
     args = ap.parse_args()
-    runs = {v: tbo(v) for v in VARIANTS}
+    files = {v: pathlib.Path(f) for v, f in (x.split("=", 1) for x in args.tbo)}
+    runs = {v: tbo(v, files.get(v)) for v in VARIANTS}
     ci = ci_statuses()
     mine = ops_statuses(args.ops_results)
     ops = sorted(set().union(*runs.values(), mine, ci))
-    head = ["op"] + [f"tbo {v}" for v in VARIANTS] + ["ops CANN-SIM (v0.20.2)", "910B CI"]
+    head = ["op"] + [f"tbo {v}" for v in VARIANTS] + ["ops CANN-SIM probe (v0.20.2)", "910B CI"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     totals = {v: [0, 0, 0, 0] for v in VARIANTS}

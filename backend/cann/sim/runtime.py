@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import ctypes
 import functools
 import itertools
 import math
@@ -177,20 +176,21 @@ def host_bytes(addr: int, size: int) -> np.ndarray:
 # puts PROT_NONE back, so a host access to unmapped memory faults as it would.
 
 _PROT_NONE, _MAP_FIXED, _MAP_NORESERVE = 0, 0x10, 0x4000   # Linux values the mmap module lacks
-_libc = None
+_libc = None     # mmap(2) through cffi's ABI mode: the mmap module cannot map at an address
 
 
 def _mmap(addr: int | None, size: int, prot: int, flags: int, fd: int = -1) -> int:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mmap.restype = ctypes.c_void_p
-        _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                               ctypes.c_int, ctypes.c_long)
-    p = _libc.mmap(addr, size, prot, flags, fd, 0)
-    if p is None or p == ctypes.c_void_p(-1).value:
+        import cffi
+        abi = cffi.FFI()
+        abi.cdef("void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset);")
+        _libc = abi, abi.dlopen(None)
+    abi, libc = _libc
+    p = int(abi.cast("uintptr_t", libc.mmap(abi.cast("void *", addr or 0), size, prot, flags, fd, 0)))
+    if p == int(abi.cast("uintptr_t", -1)):        # MAP_FAILED
         raise SimError(lib.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                       f"host mmap of {size} bytes failed: {os.strerror(ctypes.get_errno())}")
+                       f"host mmap of {size} bytes failed: {os.strerror(abi.errno)}")
     return p
 
 

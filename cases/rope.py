@@ -8,7 +8,7 @@ from .tolerances import ROTATION_ANGLES
 from .graph import Tensor, add, mul, new_op, set_param, view, view_of
 from .norm import rms_norm
 from .rows import set_rows
-from .types import F16, F32, I32, I64
+from .types import F32, I32, I64
 
 # mode bits (ggml.h)
 NORMAL, NEOX, MROPE, VISION, IMROPE = 0, 2, 8, 24, 40

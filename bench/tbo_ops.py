@@ -20,7 +20,9 @@ import sys
 import time
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")       # test-backend-ops colours its statuses
-CASE = re.compile(r"^  (?P<op>[A-Z0-9_]+)\((?P<params>.*)\): (?P<status>.*)$")
+# a case line; a FAIL line starts with the failed check instead of the indent
+# ("[GET_ROWS] ERR = 1.98 > 0.0000001   GET_ROWS(type=q8_0,…): FAIL")
+CASE = re.compile(r"(?:^  |   )(?P<op>[A-Z0-9_]+)\((?P<params>.*)\): (?P<status>.*)$")
 RERUNS = 200  # per op: after that many deaths, the op's remaining cases are not run
 
 
@@ -42,7 +44,17 @@ def list_ops(binary: str) -> list[str]:
 def support_order(binary: str, backend: str, op: str, params: str | None) -> list[str]:
     cmd = [binary, "support", "-b", backend, "-o", op] + (["-p", params] if params else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
-    return [m["params"] for m in map(CASE.match, ANSI.sub("", out).splitlines()) if m and m["op"] == op]
+    return list(parse_cases(out, op))
+
+
+def parse_cases(out: str, op: str) -> dict[str, str]:
+    """params -> status of the case lines of `op` in test-backend-ops' stdout (the first
+    line of a case counts)."""
+    cases: dict[str, str] = {}
+    for m in map(CASE.search, ANSI.sub("", out).splitlines()):
+        if m and m["op"] == op and m["params"] not in cases:
+            cases[m["params"]] = status_of(m["status"])
+    return cases
 
 
 CHUNK = 200   # cases named in one params regex after a death (one argument: 128 KiB at most)
@@ -65,10 +77,8 @@ def run_op(binary: str, backend: str, op: str, timeout: float, params: str | Non
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
-        for line in ANSI.sub("", out).splitlines():
-            m = CASE.match(line)
-            if m and m["op"] == op and m["params"] not in cases:
-                cases[m["params"]] = status_of(m["status"])
+        for case, status in parse_cases(out, op).items():
+            cases.setdefault(case, status)
         finished = rc == 0 or (rc == 1 and "Backend " in out and "tests passed" in out)
         if finished:
             if pending is None:

@@ -78,6 +78,7 @@ class EntryPoint:
     name: str
     params: str
     source: str = ""        # the .def file that declares it
+    operator: bool = False  # one of an ACLNN_OP's two entries (not an ACL_FN)
 
     def declaration(self, prefix: str = "") -> str:
         return f"{self.ret} {prefix}{self.name}({self.params})"
@@ -104,10 +105,10 @@ def def_entries() -> list[EntryPoint]:
                 op = m["name"]
                 out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}GetWorkspaceSize",
                                       f"{m['params']}, uint64_t *workspaceSize, aclOpExecutor **executor",
-                                      d.name))
+                                      d.name, True))
                 out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}",
                                       "void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
-                                      "aclrtStream stream", d.name))
+                                      "aclrtStream stream", d.name, True))
             else:
                 continue
             if header is None:
@@ -134,6 +135,17 @@ def generate() -> None:
     GEN.mkdir(parents=True, exist_ok=True)
     _write(GEN / "ops_api_list.h", "".join(f'#include "api/{d.name}"\n' for d in api_defs()))
     _write(GEN / "ops_family_list.h", "".join(f"OPS_FAMILY_ENTRY({f})\n" for f in families()))
+    _write(GEN / "ops_acl_optional.h",
+           "/* ACL entries only the simulated toolkit's clients call (ggml-cann): an older CANN\n"
+           " * may lack them without failing the layer's binding */\n"
+           f'#define OPS_ACL_OPTIONAL " {" ".join(client_only_entries())} "\n')
+
+
+def client_only_entries() -> list[str]:
+    """The ACL_FN entries the layer itself never calls (`ACL.<name>` in no source of it):
+    declared for the simulated toolkit's clients only."""
+    called = set(re.findall(r"\bACL\.(\w+)", "".join(p.read_text() for p in SRC.glob("*.c"))))
+    return [e.name for e in def_entries() if not e.operator and e.name not in called]
 
 
 def _write(path: pathlib.Path, text: str) -> None:

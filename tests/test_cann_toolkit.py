@@ -59,7 +59,7 @@ def _compile(lib64, name: str, source: str) -> None:
                     "-I", str(build_aclnn.SRC), "-I", str(build_aclnn.GEN), str(src)], check=True)
 
 
-def _acl_stubs(without: str = "") -> str:
+def _acl_stubs(without: tuple[str, ...] = ()) -> str:
     """Every ACL_FN of the .def files as a function returning 0 (NULL)."""
     build_aclnn.generate()
     text = ('#include "acl_types.h"\n#define ACL_INCLUDE(h)\n'
@@ -68,7 +68,7 @@ def _acl_stubs(without: str = "") -> str:
     body = subprocess.run([os.environ.get("CC", "cc"), "-E", "-P", "-I", str(build_aclnn.SRC),
                            "-I", str(build_aclnn.GEN), "-"], input=text, check=True,
                           capture_output=True, text=True).stdout
-    lines = [ln for ln in body.splitlines() if not (without and f" {without} (" in ln)]
+    lines = [ln for ln in body.splitlines() if not any(f" {name} (" in ln for name in without)]
     return "\n".join(lines) + "\n"
 
 
@@ -77,7 +77,7 @@ def _aclnn(*ops: str) -> str:
                    f"int aclnn{op}(void) {{ return 0; }}\n" for op in ops)
 
 
-def _fake_toolkit(home, without: str = ""):
+def _fake_toolkit(home, without: tuple[str, ...] = ()):
     lib64 = home / "lib64"
     _compile(lib64, "libascendcl.so", _acl_stubs(without))
     _compile(lib64, "libnnopbase.so", "int nnopbase_stub(void) { return 0; }\n")
@@ -129,8 +129,25 @@ def test_symbols_resolve_across_opapi_libraries(tmp_path):
 @needs_cc
 def test_missing_acl_entry_point_is_named(tmp_path):
     home = tmp_path / "cann"
-    _fake_toolkit(home, without="aclrtMallocHost")
+    _fake_toolkit(home, without=("aclrtMallocHost",))
     child = _load(home, "")
     assert child.returncode == 0, child.stderr
     assert ("CANN libraries lack ACL entry points: aclrtMallocHost is in none of "
             "libascendcl.so, libnnopbase.so, libopapi_math.so, libopapi_nn.so") in child.stdout
+
+
+@needs_cc
+def test_an_older_cann_without_the_client_only_entries_still_binds(tmp_path):
+    """The VMM pool, graph capture and peer access are declared for the simulated
+    toolkit's clients (ggml-cann); the layer calls none of them, so a CANN that predates
+    them binds, and one missing an entry the layer calls still does not."""
+    client_only = build_aclnn.client_only_entries()
+    assert {"aclmdlRICaptureBegin", "aclrtReserveMemAddress"} <= set(client_only)
+    assert "aclrtMalloc" not in client_only          # the layer calls it
+    home = tmp_path / "cann"
+    _fake_toolkit(home, without=tuple(client_only))
+    child = _load(home, "")
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines()[0] == "load 0 "
+    _fake_toolkit(home, without=tuple(client_only) + ("aclrtMemcpy",))
+    assert "lack ACL entry points: aclrtMemcpy is in none of" in _load(home, "").stdout

@@ -72,12 +72,15 @@ def main() -> int:
     ci = ci_statuses()
     mine = ops_statuses(args.ops_results)
     ops = sorted(set().union(*runs.values(), mine, ci))
-    head = ["op"] + [f"tbo {v}" for v in VARIANTS] + ["ops CANN-SIM probe (v0.20.2)", "910B CI"]
+    head = (["op"] + [f"tbo {v}" for v in VARIANTS] + [f"s ({VARIANTS[0]})"]
+            + ["ops CANN-SIM probe (v0.20.2)", "910B CI"])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     totals = {v: [0, 0, 0, 0] for v in VARIANTS}
     for op in ops:
         row = [op] + [cell(runs[v].get(op)) for v in VARIANTS]
+        first = runs[VARIANTS[0]].get(op)
+        row.append(f"{first['seconds']:.1f}" if first else "–")
         for v in VARIANTS:
             r = runs[v].get(op)
             if r:
@@ -93,8 +96,9 @@ def main() -> int:
     for v in VARIANTS:
         if runs[v]:
             ok, ns, fail, died = totals[v]
+            minutes = sum(r["seconds"] for r in runs[v].values()) / 60
             print(f"* tbo {v}: {len(runs[v])} ops, {ok} OK / {ns} not supported / {fail} FAIL; "
-                  f"ggml-cann aborted in {died} op(s)")
+                  f"ggml-cann aborted in {died} op(s); {minutes:.0f} min of runs")
     return 0
 
 

@@ -14,10 +14,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The stand-in's cases of op GET_ROWS, in enumeration order, with what each does.
 CASES = {"type=f32,v=0": "OK", "type=q8_0,v=0": "FAIL", "type=q8_0,v=1": "abort",
          "type=q4_1,v=0": "not supported", "type=f16,v=0": "OK"}
+SLOW = {"type=f32,v=0": "OK", "type=f16,v=0": "hang", "type=bf16,v=0": "OK",
+        "type=q8_0,v=0": "hang", "type=q4_0,v=0": "OK"}
 
-FAKE = textwrap.dedent(f"""\
-    import re, sys
-    CASES = {CASES!r}
+FAKE = textwrap.dedent("""\
+    import os, re, sys, time
+    CASES = eval(os.environ["FAKE_CASES"])
     args = sys.argv[1:]
     if args == ["--list-ops"]:
         print("Available ops:\\n  GET_ROWS"); sys.exit(0)
@@ -26,14 +28,16 @@ FAKE = textwrap.dedent(f"""\
     for c in picked:
         what = CASES[c]
         if mode == "support":
-            print(f"  GET_ROWS({{c}}): \\x1b[1;32mOK\\x1b[0m" if what != "not supported"
-                  else f"  GET_ROWS({{c}}): not supported [CANN0]")
+            print(f"  GET_ROWS({c}): \\x1b[1;32mOK\\x1b[0m" if what != "not supported"
+                  else f"  GET_ROWS({c}): not supported [CANN0]")
+        elif what == "hang":
+            time.sleep(60)
         elif what == "abort":
             sys.stdout.flush(); sys.stderr.write("CANN error: aclnnSomething\\n"); sys.exit(134)
         elif what == "FAIL":
-            print(f"[GET_ROWS] ERR = 1.989549812 > 0.000000100   GET_ROWS({{c}}): \\x1b[1;31mFAIL\\x1b[0m")
+            print(f"[GET_ROWS] ERR = 1.989549812 > 0.000000100   GET_ROWS({c}): \\x1b[1;31mFAIL\\x1b[0m")
         else:
-            print(f"  GET_ROWS({{c}}): {{what}}" + (" [CANN0]" if what == "not supported" else ""))
+            print(f"  GET_ROWS({c}): {what}" + (" [CANN0]" if what == "not supported" else ""), flush=True)
     print("  Backend CANN0: OK\\n  3/3 tests passed")
     sys.exit(1 if any(CASES[c] == "FAIL" for c in picked) else 0)
 """)
@@ -46,15 +50,16 @@ def _runner():
     return mod
 
 
-def _fake(tmp_path):
+def _fake(tmp_path, monkeypatch, cases=CASES):
+    monkeypatch.setenv("FAKE_CASES", repr(cases))
     script = tmp_path / "test-backend-ops"
     script.write_text(f"#!{sys.executable}\n" + FAKE)
     script.chmod(0o755)
     return str(script)
 
 
-def test_prefixed_fail_lines_and_the_aborting_case_are_both_counted(tmp_path):
-    r = _runner().run_op(_fake(tmp_path), "CANN0", "GET_ROWS", timeout=60)
+def test_prefixed_fail_lines_and_the_aborting_case_are_both_counted(tmp_path, monkeypatch):
+    r = _runner().run_op(_fake(tmp_path, monkeypatch), "CANN0", "GET_ROWS", timeout=60)
     assert r["cases"] == {"type=f32,v=0": "OK", "type=q8_0,v=0": "FAIL", "type=q8_0,v=1": "FAIL",
                           "type=q4_1,v=0": "not supported", "type=f16,v=0": "OK"}
     # the death is blamed on the case that printed nothing, not on the FAIL before it
@@ -62,10 +67,20 @@ def test_prefixed_fail_lines_and_the_aborting_case_are_both_counted(tmp_path):
     assert r["counts"] == {"OK": 2, "not supported": 1, "FAIL": 2, "skipped": 0}
 
 
-def test_require_clean_and_the_json_report(tmp_path):
+def test_require_clean_and_the_json_report(tmp_path, monkeypatch):
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tbo_ops.py"), _fake(tmp_path),
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tbo_ops.py"), _fake(tmp_path, monkeypatch),
                            "--json", str(out), "--require-clean"], capture_output=True, text=True)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "2 OK, 1 not supported, 2 FAIL; died: 1 op(s)" in proc.stdout
     assert json.loads(out.read_text())["ops"][0]["counts"]["FAIL"] == 2
+
+
+def test_a_process_out_of_time_goes_on_and_only_a_case_alone_over_it_fails(tmp_path, monkeypatch):
+    """The op's process is killed at the limit: cases that were still finishing are not
+    to blame (the rest runs in chunks); a case that alone outlasts the limit fails."""
+    r = _runner().run_op(_fake(tmp_path, monkeypatch, SLOW), "CANN0", "GET_ROWS", timeout=1)
+    assert r["cases"] == {"type=f32,v=0": "OK", "type=f16,v=0": "FAIL", "type=bf16,v=0": "OK",
+                          "type=q8_0,v=0": "FAIL", "type=q4_0,v=0": "OK"}
+    assert [(d["rc"], d["case"]) for d in r["deaths"]] == [("timeout", "type=f16,v=0"),
+                                                          ("timeout", "type=q8_0,v=0")]

@@ -11,8 +11,8 @@ STAMP    := $(VENV)/.installed
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
-.PHONY: all setup native run test bench check-install tbo-names parity-0.25.3 check-cann-headers cann-sim-toolkit \
-	ggml-cann ggml-cann-check clean
+.PHONY: all setup native run test bench check-install ggml-cpu tbo-names parity-0.25.3 check-cann-headers \
+	cann-sim-toolkit ggml-cann ggml-cann-check clean
 
 all: setup
 
@@ -47,14 +47,24 @@ test: setup
 bench: setup
 	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO))
 
-# test-backend-ops' case names of ggml 0.25.3, listed from its CPU build (TBO_BIN, source
-# TBO_SRC) into build/tbo-names/0.25.3/{support,test}.tsv (about a minute), and the catalog's
-# parity with them per op (`make parity-0.25.3`; OPS_PARITY_VERSIONS=1 runs the slow test).
-TBO_BIN ?= build/ggml-cpu/prefix/bin/test-backend-ops
+# ggml 0.25.3's CPU backend and test-backend-ops from the llama-cpp-python sdist (the
+# ggml-cann build's `cpu` variant, no toolkit): build/ggml-cpu/prefix, for `make native
+# GGML_HOME=$(CURDIR)/build/ggml-cpu/prefix` and the name lists below (2.5-5 min on 2 cores;
+# a rebuild only relinks what changed).
+GGML_CPU_BIN := build/ggml-cpu/prefix/bin/test-backend-ops
+ggml-cpu: $(GGML_CPU_BIN)
+$(GGML_CPU_BIN): | $(STAMP)
+	$(PY) -m cannops.native.ggml_cann_build cpu
+
+# test-backend-ops' case names of ggml 0.25.3, listed from its CPU build (TBO_BIN, built
+# above unless given; source TBO_SRC) into build/tbo-names/0.25.3/{support,test}.tsv (about
+# 6 minutes), and the catalog's parity with them per op (`make parity-0.25.3`;
+# OPS_PARITY_VERSIONS=1 runs the slow test).
+TBO_BIN ?= $(GGML_CPU_BIN)
 TBO_SRC ?= build/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp/tests/test-backend-ops.cpp
 TBO_NAMES := build/tbo-names/0.25.3
 tbo-names: $(TBO_NAMES)/test.tsv
-$(TBO_NAMES)/test.tsv: native/tbo_names.py
+$(TBO_NAMES)/test.tsv: native/tbo_names.py | $(TBO_BIN)
 	$(PY) -m cannops.native.tbo_names $(TBO_BIN) $(TBO_SRC) $(TBO_NAMES)
 
 parity-0.25.3: setup $(TBO_NAMES)/test.tsv

@@ -359,7 +359,7 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
     return case
 
 
-_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions")   # the case model, not families
+_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames")   # the case model, not families
 
 
 def _load_all() -> None:

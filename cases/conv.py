@@ -1,14 +1,17 @@
 """Convolutions: test_conv_2d (CONV_2D), test_conv_2d_dw (CONV_2D_DW), test_conv_3d
 (CONV_3D), test_conv_transpose_1d (CONV_TRANSPOSE_1D) and test_conv_transpose_2d
-(CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col)."""
+(CONV_TRANSPOSE_2D), with ggml's direct constructors (one op node each; no im2col); and
+test_conv_1d_dw (CONV_1D_DW, 0.25.3), whose constructor is an im2col and a matrix product."""
 from __future__ import annotations
 
 import numpy as np
 
 from .catalog import Deviation, Family, new_params, register, Since, unique_params
 from .tolerances import dot_products
-from .graph import Tensor, cont, new_op, permute, view
-from .types import F32
+from .graph import Tensor, cont, new_op, permute, reshape, view
+from .image import im2col
+from .matmul import mul_mat
+from .types import F16, F32
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -202,6 +205,39 @@ register(Family(
     perf_grid=lambda: [_dw(i, k, "f32", s, p, 1, cwhn) for i, k, s, p in (
         ([512, 512, 256, 1], [3, 3, 1, 256], 1, 1), ([112, 112, 32, 1], [3, 3, 1, 32], 1, 1),
         ([56, 56, 128, 1], [5, 5, 1, 128], 2, 2)) for cwhn in (False, True)],
+))
+
+
+# ------------------------------------------------------------- CONV_1D_DW ----
+
+def conv_1d_dw(a: Tensor, b: Tensor, s0: int, p0: int, d0: int) -> Tensor:
+    """ggml_conv_1d_dw: kernel a {K, 1, C, 1}, data b {T, C, N} -> {OW, C, N}: b seen as
+    {T, 1, C, N}, its columns (IM2COL, f32 for a bf16 kernel, else f16) times each
+    channel's kernel row (MUL_MAT, the kernel as src1)."""
+    columns = im2col(a, reshape(b, [b.ne[0], 1, b.ne[1], b.ne[2]]), s0, 0, p0, 0, d0, 0, False,
+                     F32 if a.type.name == "bf16" else F16)
+    out = mul_mat(columns, a)
+    return reshape(out, [out.ne[0], out.ne[2], 1])
+
+
+def build_conv_1d_dw(g, ne_input, ne_kernel, type_kernel, stride, padding, dilation):
+    return conv_1d_dw(g.new_tensor(type_kernel, ne_kernel, "kernel"), g.new_tensor(F32, ne_input, "input"),
+                      stride, padding, dilation)
+
+
+register(Family(
+    name="conv_1d_dw",
+    strict=dot_products(lambda p: p["type_kernel"]),
+    build=build_conv_1d_dw,
+    vars=("ne_input", "ne_kernel", "type_kernel", "stride", "padding", "dilation"),
+    op="CONV_1D_DW",
+    since="0.25.3",
+    # a 3-tap and a padded 7-tap layer, and an odd one: strided, padded, dilated
+    eval_grid=lambda: [dict(ne_input=i, ne_kernel=k, type_kernel=kt, stride=s, padding=p, dilation=d)
+                       for kt in ("f32", "f16", "bf16") for i, k, s, p, d in (
+                           ([64, 16, 1, 1], [3, 1, 16, 1], 1, 0, 1), ([64, 16, 1, 1], [7, 1, 16, 1], 1, 3, 1),
+                           ([97, 33, 1, 1], [5, 1, 33, 1], 2, 2, 2))],
+    max_nmse=5e-4,
 ))
 
 

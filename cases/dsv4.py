@@ -24,13 +24,18 @@ def dsv4_hc_comb(mixes: Tensor, scale: Tensor, base: Tensor, eps: float, n_iter:
     return t
 
 
-def dsv4_hc_pre(x: Tensor, weights: Tensor) -> Tensor:
-    """ggml_dsv4_hc_pre: x {n_embd, hc, n_tokens}, weights {hc, n_tokens} -> {n_embd, n_tokens}."""
+def dsv4_hc_pre(x: Tensor, weights: Tensor, scale: float = 1.0, gated: bool = False) -> Tensor:
+    """ggml_dsv4_hc_pre: x {n_embd, hc, n_tokens}, weights {hc, n_tokens} -> {n_embd, n_tokens};
+    gated (ggml_dsv4_hc_pre_gated, 0.25.3): a gate {n_embd, hc, n_tokens} in place of the
+    weights, each stream weighted by sigmoid(gate) element by element, the sum times scale."""
     n_embd, hc, n_tokens = x.ne[:3]
     assert x.type == F32 and weights.type == F32 and x.ne[3] == 1
-    assert weights.ne == (hc, n_tokens, 1, 1)
-    if x.graph.ggml_at_least("0.25.3"):   # op_params = [scale (f32) = 1, gated = 0]
-        return new_op(x.graph, "DSV4_HC_PRE", F32, [n_embd, n_tokens], [x, weights], f32=[1.0])
+    assert weights.ne == ((n_embd, hc, n_tokens, 1) if gated else (hc, n_tokens, 1, 1))
+    if x.graph.ggml_at_least("0.25.3"):   # op_params = [scale (f32), gated]
+        t = new_op(x.graph, "DSV4_HC_PRE", F32, [n_embd, n_tokens], [x, weights], f32=[scale])
+        t.set_params_i32([int(gated)], 1)
+        return t
+    assert scale == 1.0 and not gated
     return new_op(x.graph, "DSV4_HC_PRE", F32, [n_embd, n_tokens], [x, weights])
 
 
@@ -49,7 +54,8 @@ def dsv4_hc_post(x: Tensor, residual: Tensor, post: Tensor, comb: Tensor | None)
 
 # test_dsv4_hc's per-name ranges (any other leaf: uniform [-1, 1])
 RANGES = {"mixes": (-2.0, 2.0), "scale": (-0.5, 0.5), "base": (-0.25, 0.25), "weights": (0.0, 1.0),
-          "comb": (0.0, 1.0), "post": (0.0, 2.0), "x": (-1.0, 1.0), "residual": (-1.0, 1.0)}
+          "comb": (0.0, 1.0), "post": (0.0, 2.0), "x": (-1.0, 1.0), "residual": (-1.0, 1.0),
+          "gate": (-4.0, 4.0)}
 
 
 init_by_name = uniform_by_name(RANGES)
@@ -61,10 +67,12 @@ def build_comb(g, n_tokens, n_iter, eps):
                         eps, n_iter)
 
 
-def build_pre(g, n_embd, n_tokens, n_hc=HC):
-    """0.25.3: other stream counts (n_hc); its gated form (ggml_dsv4_hc_pre_gated) is not
-    modelled yet."""
-    return dsv4_hc_pre(g.new_tensor(F32, [n_embd, n_hc, n_tokens], "x"), g.new_tensor(F32, [n_hc, n_tokens], "weights"))
+def build_pre(g, n_embd, n_tokens, n_hc=HC, gated=False):
+    """0.25.3: other stream counts (n_hc), and the gated form with scale 1/n_hc."""
+    x = g.new_tensor(F32, [n_embd, n_hc, n_tokens], "x")
+    if gated:
+        return dsv4_hc_pre(x, g.new_tensor(F32, [n_embd, n_hc, n_tokens], "gate"), 1.0 / n_hc, True)
+    return dsv4_hc_pre(x, g.new_tensor(F32, [n_hc, n_tokens], "weights"))
 
 
 def build_post(g, n_embd, n_tokens, identity=False, gated=False):
@@ -91,7 +99,9 @@ register(Family(
     name="dsv4_hc_pre", build=build_pre, vars=("n_embd", "n_tokens"), op="DSV4_HC_PRE",
     eval_grid=lambda: [dict(n_embd=e, n_tokens=t) for e, t in SHAPES], init=init_by_name,
     changes=(Since("0.25.3", defaults=dict(n_hc=HC, gated=False),
-                   add=lambda: [dict(n_embd=128, n_tokens=17, n_hc=h) for h in (1, 2, 3, 5, 8, 65)],
+                   add=lambda: [dict(n_embd=e, n_tokens=t, n_hc=4, gated=True) for e, t in ((31, 17), (4096, 21))]
+                   + [dict(n_embd=128, n_tokens=17, n_hc=h, gated=gt) for h in (1, 2, 3, 5, 8, 65)
+                      for gt in (False, True)],
                    fields=dict(vars=("n_embd", "n_hc", "n_tokens", "gated"))),),
 ))
 POST_VARS = ("n_embd", "n_tokens", "identity", "gated")

@@ -39,6 +39,29 @@ def flash_attn_ext_set_prec(t: Tensor, prec: str) -> Tensor:
     return t
 
 
+def flash_attn_ext_set_n_kv_max(t: Tensor, n_kv_max: int) -> Tensor:
+    """ggml_flash_attn_ext_set_n_kv_max (0.25.3): op_params[4], a hint that no mask row has
+    more than n_kv_max finite entries (0: none). The result does not depend on it."""
+    assert t.op == "FLASH_ATTN_EXT" and n_kv_max >= 0
+    if n_kv_max:
+        t.set_params_i32([n_kv_max], 4)
+    return t
+
+
+def sparse_kq_mask(t: Tensor, rng: np.random.Generator, n_kv_max: int) -> np.ndarray:
+    """init_tensor_kq_mask_sparse: -inf but for n_kv_max - row % min(n_kv_max, 17) places
+    per row, picked at random, of -1/32 times 1 to 7."""
+    ne0 = t.ne[0]
+    assert 0 < n_kv_max <= ne0
+    rows = np.arange(t.nrows())
+    data = np.full((len(rows), ne0), -np.inf, np.float32)
+    for row in rows:
+        count = n_kv_max - row % min(n_kv_max, 17)
+        where = np.sort(rng.permutation(ne0)[:count])
+        data[row, where] = -0.03125 * (1 + (np.arange(count) + row) % 7)
+    return data.reshape(shape_of(t))
+
+
 def flash_attn_ext_add_sinks(t: Tensor, sinks: Tensor | None) -> Tensor:
     """ggml_flash_attn_ext_add_sinks: one f32 sink logit per query head, as src[4]."""
     if sinks is None:
@@ -59,11 +82,12 @@ def _mla(p) -> bool:
 
 
 def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, prec, type_K,
-          type_V, permute: list, kv_view=True, v_is_view_of_k=False):
+          type_V, permute: list, kv_view=True, v_is_view_of_k=False, n_kv_max=0):
     """test_flash_attn_ext::build_graph. K and V are views of caches twice as long (as a
     KV cache is; 0.25.3: unless kv_view=0); with permute = [0,2,1,3] each input is stored
     token-major and permuted back to ggml's {D, tokens, heads, seq} order; the MLA shape
-    (576/512) reads V out of K (0.25.3: where v_is_view_of_k says so)."""
+    (576/512) reads V out of K (0.25.3: where v_is_view_of_k says so); n_kv_max (0.25.3):
+    a sparse mask, with that hint."""
     tk, tv = ggml_type(type_K), ggml_type(type_V)
     dk, dv = _pad(hsk, tk.blck_size), _pad(hsv, tv.blck_size)
 
@@ -94,6 +118,7 @@ def build(g, hsk, hsv, nh, nr23, kv, nb, mask, sinks, max_bias, logit_softcap, p
     scale = float(np.float32(1.0) / np.sqrt(np.float32(hsk)))    # 1.0f/sqrtf(hsk)
     out = flash_attn_ext(q, k, v, m, scale, max_bias, logit_softcap)
     flash_attn_ext_add_sinks(out, s)
+    flash_attn_ext_set_n_kv_max(out, n_kv_max)
     return flash_attn_ext_set_prec(out, prec)
 
 
@@ -102,7 +127,8 @@ def init(t: Tensor, rng: np.random.Generator, params) -> np.ndarray | None:
     if t.name == "s":   # sinks large enough that a wrong use shows
         return rng.uniform(-10.0, 10.0, size=shape_of(t)).astype(np.float32)
     if t.name == "m":
-        return kq_mask(t, rng)
+        n_kv_max = params.get("n_kv_max", 0)
+        return sparse_kq_mask(t, rng, n_kv_max) if n_kv_max else kq_mask(t, rng)
     return None
 
 
@@ -190,8 +216,7 @@ def eval_grid(minicpm3=False):
 
 
 def eval_grid_0_25_3():
-    """0.25.3's explicit cases beyond the loops (the sparse-mask ones, n_kv_max > 0, are not
-    modelled yet)."""
+    """0.25.3's explicit cases beyond the loops."""
     q8 = dict(type_K="q8_0", type_V="q8_0")
     perm = (0, 2, 1, 3)
     return [
@@ -226,6 +251,19 @@ def eval_grid_0_25_3():
         dict(_case(576, 512, 1, (20, 1), 512, 1), v_is_view_of_k=True),
         _case(64, 64, 8, (8, 1), 4096, 4), _case(128, 128, 8, (4, 1), 4096, 8, sinks=True),
         _case(256, 256, 4, (2, 1), 1024, 32), _case(512, 512, 4, (2, 1), 1024, 4),
+        # sparse masks with the n_kv_max hint: decode, prefill, large batches, gqa 12, q8_0
+        *(dict(_case(hs, hs, nh, nr23, kv, nb, **t), n_kv_max=n) for hs, nh, nr23, kv, nb, n, t in (
+            (512, 1, (8, 1), 4096, 1, 512, {}), (512, 1, (8, 2), 4096, 3, 768, {}),
+            (512, 1, (8, 1), 4096, 1, 2304, {}), (256, 1, (8, 1), 4096, 1, 512, {}),
+            (128, 1, (8, 1), 4096, 1, 512, {}), (512, 1, (8, 1), 4096, 64, 512, {}),
+            (512, 1, (8, 1), 4096, 64, 2048, {}), (256, 1, (8, 1), 4096, 64, 512, {}),
+            (128, 1, (8, 1), 4096, 64, 512, {}), (128, 1, (8, 1), 4096, 64, 2048, {}),
+            (256, 2, (12, 1), 4096, 1, 512, {}), (256, 2, (12, 1), 8192, 64, 512, {}),
+            (256, 1, (12, 2), 8192, 67, 512, {}), (128, 1, (8, 1), 4096, 1, 512, q8),
+            (128, 1, (8, 1), 4096, 64, 512, q8), (256, 2, (12, 1), 8192, 1, 2048, {}))),
+        dict(_case(128, 128, 1, (8, 1), 4096, 4, max_bias=8.0), n_kv_max=512),
+        *(dict(_case(576, 512, 1, (16, nr3), 4096, nb), v_is_view_of_k=True, n_kv_max=n)
+          for nr3, nb, n in ((1, 1, 512), (2, 2, 768), (1, 64, 512), (1, 64, 2048))),
     ]
 
 

@@ -2,10 +2,10 @@
 summed into the rows of a zero f32 matrix shaped like the forward input."""
 from __future__ import annotations
 
-from .catalog import Family, register
+from .catalog import Family, Since, register
 from .graph import Tensor, new_op, strided_view
 from .inputs import shape_of
-from .matmul import ALL_TYPES
+from .matmul import ALL_TYPES, NEW_TYPES
 from .types import F32, I32
 
 
@@ -47,4 +47,6 @@ def _grid():
 register(Family(
     name="get_rows_back", build=build_get_rows_back, vars=("type", "n", "m", "r", "b", "v"),
     op="GET_ROWS_BACK", init=init_get_rows_back, eval_grid=_grid,
+    changes=(Since("0.25.3", add=lambda: [dict(type=t, n=256, m=5, r=4, b=1, v=v)   # tq1_0 joins all_types
+                                          for t in NEW_TYPES for v in (0, 1)]),),
 ))

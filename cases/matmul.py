@@ -17,6 +17,10 @@ ALL_TYPES = ("f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q1_0 q2_0 mxfp4 nvfp4 q2_K q
 BASE_TYPES = "f32 f16 q8_0 q1_0 q2_0 q4_0 q4_1 q4_K mxfp4 nvfp4 iq2_xxs".split()
 OTHER_TYPES = ("q4_1 q5_0 q5_1 q8_0 q1_0 q2_0 q2_K q3_K q5_K q6_K tq2_0 iq2_xs iq2_s iq3_xxs "
                "iq1_s iq1_m iq4_nl iq3_s iq4_xs bf16").split()
+# 0.25.3 adds tq1_0 to all_types and other_types (after tq2_0)
+NEW_TYPES = ("tq1_0",)
+# the IQ types whose grid-based codes 0.25.3's "IQP panel" cases cover
+IQP_TYPES = "iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m iq4_xs".split()
 
 
 def blck_size(t: str) -> int:
@@ -31,27 +35,43 @@ def mul_mat(a: Tensor, b: Tensor) -> Tensor:
     return new_op(a.graph, "MUL_MAT", F32, [a.ne[1], b.ne[1], b.ne[2], b.ne[3]], [a, b])
 
 
-def build_mul_mat(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o):
+def build_mul_mat(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o, src_overlap=False, m_v=0, pad=0):
+    """0.25.3 adds src_overlap (a and b interleaved views of one tensor, as a fused QKV),
+    m_v (a is a view whose batches are strided by m_v rows, as the first rows of a KV
+    cache) and pad (bytes after those rows, so that a's nb[2] is no multiple of nb[1])."""
     ne_a = [k, m, bs[0], bs[1]]
     ne_b = [k, n, bs[0] * nr[0], bs[1] * nr[1]]
     if list(per) != [0, 1, 2, 3]:
         # created in permuted order, then permuted back to {k, m|n, ...}
-        assert k_v == 0
+        assert k_v == 0 and m_v == 0
         a = g.new_tensor(type_a, [ne_a[p] for p in per], "a")
         b = g.new_tensor(type_b, [ne_b[p] for p in per], "b")
         a, b = permute(a, *per), permute(b, *per)
+    elif src_overlap:
+        assert type_a == type_b and k_v == 0 and m_v == 0
+        base = g.new_tensor(type_a, [2 * k, max(m, n)] + ne_b[2:], "base")
+        a = view(base, ne_a, base.nb[1:], 0)
+        b = view(base, ne_b, base.nb[1:], k * ggml_type(type_a).type_size)
+        return _products(a, b, o)
     else:
-        a = g.new_tensor(type_a, [k_v or k] + ne_a[1:], "a")
+        a = g.new_tensor(type_a, [k_v or k, m_v + (pad != 0) if m_v else m] + ne_a[2:], "a")
         b = g.new_tensor(type_b, [k_v or k] + ne_b[1:], "b")
         if k_v:
             # rows of k_v elements of which only the first k are used
             assert k_v > k
             a = view(a, ne_a, a.nb[1:], 0)
             b = view(b, ne_b, b.nb[1:], 0)
+        if m_v:
+            assert m_v > m and pad < a.nb[1]
+            a = view(a, ne_a, [a.nb[1], m_v * a.nb[1] + pad, a.nb[3]], 0)
     if not ggml_type(type_a).is_quantized:   # gradients of float A (unbatched in dim 3) and B
         if bs[1] == 1 and nr[1] == 1:
             set_param(a.base)
         set_param(b.base)
+    return _products(a, b, o)
+
+
+def _products(a, b, o):
     out = mul_mat(a, b)
     for _ in range(1, o):
         out = add(out, mul_mat(a, b))
@@ -116,6 +136,39 @@ def _grid_all():
     return c
 
 
+def _grid_0_25_3():
+    """The cases make_test_cases_eval gained by 0.25.3 (each type loop over all_types or
+    other_types also runs for tq1_0)."""
+    c = [mm("tq1_0", "f32", 16, i, 256, (1, 1), (1, 1)) for i in range(1, 10)]
+    # k long enough that a mat-vec's loop over the blocks wraps
+    c += [mm(t, "f32", 16, n, 16 * 256, (1, 1), (1, 1)) for t in ALL_TYPES + list(NEW_TYPES) for n in (1, 8)]
+    # multi-column mat-vec for q4_K (and q5_K), and both sides of a row-pair bound
+    c += [mm(t, "f32", mk[0], n, mk[1], (1, 1), (1, 1)) for t in ("q4_K", "q5_K") for n in range(1, 9)
+          for mk in ((4096, 1024), (1023, 4096))]
+    c += [mm("q4_K", "f32", m, 2, 1024, (1, 1), (1, 1)) for m in (6271, 6272, 6273)]
+    # m == 1 with n across the operand swap; f16 A; odd sizes
+    c += [mm("f32", "f32", 1, n, 2048, (1, 1), (1, 1)) for n in (127, 511)]
+    c += [mm("f16", tb, 1, n, k, (1, 1), (1, 1)) for n, k in ((512, 2048), (509, 2051)) for tb in ("f32", "f16")]
+    c += [mm("f32", "f32", 31, 509, 2051, (1, 1), (1, 1)), mm("f32", "f32", 32, 509, 2112, (1, 1), (1, 1)),
+          mm("q8_0", "f32", 32, 509, 2112, (1, 1), (1, 1))]
+    # bf16 A permuted at n = 8 and 16 too; bf16 B (ggml_conv_1d_dw's, for a bf16 kernel)
+    c += [mm("bf16", "f32", 16, n, 256, (2, 3), (1, 1), p) for n in (8, 16) for p in PERMS]
+    c += [mm("f32", "bf16", 16, n, 256, bs, nr) for n, bs, nr in ((1, (1, 1), (1, 1)), (1, (3, 2), (2, 2)),
+                                                                 (8, (1, 1), (1, 1)))]
+    c += [mm("tq1_0", "f32", 16, 1, 256, (1, 1), (1, 1))]     # other_types
+    c += [mm(t, "f32", 16, 10, 256, (1, 1), (1, 1)) for t in IQP_TYPES]
+    # interleaved operands; the first rows of a KV cache; padded batches
+    c.append(mm("f32", "f32", 32, 4, 96, (3, 2), (1, 1)) | dict(src_overlap=True))
+    c += [mm(t, "f32", 8, n, 64, (8, 1), (1, 1)) | dict(m_v=m_v, pad=pad)
+          for m_v, pad in ((5120, 0), (16, 16)) for t, n in (("f32", 1), ("f16", 16))]
+    c.append(mm("tq1_0", "f32", 1, 64, 256, (1, 1), (1, 1)))
+    # k not a multiple of 32
+    c += [mm(ta, tb, 64, 32, k, bs, (1, 1)) for ta, tb, k, bs in (
+        ("f16", "f16", 65, (1, 1)), ("f16", "f16", 80, (1, 1)), ("f16", "f32", 80, (1, 1)),
+        ("f32", "f32", 80, (1, 1)), ("f16", "f16", 588, (1, 1)), ("f16", "f16", 80, (4, 1)))]
+    return c
+
+
 def perf_grid():
     c = [mm("f16", "f32", 16416, 1, 128, (8, 1), (4, 1), (0, 2, 1, 3)),
          mm("f16", "f32", 128, 1, 16416, (8, 1), (4, 1), (0, 1, 2, 3), 2 * 16416)]
@@ -137,7 +190,7 @@ register(Family(
     name="mul_mat",
     build=build_mul_mat,
     vars=VARS,
-    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=False, pad=False),),
+    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=0, pad=0, add=_grid_0_25_3),),
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] == 1),
     perf_grid=perf_grid,
@@ -160,7 +213,7 @@ register(Family(
     name="mul_mat_multi_out",
     build=build_mul_mat,
     vars=VARS,
-    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=False, pad=False),),
+    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=0, pad=0),),
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] > 1),
     max_nmse=5e-4,

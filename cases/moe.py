@@ -16,7 +16,8 @@ from . import tolerances
 from .glu import glu_split, swiglu_clamp
 from .graph import GLU_OPS, Tensor, add, binary, mul, new_op, reshape, transpose, view
 from .inputs import shuffled_rows
-from .matmul import BASE_TYPES, OTHER_TYPES, ALL_TYPES, blck_size, build_mul_mat, mm, mul_mat
+from .matmul import (BASE_TYPES, OTHER_TYPES, ALL_TYPES, IQP_TYPES, VARS as MM_VARS, blck_size,
+                     build_mul_mat, mm, mul_mat, mul_mat_flops)
 from .movement import get_rows, repeat
 from .types import F32, I32, ggml_type
 
@@ -68,17 +69,46 @@ def new_ids(g, n_mats, n_used, n_tokens) -> Tensor:
     return view(ids, [n_used, n_tokens], [ids.nb[1]]) if n_used != n_mats else ids
 
 
+# enum ggml_prec: the smallest rank a MUL_MAT(_ID) may convert src[1] to (ggml_prec_set_src,
+# 0.25.3: op_params word 2 + 1)
+PREC_F32, PREC_Q8 = 10, 30
+
+
+def prec_set_src1(t: Tensor, prec: int) -> Tensor:
+    """ggml_prec_set_src(t, prec, 1) on a MUL_MAT or MUL_MAT_ID node."""
+    assert t.op in ("MUL_MAT", "MUL_MAT_ID")
+    t.set_params_i32([prec], start=3)
+    return t
+
+
 def moe_flops(out, p):
     return 2 * p["m"] * p["k"] * p["n"] * p["n_used"]
 
 
 # --- test_mul_mat_id ---
 
-def build_mul_mat_id(g, type_a, type_b, n_mats, n_used, b, m, n, k):
-    as_ = g.new_tensor(type_a, [k, m, n_mats], "as")
+def build_mul_mat_id(g, type_a, type_b, n_mats, n_used, b, m, n, k, amax=1.0, m_v=0):
+    """0.25.3 adds amax (b uniform in [-amax, amax]; beyond f16's range the product asks for
+    f32 activations) and m_v (as a view whose experts are strided by m_v rows)."""
+    as_ = g.new_tensor(type_a, [k, m_v or m, n_mats], "as")
+    if m_v:
+        assert m_v > m
+        as_ = view(as_, [k, m, n_mats], as_.nb[1:3])
     ids = new_ids(g, n_mats, n_used, n)
     bt = g.new_tensor(type_b, [k, 1 if b else n_used, n], "b")
-    return mul_mat_id(as_, bt, ids)
+    out = mul_mat_id(as_, bt, ids)
+    return prec_set_src1(out, PREC_F32) if amax > 65504.0 else out
+
+
+def init_mul_mat_id(t, rng, p):
+    """init_mul_mat_id_tensors: the row ids; with amax != 1 every f32 leaf uniform in
+    [-amax, amax]."""
+    if t.type == I32:
+        return expert_ids(t, rng, p["n_mats"])
+    amax = p.get("amax", 1.0)
+    if amax != 1.0 and t.type == F32:
+        return rng.uniform(-amax, amax, size=tuple(reversed(t.ne))).astype(np.float32)
+    return None
 
 
 def mmid(type_a, type_b, n_mats, n_used, b, m, n, k):
@@ -102,6 +132,32 @@ def mul_mat_id_eval():
     return c
 
 
+def mul_mat_id_0_25_3():
+    """The cases make_test_cases_eval gained by 0.25.3 (tq1_0 joins all_types and
+    other_types)."""
+    c = []
+    # token tiles: every token to every expert, n rows each; experts that get no row
+    for t in ("q4_K", "iq2_xs", "f16"):
+        c += [mmid(t, "f32", 4, 4, False, 512, n, 256) for n in (1, 15, 16, 17, 31, 32, 33, 47, 48, 49)]
+        c.append(mmid(t, "f32", 8, 1, False, 512, 1, 256))
+    # as a view whose experts are strided by more rows than it uses
+    c += [mmid(t, "f32", 4, 2, False, 8, n, 64) | dict(m_v=64) for t, n in (("f32", 1), ("f16", 16))]
+    c.append(mmid("iq2_xxs", "f32", 1, 1, False, 1, 8192, 4096))
+    c += [mmid("f16", "f32", 1, 1, False, 8, 16, k) for k in (63, 65)]
+    # more than 256 experts
+    c += [mmid(t, "f32", e, 10, False, m, n, k) for n in (1, 5, 64, 300) for e in (512, 1024)
+          for t, m, k in (("iq3_s", 128, 512), ("q4_0", 256, 128))]
+    # several blocks per row
+    c += [mmid("tq1_0", "f32", 28, 10, False, 1024, 1, 4096), mmid("tq1_0", "f32", 128, 8, False, 1024, 1, 2048)]
+    c.append(mmid("tq1_0", "f32", 4, 2, False, 64, 16, 3 * blck_size("tq1_0")))
+    c += [mmid(t, "f32", 4, 4, False, 16, 10, 256) for t in IQP_TYPES]
+    # b beyond f16's range
+    c += [mmid(t, "f32", e, u, False, m, n, k) | dict(amax=1e5) for n in (16, 32, 64)
+          for t, e, u, m, k in (("q4_K", 128, 4, 4096, 2048), ("q8_0", 8, 2, 512, 256))]
+    c += [mmid("tq1_0", "f32", 4, 2, False, 512, n, 256) for n in (1, 32)]
+    return c
+
+
 # qwen3-30b-a3b (128 experts, 8 used), its 32-expert variant, gpt-oss-20b
 def mul_mat_id_perf():
     types = ("f32", "f16", "q4_0", "q8_0", "q4_K", "q6_K", "iq2_xs")
@@ -112,20 +168,61 @@ def mul_mat_id_perf():
     return c
 
 
+MMID_VARS = ("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k")
+
 register(Family(
     name="mul_mat_id",
     strict=tolerances.MATMUL,
     build=build_mul_mat_id,
-    vars=("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"),
-    changes=(new_params("0.25.3", ("type_a", "type_b", "n_mats", "n_used", "b", "m", "n", "k"), amax=1.0, m_v=False),),
+    vars=MMID_VARS,
+    changes=(new_params("0.25.3", MMID_VARS, amax=1.0, m_v=0, add=mul_mat_id_0_25_3),),
     op="MUL_MAT_ID",
     # q8_0, q1_0, q2_0 and q4_1 are in both BASE_TYPES and OTHER_TYPES: their shared cases once
     eval_grid=lambda: unique_params(mul_mat_id_eval()),
     perf_grid=mul_mat_id_perf,
-    init=init_moe,
+    init=init_mul_mat_id,
     max_nmse=5e-4,
     flops=moe_flops,
 ))
+
+
+# --- 0.25.3: test_mul_mat(_id)_w4a8 / _w4a4, FP4 weights with 8-bit or 4-bit activations ---
+# The W4A8 structs mark src[1] GGML_PREC_Q8 (no 4-bit activations); W4A4 is the default
+# precision under another name. The product is the same: the reference is MUL_MAT's.
+
+def _w4(op_name, build, vars, grid, q8):
+    def build_w4(g, **p):
+        out = build(g, **p)
+        return prec_set_src1(out, PREC_Q8) if q8 else out
+    register(Family(
+        name=op_name.lower(), build=build_w4, vars=vars, op=op_name, eval_grid=grid, since="0.25.3",
+        strict=tolerances.MATMUL, max_nmse=5e-4, init=init_mul_mat_id if "_ID" in op_name else None,
+        flops=moe_flops if "_ID" in op_name else mul_mat_flops))
+
+
+MM_W4_VARS = MM_VARS + ("src_overlap", "m_v", "pad")
+MMID_W4_VARS = MMID_VARS + ("amax", "m_v")
+
+
+def _w4mm(t, m, n, k):
+    return mm(t, "f32", m, n, k, (1, 1), (1, 1)) | dict(src_overlap=False, m_v=0, pad=0)
+
+
+def _w4mmid(t, n_mats, b, m, n):
+    return mmid(t, "f32", n_mats, 2, b, m, n, 256) | dict(amax=1.0, m_v=0)
+
+
+_w4("MUL_MAT_W4A8", build_mul_mat, MM_W4_VARS, lambda: [
+    _w4mm("nvfp4", 32, 1, 256), _w4mm("nvfp4", 32, 32, 256), _w4mm("nvfp4", 64, 16, 512),
+    _w4mm("mxfp4", 32, 32, 256), _w4mm("mxfp4", 64, 16, 512)], q8=True)
+_w4("MUL_MAT_W4A4", build_mul_mat, MM_W4_VARS, lambda: [
+    _w4mm("nvfp4", 32, 1, 256), _w4mm("nvfp4", 32, 32, 256), _w4mm("mxfp4", 32, 32, 256)], q8=False)
+_w4("MUL_MAT_ID_W4A8", build_mul_mat_id, MMID_W4_VARS, lambda: [
+    _w4mmid("nvfp4", 8, False, 32, 32), _w4mmid("nvfp4", 4, True, 64, 16), _w4mmid("mxfp4", 8, False, 32, 32)],
+    q8=True)
+_w4("MUL_MAT_ID_W4A4", build_mul_mat_id, MMID_W4_VARS, lambda: [
+    _w4mmid("nvfp4", 8, False, 32, 32), _w4mmid("nvfp4", 4, True, 64, 16), _w4mmid("mxfp4", 8, False, 32, 32)],
+    q8=False)
 
 
 # --- test_mul_mat_id_fusion: o products summed, then (mul) a per-row weight ---

@@ -19,6 +19,8 @@ from .inputs import shape_of, uniform_init
 from .types import F32, I32, ggml_type
 
 # test-backend-ops' all_types: every type a copy / row gather is tried with
+# 0.25.3 adds tq1_0 to all_types
+NEW_TYPES = ("tq1_0",)
 ALL_TYPES = ("f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q1_0 q2_0 mxfp4 nvfp4 q2_K q3_K q4_K "
              "q5_K q6_K tq2_0 iq2_xxs iq2_xs iq2_s iq3_xxs iq1_s iq1_m iq4_nl iq3_s iq4_xs").split()
 
@@ -294,8 +296,9 @@ def _cpy_grid():
             yield p
 
 
-def _cpy_cases():
-    for type in ALL_TYPES:
+def _cpy_all_types(types):
+    """test_cpy's loops over all_types, for these types."""
+    for type in types:
         nk = ggml_type(type).blck_size
         for k in (1, 2, 3):
             ne = [k * nk, 2, 3, 4]
@@ -303,12 +306,16 @@ def _cpy_cases():
             yield cpy_case(type, type, ne, NO_SHAPE, [0, 2, 1, 3])
             yield cpy_case(type, type, ne, NO_SHAPE, [0, 3, 1, 2], [0, 2, 1, 3])
     for ts in ("f16", "bf16", "f32"):
-        for td in ALL_TYPES:
+        for td in types:
             yield cpy_case(ts, td, [256, 4, 4, 4])
             yield cpy_case(ts, td, [256, 2, 3, 4], NO_SHAPE, [0, 2, 1, 3])
-    for ts in ALL_TYPES:
+    for ts in types:
         yield cpy_case(ts, "f32", [256, 4, 4, 4])
         yield cpy_case(ts, "f32", [256, 2, 3, 4], NO_SHAPE, [0, 2, 1, 3])
+
+
+def _cpy_cases():
+    yield from _cpy_all_types(ALL_TYPES)
     for ts in ("f16", "f32"):
         for td in ("f16", "f32"):
             yield cpy_case(ts, td, [256, 2, 3, 4], NO_SHAPE, [1, 0, 2, 3])
@@ -375,6 +382,8 @@ init_cpy = uniform_init(-150.0, 150.0)  # wide range: f32 <-> i32 conversions ar
 register(Family(
     name="cpy", build=build_cpy, vars=_cpy_vars, op="CPY", init=init_cpy, strict=(QUANTIZED_DST,),
     eval_grid=_cpy_grid, perf_grid=_cpy_perf_grid, max_nmse=cpy_max_nmse,
+    # 0.25.3: tq1_0 joins all_types
+    changes=(Since("0.25.3", add=lambda: list(_cpy_all_types(NEW_TYPES))),),
     op_size=lambda out, p: out.nbytes() + out.src[0].nbytes(),
     notes={"GGML-CPU": Deviation(
         when=lambda p: p["type_src"] in ("f16", "bf16") and p["type_dst"] == "q8_0", reason=(
@@ -414,12 +423,13 @@ def init_get_rows(t, rng, p):
 
 
 def _get_rows_vs0():
-    """0.25.3: each type's cases with the source a view too, and one with a column offset
-    (tq1_0, new to all_types, is not modelled yet)."""
-    for type in ALL_TYPES + ["i32"]:
-        for b in (1, 7):
-            for v in (0, 1):
-                yield dict(type=type, n=256, m=5, r=4, be1=b, be2=1, v=v, vs0=True, offset_cols=0)
+    """0.25.3: each type's cases with the source a view too, and one with a column offset;
+    tq1_0 joins all_types (both forms)."""
+    for type in list(NEW_TYPES) + ALL_TYPES + ["i32"]:
+        for vs0 in (False, True) if type in NEW_TYPES else (True,):
+            for b in (1, 7):
+                for v in (0, 1):
+                    yield dict(type=type, n=256, m=5, r=4, be1=b, be2=1, v=v, vs0=vs0, offset_cols=0)
     yield dict(type="f32", n=256, m=8, r=2, be1=1, be2=1, v=0, vs0=True, offset_cols=3)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .catalog import Deviation, Family, new_params, register, Since
 from .tolerances import CANN_CUBE_F32, ILL_CONDITIONED
 from .elementwise import sqr
-from .graph import Tensor, add, cont, new_op, permute, set_param, sub, unary, view
+from .graph import Tensor, add, cont, cpy, new_op, permute, set_param, sub, unary, view
 from .inputs import uniform, uniform_by_name
 from .misc import ssm_conv
 from .norm import l2_norm
@@ -375,6 +375,38 @@ register(Family(
     + [_gdn(4, 128, t, 1) for t in (64, 256, 512, 1024)]
     + [_gdn(32, 128, 64, 1, 1, False, True)],
     init=init_gated_delta_net,
+))
+
+
+def build_gdn_cache_fusion(g, type, head_count, head_size, n_seq_tokens, n_seqs, K):
+    """test_gated_delta_net_cache_fusion (0.25.3): the last min(n_t, K) state snapshots of a
+    GATED_DELTA_NET copied into a recurrent cache (CPY), which a SUM reads so that the copy
+    is in the graph; test-backend-ops checks the copy."""
+    S, H = head_size, head_count
+    D, n_written = S * S * H, min(n_seq_tokens, K)
+    q, k, v = (g.new_tensor(type, [S, H, n_seq_tokens, n_seqs], n) for n in "qkv")
+    gate = g.new_tensor(type, [1, H, n_seq_tokens, n_seqs], "g")
+    beta = g.new_tensor(type, [1, H, n_seq_tokens, n_seqs], "beta")
+    state = g.new_tensor(type, [S, S, H, n_seqs], "state")
+    out = gated_delta_net(l2_norm(q, 1e-6), l2_norm(k, 1e-6), v, gate, beta, state, K)
+    row = out.type.type_size
+    snapshots = view(out, [D, n_seqs, n_written], [row * D, row * D * n_seqs], row * S * H * n_seq_tokens * n_seqs)
+    cache = g.new_tensor(type, [D, n_seqs, n_written], "cache")
+    copied = cpy(snapshots, view(cache, [D, n_seqs, n_written], [row * D, row * D * n_seqs], 0))
+    g.check_nodes = [copied]   # fusion_test_nodes
+    return sum_all(copied)
+
+
+register(Family(
+    name="gated_delta_net_cache_fusion",
+    build=build_gdn_cache_fusion,
+    vars=("type", "head_count", "head_size", "n_seq_tokens", "n_seqs", "K"),
+    op="GATED_DELTA_NET_CACHE_FUSION",
+    fused=True, since="0.25.3",
+    eval_grid=lambda: [dict(type="f32", head_count=h, head_size=s, n_seq_tokens=t, n_seqs=n, K=k)
+                       for h, s, t, n, k in ((4, 32, 2, 1, 2), (4, 64, 4, 1, 2), (4, 32, 4, 1, 4),
+                                             (8, 32, 4, 2, 4), (4, 32, 8, 1, 4))],
+    init=uniform_by_name({**GDN_RANGES, "cache": (0.0, 0.0)}),
 ))
 
 

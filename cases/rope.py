@@ -261,7 +261,9 @@ register(Family(
     vars=("ne", "eps", "multi_add", "set_rows", "broadcast", "mode"),
     op="RMS_NORM_MUL_ROPE",
     eval_grid=rms_norm_mul_rope_eval_grid,
-    changes=(Since("0.25.3", drop=lambda p: True, add=rms_norm_mul_rope_0_25_3, fields=dict(
+    # every v0.20.2 case comes back with mul, rope and an f16 cache (rms_norm_mul_rope_0_25_3)
+    changes=(Since("0.25.3", drop=lambda p: True, add=rms_norm_mul_rope_0_25_3,
+                   defaults=dict(mul=True, rope=True, set_rows_type="f16"), fields=dict(
         vars=("ne", "eps", "multi_add", "mul", "rope", "set_rows", "broadcast", "mode", "set_rows_type"),
         max_nmse=lambda p: 5e-6 if p["ne"][0] == 8192 else 1e-7)),),
     init=init_rms_norm_mul_rope,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import Family, register
+from .catalog import Family, Since, register
 from .tolerances import QUANTIZED_DST
 from .graph import Tensor, strided_view, view_of
 from .inputs import shape_of, shuffled_rows
-from .movement import ALL_TYPES
+from .movement import ALL_TYPES, NEW_TYPES
 from .types import F16, F32, I32, I64, ggml_type
 
 
@@ -79,8 +79,17 @@ def set_rows_eval_grid():
     yield _case("f32", "f32", "i64", [1, 8, 1, 3], [1, 1], 2)
     yield _case("f32", "f32", "i32", [1, 8, 1, 3], [1, 1], 2)
     yield _case("f32", "q8_0", "i32", [256, 5, 1, 3], [1, 1], 1)
+    yield from _set_rows_all_types(ALL_TYPES)
+    for idx in ("i64", "i32"):
+        yield _case("f16", "f16", idx, [1, 8, 1, 3], [1, 1], 2)
+    for idx in ("i64", "i32"):
+        yield _case("f16", "f16", idx, [1, 8, 1, 3], [1, 1], 2, True)
+
+
+def _set_rows_all_types(types):
+    """test_set_rows' loop over all_types, for these types."""
     for ts in ("f16", "f32"):
-        for td in ALL_TYPES:
+        for td in types:
             blck = ggml_type(td).blck_size
             for b in (1, 7):
                 for v in (False, True):
@@ -90,10 +99,6 @@ def set_rows_eval_grid():
                     if blck == 1:  # rows that are no multiple of a SIMD width
                         yield _case(ts, td, "i64", [31, 3, b, 1], [2, 3], 2, v)
                         yield _case(ts, td, "i64", [33, 5, 1, b], [2, 3], 1, v)
-    for idx in ("i64", "i32"):
-        yield _case("f16", "f16", idx, [1, 8, 1, 3], [1, 1], 2)
-    for idx in ("i64", "i32"):
-        yield _case("f16", "f16", idx, [1, 8, 1, 3], [1, 1], 2, True)
 
 
 register(Family(
@@ -105,4 +110,5 @@ register(Family(
     init=init_set_rows,
     max_nmse=set_rows_max_nmse,
     eval_grid=lambda: list(set_rows_eval_grid()),
+    changes=(Since("0.25.3", add=lambda: list(_set_rows_all_types(NEW_TYPES))),),   # tq1_0 joins all_types
 ))

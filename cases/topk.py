@@ -1,4 +1,5 @@
-"""Selecting the k largest: test_top_k (TOP_K, with and without tied values) and
+"""Selecting the k largest: test_top_k (TOP_K, with and without tied values),
+test_topk_qsa (TOPK_QSA, 0.25.3: a sparse-attention block selection ending in TOP_K) and
 test_topk_moe (TOPK_MOE: the fused expert gating of mixture-of-experts models: gate
 probabilities, arg-top-k, the chosen experts' weights, optional norm and scale)."""
 from __future__ import annotations
@@ -8,12 +9,12 @@ import numpy as np
 
 from .catalog import Family, register, Since
 from .elementwise import clamp, sqrt
-from .graph import Tensor, add, div, new_op, reshape, scale, unary, view
+from .graph import Tensor, add, cast, cont, div, new_op, permute, reshape, scale, unary, view
 from .inputs import shape_of, shuffled_rows
 from .movement import get_rows
 from .reduce import SORT_DESC, argsort, sum_rows
 from .softmax import soft_max_ext
-from .types import I32
+from .types import F16, F32, I32
 
 
 # --- constructors (ggml.c) ---
@@ -126,6 +127,49 @@ register(Family(
 # with ties test-backend-ops checks the whole graph's result only (run_whole_graph): test mode
 register(Family(name="top_k_ties", eval_grid=lambda: top_k_grid(True), fused=True, **TOP_K,
                 changes=(Since("0.25.3", add=lambda: top_k_0_25_3(True)),)))
+
+
+# --- test_topk_qsa (0.25.3): Qwen's query-sparse attention picks its KV cells ---
+
+def build_topk_qsa(g, n_blocks, n_kv, n_tps, n_stream, width):
+    """Each KV cell's score is its block's (GET_ROWS by the cell -> block map, through
+    transposes) plus the mask; TOP_K keeps `width` cells. Checked on the TOP_K only."""
+    score = g.new_tensor(F32, [n_blocks, n_tps, n_stream], "score")
+    cell_blk = g.new_tensor(I32, [n_kv, n_stream], "cell_blk")
+    kq_mask = g.new_tensor(F16, [n_kv, n_tps, n_stream], "kq_mask")
+    e = get_rows(cont(permute(score, 1, 0, 2, 3)), cell_blk)
+    e = cont(permute(e, 1, 0, 2, 3))
+    e = add(e, reshape(cast(kq_mask, F32), [n_kv, n_tps, n_stream]))
+    out = top_k(e, width)
+    out.name = "out"
+    g.check_nodes = [out]   # fusion_test_nodes
+    return out
+
+
+def init_topk_qsa(t, rng, p):
+    """Block ids uniform in [0, n_blocks), a mask ramp 0, 1, ... per row and scores in
+    [0, 0.5): every cell's value distinct, so the top k has no ties."""
+    if t.type == I32:
+        return rng.integers(0, p["n_blocks"], size=shape_of(t))
+    if t.type == F16:
+        return np.broadcast_to(np.arange(t.ne[0], dtype=np.float32), shape_of(t))
+    return rng.uniform(0.0, 0.5, size=shape_of(t)).astype(np.float32)
+
+
+def topk_qsa_err(ref, out, p) -> float:
+    """test_topk_qsa::err: the index multisets (order free), integers only."""
+    ia, ib = ref.astype(np.int32), out.astype(np.int32)
+    return float(np.abs(ref - ia).sum() + np.abs(out - ib).sum()) + jdst(ia, ib)
+
+
+register(Family(
+    name="topk_qsa", build=build_topk_qsa, vars=("n_blocks", "n_kv", "n_tps", "n_stream", "width"),
+    op="TOPK_QSA", init=init_topk_qsa, max_nmse=0.0, err=topk_qsa_err, err_name="err",
+    fused=True, since="0.25.3",
+    # the fused path's shapes, two streams, and a small k (the unfused fallback)
+    eval_grid=lambda: [dict(n_blocks=b, n_kv=kv, n_tps=t, n_stream=s, width=w) for b, kv, t, s, w in (
+        (512, 2048, 1, 1, 1500), (512, 2048, 2, 1, 1500), (256, 2048, 4, 2, 2000), (64, 256, 2, 1, 200))],
+))
 
 
 # --- test_topk_moe ---

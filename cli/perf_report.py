@@ -91,7 +91,10 @@ def write_side_by_side_csv(run: Run, out) -> None:
 
 # --- baseline ----------------------------------------------------------------------------
 
-PerfBaseline = dict  # device -> case name -> us/run
+class PerfBaseline(dict):
+    """device -> case name -> us/run; `catalog`: the catalog version of its cases (None
+    for a CSV, which does not say)."""
+    catalog: str | None = None
 
 
 def load_perf_baseline(path: str) -> PerfBaseline:
@@ -104,7 +107,7 @@ def load_perf_baseline(path: str) -> PerfBaseline:
         raise PerfBaselineError(f"cannot read baseline {path}: {e.strerror}") from None
     except UnicodeDecodeError:
         raise PerfBaselineError(f"baseline {path} is not UTF-8 text") from None
-    out: PerfBaseline = {}
+    out = PerfBaseline()
     if text.lstrip().startswith("{"):
         try:
             json.loads(text)
@@ -113,6 +116,7 @@ def load_perf_baseline(path: str) -> PerfBaseline:
             raise PerfBaselineError(f"baseline {path}: not a valid ops results file ({e})") from None
         if run.mode != "perf":
             raise PerfBaselineError(f"baseline {path} holds {run.mode} results, not perf results")
+        out.catalog = run.catalog
         for r in run.results:
             if r.status == OK and r.time_us > 0:
                 out.setdefault(r.device, {})[r.name] = r.time_us
@@ -131,15 +135,45 @@ def load_perf_baseline(path: str) -> PerfBaseline:
     return out
 
 
+def baseline_time(run: Run, baseline: PerfBaseline, device: str, name: str) -> float | None:
+    """The baseline's us/run of a case of this run: under its name, or, where the
+    baseline is of another catalog version (or of an unknown one: a CSV), under the name
+    the case has there (cases/renames.py: test-backend-ops renamed it by new params)."""
+    base = _baseline_of(baseline, device)
+    t = base.get(name)
+    if t is not None:
+        return t
+    for alias in _aliases(run, baseline).get(name, ()):
+        if alias in base:
+            return base[alias]
+    return None
+
+
+def _aliases(run: Run, baseline: PerfBaseline) -> dict[str, list[str]]:
+    key = (id(run), id(baseline))
+    if key not in _ALIASES:
+        from cannops.cases.renames import aliases
+        from cannops.cases.versions import VERSIONS
+        catalog = getattr(baseline, "catalog", None)
+        others = [catalog] if catalog else list(VERSIONS)
+        _ALIASES.clear()
+        _ALIASES[key] = aliases({r.name for r in run.results}, run.mode, run.catalog, others)
+    return _ALIASES[key]
+
+
+_ALIASES: dict = {}
+
+
 def slower_than_baseline(run: Run, baseline: PerfBaseline, threshold_pct: float):
     """device -> case name -> (baseline us/run, change in %) for the cases that now take
     more than threshold_pct % longer. A device absent from a one-device baseline is
-    compared with that device (the same machine under another name)."""
+    compared with that device (the same machine under another name); a case renamed
+    since the baseline's catalog version, under its old name."""
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for r in run.results:
         if r.status != OK or r.time_us <= 0:
             continue
-        base = _baseline_of(baseline, r.device).get(r.name)
+        base = baseline_time(run, baseline, r.device, r.name)
         if base is None:
             continue
         change = (r.time_us / base - 1.0) * 100.0
@@ -189,11 +223,10 @@ def markdown_vs_baseline(run: Run, baseline: PerfBaseline) -> list[str]:
     devices, rows = side_by_side(run)
     out = []
     for dev in devices:
-        base = _baseline_of(baseline, dev)
         for op, op_rows in _by_op([(name, by_dev[dev]) for name, by_dev in rows if dev in by_dev]):
             table = []
             for name, r in op_rows:
-                before = base.get(name)
+                before = baseline_time(run, baseline, dev, name)
                 table.append([_params(name), f"{before:.2f}" if before else "-", f"{r.time_us:.2f}",
                               f"{before / r.time_us:.2f}" if before else "-"])
             out += ["", f"### {op} on {dev}", "",

@@ -31,7 +31,10 @@ SUMMARY_HEADING = "### Backend Operator Support Summary"
 CHANGED_HEADING = "### Operators with changed status"
 LOG_TAIL_LINES = 120
 
-Baseline = dict  # device name (None: a report without device names) -> op -> status
+class Baseline(dict):
+    """device name (None: a report without device names) -> op -> status; `run`: the
+    results file it was read from (None for a markdown report)."""
+    run: Run | None = None
 
 
 class BaselineError(ValueError):
@@ -94,12 +97,50 @@ def markdown_report(run: Run, baseline: Baseline | None = None, tail: int = LOG_
             changed = changes(baseline_for(baseline, device, len(statuses)), current)
             logs = {op: op_log(run, op, [device]) for op, _, _ in changed}
             lines += [""] + changed_lines(changed, logs, device if named else None, tail)
+            old = getattr(baseline, "run", None)
+            if old is not None and old.catalog != run.catalog:
+                lines += [""] + catalog_lines(run, old, device, len(statuses))
         blocks.append("\n".join(lines))
     if not blocks:  # nothing ran and nothing was asked for: still a well-formed report
         blocks.append("\n".join(summary_lines({})))
     if run.interrupted:
         blocks.append("Interrupted: these are partial results.")
     return "\n\n".join(blocks) + "\n"
+
+
+def catalog_lines(run: Run, old: Run, device: str, n_devices: int) -> list[str]:
+    """Against results of another catalog version: how the cases line up (the same name,
+    renamed by test-backend-ops' new params and compared under the old name, new, gone)
+    and which of the cases in both changed status."""
+    from cannops.cases.renames import aliases
+    mine = {r.name: r for r in run.results if r.device == device}
+    devices = {r.device for r in old.results}
+    theirs_dev = device if device in devices or n_devices > 1 or len(devices) != 1 else next(iter(devices))
+    theirs = {r.name: r for r in old.results if r.device == theirs_dev}
+    alias = aliases(mine, run.mode, run.catalog, [old.catalog])
+    same = renamed = 0
+    matched, changed = set(), []
+    for name, r in mine.items():
+        if name in theirs:
+            other, same = name, same + 1
+        else:
+            other = next((a for a in alias.get(name, ()) if a in theirs), None)
+            if other is None:
+                continue
+            renamed += 1
+        matched.add(other)
+        if theirs[other].status != r.status:
+            changed.append((name, theirs[other].status, r.status))
+    new, gone = len(mine) - same - renamed, len(set(theirs) - matched)
+    lines = [f"Catalog {old.catalog} (baseline) -> {run.catalog}: {same} cases under the same name, "
+             f"{renamed} renamed (compared under their {old.catalog} names), {new} new, {gone} gone; "
+             f"{len(changed)} of the {same + renamed} in both changed status."]
+    if changed:
+        lines += ["", "| Case | Previous | Current |", "| --- | --- | --- |"]
+        lines += [f"| {n} | {a} | {b} |" for n, a, b in changed[:50]]
+        if len(changed) > 50:
+            lines.append(f"| ... {len(changed) - 50} more | | |")
+    return lines
 
 
 def baseline_for(baseline: Baseline, device: str, n_devices: int) -> dict[str, str]:
@@ -123,7 +164,7 @@ _BY_SYMBOL = {v: k for k, v in SYMBOL.items()}
 
 def parse_summary(text: str, source: str = "baseline") -> Baseline:
     """device -> op -> status from markdown summaries (ours or the CI's)."""
-    out: Baseline = {}
+    out = Baseline()
     device, in_table = None, False
     current: dict[str, str] | None = None
     for n, line in enumerate(text.splitlines(), 1):
@@ -174,9 +215,12 @@ def load_baseline(path: str) -> Baseline:
         except json.JSONDecodeError as e:
             raise BaselineError(f"baseline {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
         try:
-            return device_statuses(load_run(path))
+            old = load_run(path)
+            out = Baseline(device_statuses(old))
         except ValueError as e:
             raise BaselineError(f"baseline {e}") from None
+        out.run = old
+        return out
     return parse_summary(text, f"baseline {path}")
 
 

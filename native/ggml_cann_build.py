@@ -9,6 +9,10 @@ sdist (native/ggml_sources.py), built against the simulated CANN toolkit
                                      the unchanged binary, started with the variant's
                                      environment (the simulated SoC, ACL graph mode)
 
+Variant `cpu` is the same project without CANN (no toolkit needed), in build/ggml-cpu/:
+ggml 0.25.3's CPU backend and its test-backend-ops (prefix/bin/test-backend-ops), which
+`make tbo-names` lists the 0.25.3 case names from and `make native GGML_HOME=...` tests.
+
 A variant already configured is only rebuilt (ninja skips what is up to date).
 `python -m cannops.native.ggml_cann_build [VARIANT ...]`; prints the time of each.
 """
@@ -45,11 +49,23 @@ VARIANTS = {
     "310P": ({"SOC_TYPE": "Ascend310P3"}, {**RUN_ENV, "CANN_SIM_SOC": "Ascend310P3"}),
     "910B-graph": ({"SOC_TYPE": "Ascend910B3", "USE_ACL_GRAPH": "ON"},
                    {**RUN_ENV, "CANN_SIM_SOC": "Ascend910B3", "GGML_CANN_ACL_GRAPH": "1"}),
+    "cpu": ({"GGML_CANN": "OFF"}, None),   # None: no simulator, no launcher
 }
 
 
+def _uses_cann(variant: str) -> bool:
+    return VARIANTS[variant][1] is not None
+
+
 def variant_dir(variant: str) -> pathlib.Path:
-    return BUILD / "ggml-cann" / variant
+    return BUILD / "ggml-cann" / variant if _uses_cann(variant) else BUILD / f"ggml-{variant}"
+
+
+def binary(variant: str) -> pathlib.Path:
+    """What runs the variant's test-backend-ops: the launcher, or the installed binary."""
+    where = variant_dir(variant)
+    return where / "bin" / "test-backend-ops" if _uses_cann(variant) else \
+        where / "prefix" / "bin" / "test-backend-ops"
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -63,16 +79,21 @@ def build(variant: str, jobs: int) -> float:
     t0 = time.monotonic()
     if not (cmake_dir / "CMakeCache.txt").exists():
         llama = ggml_sources.llama_cpp(BUILD)
+        # the installed libraries find each other (and the toolkit) without LD_LIBRARY_PATH
+        rpath = "$ORIGIN;$ORIGIN/../lib"
+        cann = {"GGML_CANN": "ON", "CANN_INSTALL_DIR": TOOLKIT} if env is not None else {}
+        if cann:
+            rpath += f";{TOOLKIT / 'lib64'}"
         defs = {"LLAMA_CPP": llama, "CMAKE_BUILD_TYPE": "Release", "BUILD_SHARED_LIBS": "ON",
-                "GGML_CANN": "ON", "CANN_INSTALL_DIR": TOOLKIT, "CMAKE_INSTALL_PREFIX": prefix,
-                # the installed libraries find each other and the toolkit without LD_LIBRARY_PATH
-                "CMAKE_INSTALL_RPATH": f"$ORIGIN;$ORIGIN/../lib;{TOOLKIT / 'lib64'}",
+                **cann, "CMAKE_INSTALL_PREFIX": prefix, "CMAKE_INSTALL_RPATH": rpath,
                 "LLAMA_CURL": "OFF", **options}
         generator = ["-G", "Ninja"] if _have("ninja") else []
         _run(["cmake", "-S", str(PROJECT), "-B", str(cmake_dir), *generator,
               *(f"-D{k}={v}" for k, v in defs.items())], stdout=subprocess.DEVNULL)
     _run(["cmake", "--build", str(cmake_dir), "-j", str(jobs)])
     _run(["cmake", "--install", str(cmake_dir)], stdout=subprocess.DEVNULL)
+    if env is None:
+        return time.monotonic() - t0
     # env.sh: the variant's run-time environment, for any client of this prefix (ops'
     # bridge: make native GGML_HOME=.../prefix, then `. env.sh; ops test -b GGML-CANN0`)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
@@ -92,20 +113,20 @@ def _have(tool: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    variants = argv or list(VARIANTS)
+    variants = argv or [v for v in VARIANTS if _uses_cann(v)]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         print(f"ggml-cann: unknown variant {unknown[0]} (known: {', '.join(VARIANTS)})",
               file=sys.stderr)
         return 2
-    if not cann_sim_toolkit.is_simulated(TOOLKIT):
+    if any(map(_uses_cann, variants)) and not cann_sim_toolkit.is_simulated(TOOLKIT):
         print(f"ggml-cann: no simulated toolkit at {TOOLKIT}: make cann-sim-toolkit first",
               file=sys.stderr)
         return 2
     jobs = os.cpu_count() or 2
     for v in variants:
         seconds = build(v, jobs)
-        print(f"ggml-cann: {v}: {variant_dir(v) / 'bin' / 'test-backend-ops'} ({seconds:.0f} s)",
+        print(f"ggml-cann: {v}: {binary(v)} ({seconds:.0f} s)",
               flush=True)
     return 0
 

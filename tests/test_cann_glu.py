@@ -56,3 +56,26 @@ def test_swiglu_rejects_non_contiguous_x():
         OPS["SwiGlu"](x, -1, out)                                  # the valid call is accepted
     finally:
         t.close()
+
+
+def test_swiglu_clamp_of_0253_matches_the_reference(dev):
+    """SWIGLU_CLAMP (ggml 0.25.3; its enum value follows the wheel's v0.20.2 header):
+    every case, one tensor and split, f32 and f16, both limits."""
+    cases = {c.name: c for c in all_cases("test", "0.25.3") if c.op == "SWIGLU_CLAMP"}
+    assert check_cases(dev, cases, list(cases)) == 8
+
+
+def test_swiglu_clamp_clamps_gate_above_and_value_both_sides(dev):
+    """Inputs beyond the limit on each side: a gate capped only above (silu of a very
+    negative gate is ~0, of a large one the limit's), the value clipped to +-limit."""
+    from cannops.cases.glu import swiglu_clamp
+    g = Graph("0.25.3")
+    a, b = g.new_tensor("f32", [8, 1], "a"), g.new_tensor("f32", [8, 1], "b")
+    g.out = swiglu_clamp(a, b, 2.0)
+    x = np.array([[-30, -3, -1, 0, 1, 3, 30, 2.5]], np.float32)
+    v = np.array([[5, -5, 1, 1, -1, 3, -3, 0.5]], np.float32)
+    got, ref = run_graph(dev, g, {a.index: x, b.index: v})
+    silu = lambda t: t / (1 + np.exp(-t))   # noqa: E731
+    want = silu(np.minimum(x, 2.0)) * np.clip(v, -2.0, 2.0)
+    np.testing.assert_allclose(got.reshape(-1), want.reshape(-1), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ref.reshape(-1), want.reshape(-1), rtol=1e-6, atol=1e-7)

@@ -24,3 +24,40 @@ def test_case_names_match_test_backend_ops_0_25_3(mode):
     diff = [f"{op} ({fams}): {miss} missing, {extra} extra, e.g. {eg}"
             for op, fams, eq, miss, extra, eg in compare("0.25.3", LISTS, mode) if miss or extra]
     assert not diff, f"{len(diff)} ops differ:\n" + "\n".join(diff)
+
+
+GGML_CANN = pathlib.Path(__file__).resolve().parents[1] / "build" / "ggml-cann" / "910B" / "bin" / "test-backend-ops"
+
+
+def test_cann_rules_claim_what_ggml_cann_0_25_3_claims(monkeypatch):
+    """`ops support -b CANN-SIM --catalog 0.25.3` against ggml-cann 0.25.3's own supports_op
+    (its test-backend-ops support -b CANN0, built by `make ggml-cann` on the simulated
+    toolkit), case by case: ggml-cann never claims more, and where ops claims more a rule
+    says why (its `beyond`, the README's table)."""
+    import csv
+    import io
+    import subprocess
+    import sys
+
+    from cannops.backend.cann.rules import RULES
+    from cannops.cases.names import case_from_name
+    from cannops.native.tbo_names import run
+
+    if not GGML_CANN.exists():
+        pytest.skip(f"no {GGML_CANN}: make ggml-cann VARIANTS=910B")
+    theirs = {f"{op}({p})": s == "SUPPORTED" for op, p, s in run(str(GGML_CANN), "support", "-b", "CANN0")}
+    p = subprocess.run([sys.executable, "-m", "cannops.cli.main", "support", "-b", "CANN-SIM", "--catalog",
+                        "0.25.3", "--output", "csv"], capture_output=True, text=True, timeout=1800,
+                       env=dict(os.environ, OPS_CATALOG="0.25.3"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    ours = {f"{r['op']}({r['params']})": r["status"] == "OK" for r in csv.DictReader(io.StringIO(p.stdout))}
+    assert set(ours) == set(theirs)
+    more_there = sorted(n for n in ours if theirs[n] and not ours[n])
+    assert not more_there, f"{len(more_there)} cases ggml-cann 0.25.3 claims, ops refuses: {more_there[:5]}"
+    monkeypatch.setenv("OPS_CATALOG", "0.25.3")
+    unexplained = []
+    for n in (n for n in ours if ours[n] and not theirs[n]):
+        g = case_from_name(n).build()
+        if not any(RULES[t.op_key].beyond for t in g.nodes() if t.op_key in RULES):
+            unexplained.append(n)
+    assert not unexplained, f"{len(unexplained)} cases beyond ggml-cann without a reason: {unexplained[:5]}"

@@ -1,5 +1,7 @@
 """cases/quants.py: each own codec on hand-built blocks (known bytes -> known values, and
 back), the gguf-backed ones on a block each, and what cannot be encoded says so."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -182,3 +184,30 @@ def test_inputs_quantized_by_libggml_are_the_numpy_encoders_bytes(name):
     for scale in (1.0, 150.0):
         x = _uniform(16, 512, seed=int(scale)) * np.float32(scale)
         np.testing.assert_array_equal(quantize(x, t), quants.quantize(x, t))
+
+
+GGML_0253 = pathlib.Path(__file__).resolve().parents[1] / "build" / "ggml-cpu" / "prefix" / "lib"
+
+
+@pytest.mark.skipif(not (GGML_0253 / "libggml-base.so").exists(),
+                    reason="no ggml 0.25.3 CPU build (make ggml-cpu)")
+def test_tq1_0_encoder_is_byte_identical_to_ggml_0253():
+    """tq1_0 (new to 0.25.3's all_types: CPY / SET_ROWS into it): the NumPy encoder (the
+    gguf package's) against ggml 0.25.3's own quantizer, loaded from its CPU build, on
+    uniform rows, tiny and huge scales, zeros and values on the rounding ties of d/2."""
+    import cffi
+    ffi = cffi.FFI()
+    ffi.cdef("size_t ggml_quantize_chunk(int type, const float * src, void * dst, int64_t start, "
+             "int64_t nrows, int64_t n_per_row, const float * imatrix);")
+    lib = ffi.dlopen(str(GGML_0253 / "libggml-base.so"))
+    t = ggml_type("tq1_0")
+    rng = np.random.default_rng(7)
+    ties = (rng.integers(-2, 3, size=(8, 512)) * 0.25).astype(np.float32)   # multiples of d/2 (d = 0.5)
+    ties[:, ::64] = 0.5   # each block's absmax, so that d is 0.5 exactly
+    for x in (_uniform(16, 512, seed=3), _uniform(4, 512, seed=4) * np.float32(1e-6),
+              _uniform(4, 512, seed=5) * np.float32(1e4), np.zeros((2, 512), np.float32), ties):
+        x = np.ascontiguousarray(x, np.float32)
+        got = np.empty((x.shape[0], t.row_size(x.shape[1])), np.uint8)
+        lib.ggml_quantize_chunk(t.value, ffi.from_buffer("float[]", x), ffi.from_buffer("char[]", got),
+                                0, x.shape[0], x.shape[1], ffi.NULL)
+        np.testing.assert_array_equal(quants.quantize(x, t), got)

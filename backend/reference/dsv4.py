@@ -33,8 +33,13 @@ def dsv4_hc_comb(node, mixes, scale, base):
 
 @reference("DSV4_HC_PRE")
 def dsv4_hc_pre(node, x, weights):
-    """out[t, e] = sum_h x[t, h, e] w[t, h]: the weighted sum of the hc streams."""
-    return np.einsum("the,th->te", np.asarray(x, np.float64)[0], np.asarray(weights, np.float64)[0, 0])
+    """out[t, e] = sum_h x[t, h, e] w[t, h]: the weighted sum of the hc streams; gated
+    (op_params word 1): scale * sum_h x[t, h, e] sigmoid(gate[t, h, e])."""
+    x = np.asarray(x, np.float64)[0]
+    if node.param_i32(1):
+        gate = np.asarray(weights, np.float64)[0]
+        return node.param_f32(0) * (x / (1.0 + np.exp(-gate))).sum(axis=1)
+    return np.einsum("the,th->te", x, np.asarray(weights, np.float64)[0, 0])
 
 
 @reference("DSV4_HC_POST")

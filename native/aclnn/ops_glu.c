@@ -5,11 +5,16 @@
  * the gate. SWIGLU and GEGLU / GEGLU_ERF on one tensor, unswapped, with an even row
  * length, use the fused aclnnSwiGlu / aclnnGeGluV3 instead (aclnnSwiGlu only where x and
  * out are contiguous, as its documentation requires). SWIGLU_OAI, which ggml-cann does
- * not map, is composed of Clamp / Muls / Sigmoid / Mul / Adds.
+ * not map, is composed of Clamp / Muls / Sigmoid / Mul / Adds; SWIGLU_CLAMP (ggml 0.25.3)
+ * of Clamp / Silu / Clamp / InplaceMul, as ggml-cann 0.25.3 does.
  */
 #include <math.h>
 
 #include "ops_cann.h"
+
+/* ggml 0.25.3 appends SWIGLU_CLAMP to enum ggml_glu_op; the layer builds against the
+ * wheel's v0.20.2 ggml.h, which ends at GEGLU_QUICK */
+#define OPS_GLU_OP_SWIGLU_CLAMP (GGML_GLU_OP_GEGLU_QUICK + 1)
 
 enum act { ACT_RELU, ACT_GELU_TANH, ACT_GELU_ERF, ACT_GELU_QUICK, ACT_SILU };
 
@@ -115,6 +120,25 @@ static int op_swiglu_oai(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     return 0;
 }
 
+/* out = silu(min(x, limit)) * clamp(g, -limit, limit) */
+static int op_swiglu_clamp(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
+    const float limit = ops_param_f32(dst, 3);
+    size_t es = ops_elem_size(dst->type), nb[GGML_MAX_DIMS];
+    ops_contiguous_nb(dst->ne, GGML_MAX_DIMS, es, nb);
+    void *tmp_mem = ops_scratch(ctx, (size_t) ops_nelements(dst) * es);
+    if (!tmp_mem) return ctx->rc;
+    aclTensor *x, *g, *y = ops_tensor(ctx, dst);
+    glu_operands(ctx, dst, &x, &g);
+    aclTensor *tmp = ops_tensor_ex(ctx, tmp_mem, dst->type, dst->ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
+    aclScalar *lo = ops_scalar_f32(ctx, -INFINITY), *hi = ops_scalar_f32(ctx, limit);
+    aclScalar *neg = ops_scalar_f32(ctx, -limit);
+    OPS_ACLNN(ctx, Clamp, x, lo, hi, tmp);        /* tmp = min(x, limit) */
+    OPS_ACLNN(ctx, Silu, tmp, y);
+    OPS_ACLNN(ctx, Clamp, g, neg, hi, tmp);       /* tmp = clamp(g, -limit, limit) */
+    OPS_ACLNN(ctx, InplaceMul, y, tmp);
+    return 0;
+}
+
 OPS_FAMILY(glu) = {
     { GGML_OP_GLU, GGML_GLU_OP_REGLU,       op_reglu },
     { GGML_OP_GLU, GGML_GLU_OP_GEGLU,       op_geglu },
@@ -122,5 +146,6 @@ OPS_FAMILY(glu) = {
     { GGML_OP_GLU, GGML_GLU_OP_SWIGLU_OAI,  op_swiglu_oai },
     { GGML_OP_GLU, GGML_GLU_OP_GEGLU_ERF,   op_geglu_erf },
     { GGML_OP_GLU, GGML_GLU_OP_GEGLU_QUICK, op_geglu_quick },
+    { GGML_OP_GLU, OPS_GLU_OP_SWIGLU_CLAMP, op_swiglu_clamp },
     OPS_END,
 };

@@ -11,6 +11,8 @@ def _comb(lib, ctx, node, srcs):
 
 @replay("DSV4_HC_PRE")
 def _pre(lib, ctx, node, srcs):
+    if node.param_i32(1):   # 0.25.3: gated
+        return lib.ggml_dsv4_hc_pre_gated(ctx, srcs[0], srcs[1], node.param_f32(0))
     return lib.ggml_dsv4_hc_pre(ctx, srcs[0], srcs[1])
 
 

@@ -1,6 +1,9 @@
-"""Replay of FLASH_ATTN_EXT: ggml_flash_attn_ext, then ggml_flash_attn_ext_add_sinks and
-ggml_flash_attn_ext_set_prec, in test-backend-ops' order."""
+"""Replay of FLASH_ATTN_EXT: ggml_flash_attn_ext, then ggml_flash_attn_ext_add_sinks,
+ggml_flash_attn_ext_set_n_kv_max (0.25.3) and ggml_flash_attn_ext_set_prec, in
+test-backend-ops' order."""
 from __future__ import annotations
+
+from cannops.backend.base import DeviceError
 
 from . import replay
 
@@ -13,5 +16,9 @@ def _flash_attn_ext(lib, ctx, node, srcs):
                                   node.param_f32(1), node.param_f32(2))
     if out != ffi.NULL:
         lib.ggml_flash_attn_ext_add_sinks(out, srcs[4] if len(srcs) > 4 else ffi.NULL)
+        if node.param_i32(4):
+            if not hasattr(lib, "ggml_flash_attn_ext_set_n_kv_max"):
+                raise DeviceError("this ggml has no ggml_flash_attn_ext_set_n_kv_max (0.25.3 on)")
+            lib.ggml_flash_attn_ext_set_n_kv_max(out, node.param_i32(4))
         lib.ggml_flash_attn_ext_set_prec(out, node.param_i32(3))
     return out

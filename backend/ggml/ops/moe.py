@@ -1,12 +1,7 @@
-"""Replays of MUL_MAT_ID and OUT_PROD."""
+"""Replay of OUT_PROD (MUL_MAT_ID's is beside MUL_MAT's, matmul.py)."""
 from __future__ import annotations
 
 from . import replay
-
-
-@replay("MUL_MAT_ID")
-def _mul_mat_id(lib, ctx, node, srcs):
-    return lib.ggml_mul_mat_id(ctx, srcs[0], srcs[1], srcs[2])
 
 
 @replay("OUT_PROD")

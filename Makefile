@@ -43,9 +43,10 @@ run: setup
 test: setup
 	$(PY) -m pytest tests
 
-# TBO=<path to test-backend-ops> adds the ratios against it
+# TBO=<path to test-backend-ops> adds issue 23's ratios against it (PAIRS=3 paired runs
+# for medians; WHOLE=1 adds the whole catalog, long)
 bench: setup
-	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO))
+	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO)) $(if $(PAIRS),--pairs $(PAIRS)) $(if $(WHOLE),--whole)
 
 # test-backend-ops' case names of ggml 0.25.3, listed from its CPU build (TBO_BIN, source
 # TBO_SRC) into build/tbo-names/0.25.3/{support,test}.tsv (about a minute), and the catalog's

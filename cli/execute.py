@@ -217,7 +217,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
     # bytes moved per measured graph: the repeated op plus the other (non-view) nodes once
     mem = n_runs * size + sum(op_size(n) for n in g.nodes() if not n.is_view() and n is not out)
     try:
-        m = measure(lambda: device.time(case, g, inputs, int(n_runs)), int(n_runs), min_seconds)
+        m = measure(lambda n: device.time(case, g, inputs, n), int(n_runs), min_seconds)
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e))
     per_run = m.seconds_per_run

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 MIN_BATCHES = 5        # fewer batches say little about their spread
-MAX_TIME_FACTOR = 5    # a case stops after this many times --min-time, stable or not
+MAX_TIME_FACTOR = 3    # a case stops after this many times --min-time, stable or not
 STABLE = 0.25          # the spread is known once adding the last third of the batches moved it
 STABLE_ABS = 0.002     # by less than this fraction of itself, or than this absolute amount
 WIDE_SPREAD = 0.05     # a relative MAD beyond this marks the figure
@@ -87,7 +87,7 @@ def relative_mad(values: list[float]) -> float | None:
 @dataclass
 class Measurement:
     per_run: list[float]          # each batch's seconds per run
-    n_runs: int                   # runs per batch
+    runs: int                     # runs over all batches
     machine: Machine
 
     @property
@@ -97,10 +97,6 @@ class Measurement:
     @property
     def spread(self) -> float | None:
         return relative_mad(self.per_run)
-
-    @property
-    def runs(self) -> int:
-        return self.n_runs * len(self.per_run)
 
     @property
     def doubts(self) -> list[str]:
@@ -123,20 +119,27 @@ def _stable(per_run: list[float]) -> bool:
     return abs(now - before) <= max(STABLE_ABS, STABLE * now)
 
 
-def measure(batch: Callable[[], float], n_runs: int, min_seconds: float = 1.0,
+def measure(batch: Callable[[int], float], n_runs: int, min_seconds: float = 1.0,
             max_seconds: float | None = None) -> Measurement:
-    """Time `batch` (seconds for n_runs runs) until at least min_seconds are measured
-    over MIN_BATCHES batches and their spread is stable, or max_seconds have passed."""
+    """Time `batch` (seconds for the n runs it is given) until at least min_seconds are
+    measured over MIN_BATCHES batches and their spread is stable, or max_seconds have
+    passed. A first batch longer than its share (min_seconds / MIN_BATCHES) makes the
+    next ones smaller, so that a spread can be had within the time (test-backend-ops'
+    graph for a big op takes seconds)."""
     cap = MAX_TIME_FACTOR * min_seconds if max_seconds is None else max_seconds
     watch = Watch()
     per_run: list[float] = []
-    total = 0.0
+    total, runs = 0.0, 0
     while True:
-        s = batch()
+        s = batch(n_runs)
         total += s
+        runs += n_runs
         per_run.append(s / n_runs)
         if total >= cap:
             break
         if total >= min_seconds and len(per_run) >= MIN_BATCHES and _stable(per_run):
             break
-    return Measurement(per_run, n_runs, watch.stop())
+        share = min_seconds / MIN_BATCHES
+        if len(per_run) == 1 and s > share and n_runs > 1:
+            n_runs = max(1, int(n_runs * share / s))
+    return Measurement(per_run, runs, watch.stop())

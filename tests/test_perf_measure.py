@@ -15,24 +15,33 @@ def test_relative_mad_is_robust_to_one_disturbed_batch():
 
 
 def test_steady_batches_stop_once_the_spread_is_known():
-    calls = itertools.count(1)
-    m = pm.measure(lambda: (next(calls), 0.01)[1], n_runs=100, min_seconds=0.02)
-    assert len(m.per_run) == pm.MIN_BATCHES            # stable from the start: the minimum
-    assert m.runs == 100 * pm.MIN_BATCHES
+    m = pm.measure(lambda n: n * 1e-4, n_runs=10, min_seconds=0.02)
+    assert len(m.per_run) == 20                        # --min-time, then stable at once
+    assert m.runs == 10 * 20
     assert m.seconds_per_run == pytest.approx(1e-4) and m.spread == 0.0
     assert not any("spread" in d for d in m.doubts)
+    m = pm.measure(lambda n: n * 1e-4, n_runs=1, min_seconds=1e-4, max_seconds=1.0)
+    assert len(m.per_run) == pm.MIN_BATCHES            # never fewer batches than that
 
 
 def test_noisy_batches_run_to_the_cap_and_are_marked_wide():
     times = itertools.cycle([0.01, 0.02, 0.01, 0.03, 0.015])
-    m = pm.measure(lambda: next(times), n_runs=1, min_seconds=0.05)
+    m = pm.measure(lambda n: next(times), n_runs=1, min_seconds=0.05)
     assert sum(x for x in m.per_run) >= 0.05
     assert m.spread > pm.WIDE_SPREAD
     assert any(d.startswith("wide spread: ±") for d in m.doubts)
 
 
+def test_a_long_first_batch_makes_the_next_ones_smaller():
+    # 1000 runs of 1 ms: the first batch takes 1 s, the next ones their share of 0.5 s
+    sizes = []
+    m = pm.measure(lambda n: (sizes.append(n), n * 1e-3)[1], n_runs=1000, min_seconds=0.5)
+    assert sizes[0] == 1000 and set(sizes[1:]) == {100}
+    assert m.runs == sum(sizes) and m.seconds_per_run == pytest.approx(1e-3) and m.spread == 0.0
+
+
 def test_a_batch_longer_than_the_cap_leaves_the_spread_unknown():
-    m = pm.measure(lambda: 2.0, n_runs=1, min_seconds=0.1)
+    m = pm.measure(lambda n: 2.0, n_runs=1, min_seconds=0.1)
     assert len(m.per_run) == 1 and m.spread is None
     assert "spread unknown (1 batch)" in m.doubts
 

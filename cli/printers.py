@@ -129,9 +129,10 @@ class ConsolePrinter:
         doubt = (f"  [{r.doubts}]", "bold yellow") if r.doubts else ""
         if r.flops > 0:
             per_run = r.flops * r.time_us / 1e6
-            self.line(head, figures, f"{format_flops(per_run)}/run - ", (f"{format_flops(r.flops)}S", "bold blue"), doubt)
+            size, rate = f"{format_flops(per_run)}/run - ", f"{format_flops(r.flops)}S"
         else:
-            self.line(head, figures, f"{r.memory_kb:8d} kB/run - ", (f"{r.bandwidth_gb_s:7.2f} GB/s", "bold blue"), doubt)
+            size, rate = f"{r.memory_kb:8d} kB/run - ", f"{r.bandwidth_gb_s:7.2f} GB/s"
+        self.line(head, figures, size, (rate, "bold blue"), doubt)
 
     def device_end(self, name: str, results: list[CaseResult], ok: bool) -> None:
         if self.progress is not None:

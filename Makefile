@@ -43,9 +43,10 @@ run: setup
 test: setup
 	$(PY) -m pytest tests
 
-# TBO=<path to test-backend-ops> adds the ratios against it
+# TBO=<path to test-backend-ops> adds issue 23's ratios against it (PAIRS=3 paired runs
+# for medians; WHOLE=1 adds the whole catalog, long)
 bench: setup
-	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO))
+	$(PY) bench/run.py $(if $(TBO),--tbo $(TBO)) $(if $(PAIRS),--pairs $(PAIRS)) $(if $(WHOLE),--whole)
 
 # ggml 0.25.3's CPU backend and test-backend-ops from the llama-cpp-python sdist (the
 # ggml-cann build's `cpu` variant, no toolkit): build/ggml-cpu/prefix, for `make native

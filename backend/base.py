@@ -74,11 +74,16 @@ def numeric_gradient(x0: np.ndarray, set_element: Callable[[int, float], None],
     return out
 
 
+# perf: what a simulated device's `time` measures (its results and output say so)
+SIMULATOR_CLOCK = "the simulator's cost on this host's CPU, not the NPU's (simulated device events)"
+
+
 class Device:
     name: str = "?"            # CANN0, CANN-SIM, GGML-CPU, NUMPY
     description: str = ""
     is_reference: bool = False  # the NumPy reference is not tested by default
     is_cpu: bool = True         # perf: CPU devices get test-backend-ops' smaller work targets
+    clock: str = "host wall clock"   # perf: what `time` measures, as results and output say it
 
     @property
     def notes_name(self) -> str:

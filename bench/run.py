@@ -1,41 +1,56 @@
 """`make bench`: the speed figures of `ops`, printed (benchmarks, never timed tests).
 
-* `ops list cases` and `ops support` (the probe, every device): wall seconds, cold (an empty
-  cache: every graph built, every device asked) and warm (answered from the cache);
-* the whole catalog in test mode on GGML-CPU at -j 2 (and the other --jobs): wall seconds,
-  cases per second and the OK / not supported / FAIL counts, so a slowdown or a change in
-  coverage shows; and the -j 1 / -j 2 scaling on big cases (--scaling-ops, --scaling-params);
-* with TBO=<path to a test-backend-ops binary> (environment or --tbo): the same cases run
-  by test-backend-ops too, `test -b CPU -j 2` and `perf -b CPU` (perf on --perf-ops), and the
-  ratios ops / test-backend-ops side by side (below 1.0: ops is faster);
+Every command is measured as a process tree (bench/tree.py): wall seconds, CPU seconds of
+the command and all its workers, the peak of the tree's summed resident memory, and the
+machine around it (load average, the cores' worth of CPU other processes took: on a busy
+machine wall figures mean little, CPU figures hold up better). Printed:
+
+* `ops list cases` and `ops support` (the probe, every device): cold (an empty cache) and
+  cached;
+* with TBO=<a test-backend-ops binary> (environment or --tbo), issue 23's figures as ratios
+  ops / test-backend-ops measured in the same run, in paired runs (--pairs, interleaved,
+  the order alternating; medians), both tools on the same selections at -j 2:
+  `-o ABS` (start-up), the 404-case sample of 15 everyday ops, the 4,422-case selection,
+  and with --whole the whole catalog; then `perf` per case (us/run of both, how many agree
+  within 10 %, and how many of ops' figures say they are not to be trusted);
+* CANN-SIM: a shard of the catalog at -j 2 (--sim-shard, 1/20), its CPU seconds and the
+  whole catalog extrapolated (CPU x shards / 2 cores: the wall time on an idle machine);
+* with --whole: the whole catalog on GGML-CPU (--jobs) and the -j 1 / -j 2 scaling on big
+  cases (--scaling-ops, --scaling-params);
 * with build/ggml-cann/910B (make ggml-cann): bench/ggml_cann.py, the simulated toolkit's
-  per-call overhead and the time per case of test-backend-ops on the simulated CANN0 next
-  to ops -b CANN-SIM.
-Each figure is the best of --repeat runs: on a shared machine, the least disturbed one.
-Usage: python bench/run.py [--jobs 2,1] [-o OPS] [--tbo PATH] [--perf-ops OPS] [--repeat N]
+  per-call overhead and test-backend-ops on the simulated CANN0 next to ops -b CANN-SIM.
+The selections are taken from the catalog in use: for the same cases and the same ggml on
+both sides, build the bridge against test-backend-ops' ggml (make native GGML_HOME=...);
+the first lines say which ggml each side runs.
+Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [...]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
+import re
+import statistics
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tree  # noqa: E402
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
+# issue 23's selections: 14 everyday ops (and FLASH_ATTN_EXT, thinned)
+EVERYDAY = ["MUL_MAT", "CPY", "SOFT_MAX", "CONCAT", "GET_ROWS", "ADD", "MUL", "RMS_NORM", "SSM_CONV",
+            "ARGSORT", "CONT", "SUM_ROWS", "ROPE", "SET_ROWS"]
+CASE_LINE = re.compile(r"^  [A-Z0-9_]+\(.*\): ", re.M)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def timed(cmd: list[str], repeat: int = 1, env: dict | None = None) -> tuple[float, str]:
     """Best wall seconds of `repeat` runs, and the last run's stdout."""
     best, out = float("inf"), ""
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           env=None if env is None else {**os.environ, **env})
-        best = min(best, time.perf_counter() - t0)
-        out = p.stdout
+        f = tree.run(cmd, env)
+        best, out = min(best, f.wall), f.stdout
     return best, out
 
 
@@ -54,13 +69,64 @@ def counts_line(c: dict) -> str:
     return f"{c.get('OK', 0)} / {c.get('not supported', 0)} / {c.get('FAIL', 0)}"
 
 
+def list_cases(ops: list[str]) -> list[str]:
+    f = tree.run([*OPS, "list", "cases", "-o", ",".join(ops)])
+    return f.stdout.split()
+
+
+def selections(whole: bool) -> list[tuple[str, str]]:
+    """(label, -o argument) of issue 23's selections, from the catalog in use."""
+    every = list_cases(EVERYDAY)
+    fa = list_cases(["FLASH_ATTN_EXT"])
+    by_op: dict[str, list[str]] = {}
+    for name in every:
+        by_op.setdefault(name.partition("(")[0], []).append(name)
+    sample = [n for op in EVERYDAY for n in by_op.get(op, [])[::12]] + fa[::100]
+    big = fa[::20]
+    out = [("-o ABS (start-up)", "ABS"),
+           (f"{len(sample)}-case sample", ",".join(sample)),
+           (f"{len(every) + len(big)}-case selection", ",".join(EVERYDAY + big))]
+    if whole:
+        out.append(("whole catalog", ""))
+    return out
+
+
+def n_cases(stdout: str) -> int:
+    return len(CASE_LINE.findall(ANSI.sub("", stdout)))
+
+
+def paired(ops_cmd: list[str], tbo_cmd: list[str], pairs: int) -> tuple[list, list]:
+    """`pairs` runs of each, interleaved, the order alternating."""
+    ours, theirs = [], []
+    for i in range(pairs):
+        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            (ours if which == 0 else theirs).append(tree.run(ops_cmd if which == 0 else tbo_cmd))
+    return ours, theirs
+
+
+def med(runs: list, attr: str) -> float:
+    return statistics.median(getattr(r, attr) for r in runs)
+
+
+def which_ggml() -> str:
+    out = tree.run([*OPS, "list", "devices"]).stdout
+    m = re.search(r"^GGML-CPU.*\n\s+library: (.*)$", out, re.M)
+    return m.group(1) if m else "no GGML-CPU device"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", default="2", help="comma list of -j values for the test run (default 2)")
-    ap.add_argument("-o", dest="ops", help="only these ops (default: the whole catalog)")
+    ap.add_argument("--jobs", default="2", help="with --whole: comma list of -j values for the catalog run")
+    ap.add_argument("-o", dest="ops", help="list / probe / --whole: only these ops (default: the whole catalog)")
     ap.add_argument("--tbo", default=os.environ.get("TBO"), help="a test-backend-ops binary to compare with")
+    ap.add_argument("--pairs", type=int, default=int(os.environ.get("PAIRS", 1)),
+                    help="paired runs per selection (issue 23's figures: 3); the medians are printed")
+    ap.add_argument("--whole", action="store_true", default=bool(os.environ.get("WHOLE")),
+                    help="also the whole catalog (long): against test-backend-ops, -j scaling")
     ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
                     help="ops of the perf comparison with test-backend-ops")
+    ap.add_argument("--perf-min-time", default="0.5", help="ops perf --min-time of that comparison")
+    ap.add_argument("--sim-shard", default="1/20", help="CANN-SIM shard to extrapolate from ('' skips it)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
     # big cases (tenths of a second and more each), where the workers' compute dominates
     ap.add_argument("--scaling-ops", default="FLASH_ATTN_EXT", help="ops of the -j 1 / -j 2 scaling figure")
@@ -68,6 +134,9 @@ def main() -> int:
                     help="-p of the scaling figure (big cases)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"ops' GGML-CPU runs {which_ggml()}")
+    if args.tbo:
+        print(f"test-backend-ops: {args.tbo}")
 
     print(f"{'command':<40} {'cases':>7} {'seconds':>8} {'cases/s':>8}   OK / not supported / FAIL")
     with tempfile.TemporaryDirectory(prefix="ops-bench-cache-") as cache:
@@ -83,7 +152,90 @@ def main() -> int:
             for dev, c in doc["summary"].items():
                 print(f"{f'ops support ({what}) {dev}':<40} {c['total']:>7} {s:>8.2f} "
                       f"{c['total'] / s:>8.0f}   {counts_line(c)}", flush=True)
+    if args.tbo:
+        s, out = timed([args.tbo, "support", "-b", "CPU"] + (["-o", args.ops] if args.ops else []), args.repeat)
+        print(f"{'test-backend-ops support -b CPU':<40} {n_cases(out):>7} {s:>8.2f}", flush=True)
 
+    if args.tbo:
+        compare(args)
+    if args.sim_shard:
+        sim_catalog(args.sim_shard)
+    if args.whole:
+        whole_catalog(args)
+    print()
+    import ggml_cann   # ggml-cann on the simulator, when make ggml-cann built it
+    sys.argv = sys.argv[:1]
+    ggml_cann.main()
+    return 0
+
+
+def compare(args) -> None:
+    """Issue 23's selections through both tools, and perf per case."""
+    print()
+    print(f"ops test -b GGML-CPU -j 2 / test-backend-ops test -b CPU -j 2, same -o, "
+          f"medians of {args.pairs} paired run(s); ratio < 1: ops is faster")
+    print(f"{'selection':<26} {'cases':>11} {'ops wall/cpu/MiB':>20} {'tbo wall/cpu/MiB':>20} "
+          f"{'ratio wall/cpu/MiB':>19}  load  others")
+    for label, sel in selections(args.whole):
+        o = ["-o", sel] if sel else []
+        ours, theirs = paired([*OPS, "test", "-b", "GGML-CPU", "-j", "2", *o],
+                              [args.tbo, "test", "-b", "CPU", "-j", "2", *o], args.pairs)
+        fig = {k: (med(ours, k), med(theirs, k)) for k in ("wall", "cpu", "peak_mib")}
+        loads = [r.load for r in ours + theirs]
+        others = [r.others for r in ours + theirs]
+        print(f"{label:<26} {n_cases(ours[-1].stdout):>5}/{n_cases(theirs[-1].stdout):<5} "
+              f"{fig['wall'][0]:>7.2f}/{fig['cpu'][0]:>6.2f}/{fig['peak_mib'][0]:>5.0f} "
+              f"{fig['wall'][1]:>7.2f}/{fig['cpu'][1]:>6.2f}/{fig['peak_mib'][1]:>5.0f} "
+              f"{fig['wall'][0] / fig['wall'][1]:>6.2f}/{fig['cpu'][0] / fig['cpu'][1]:>5.2f}/"
+              f"{fig['peak_mib'][0] / fig['peak_mib'][1]:>5.2f}  {max(loads):>4.1f}  {max(others):>5.2f}",
+              flush=True)
+    perf_compare(args)
+
+
+def perf_compare(args) -> None:
+    """us/run per case, ops' against test-backend-ops', and how many agree within 10 %."""
+    import csv
+    import io
+    ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--min-time", args.perf_min_time,
+                      "--output", "csv"])
+    # test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..."
+    tbo_f = tree.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops])
+    rows = {f"{r['op']}({r['params']})": r for r in csv.DictReader(io.StringIO(ops_f.stdout))
+            if r.get("status") == "OK"}
+    theirs = {m.group(1): float(m.group(2))
+              for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", ANSI.sub("", tbo_f.stdout), re.M)}
+    both = sorted(set(rows) & set(theirs))
+    if not both:
+        print("perf mode: no case in both outputs")
+        return
+    ratio = {k: float(rows[k]["time_us"]) / theirs[k] for k in both if theirs[k] > 0}
+    trusted = [k for k in ratio if not rows[k]["doubts"]]
+    within = [k for k in trusted if abs(ratio[k] - 1) <= 0.10]
+    print(f"perf ({args.perf_ops}): {len(both)} cases in both, us/run ops/tbo median "
+          f"{statistics.median(ratio.values()):.2f}; {len(trusted)} of ops' figures unmarked, "
+          f"{len(within)} of those within 10 % (load {min(ops_f.load, tbo_f.load):.1f}-"
+          f"{max(ops_f.load, tbo_f.load):.1f}, others {max(ops_f.others, tbo_f.others):.2f} cores)")
+    for k in both[:40]:
+        r = rows[k]
+        spread = f"±{float(r['spread']):.1%}" if r["spread"] else "±?"
+        print(f"  {k[:80]:<80} {float(r['time_us']):>10.2f} {spread:>7} {theirs[k]:>10.2f} {ratio[k]:>6.2f}"
+              + ("  [marked]" if r["doubts"] else ""))
+
+
+def sim_catalog(shard: str) -> None:
+    """A CANN-SIM shard at -j 2: its figures, and the whole catalog extrapolated."""
+    k, n = (int(x) for x in shard.split("/"))
+    f = tree.run([*OPS, "test", "-b", "CANN-SIM", "-j", "2", "--shard", shard, "--output", "json"])
+    c = json.loads(f.stdout)["summary"].get("CANN-SIM", {}) if f.stdout.strip() else {}
+    print()
+    print(f"ops test -b CANN-SIM -j 2 --shard {shard}: {c.get('total', 0)} cases ({counts_line(c)}), "
+          f"wall {f.wall:.1f} s, CPU {f.cpu:.1f} s, peak {f.peak_mib:.0f} MiB (load {f.load:.1f}, "
+          f"others {f.others:.2f} cores)")
+    print(f"  whole catalog extrapolated: CPU {f.cpu * n / 60:.1f} min; at -j 2 on 2 idle cores "
+          f"{f.cpu * n / 2 / 60:.1f} min; at this load {f.wall * n / 60:.1f} min")
+
+
+def whole_catalog(args) -> None:
     test_s = {}
     for j in (int(x) for x in args.jobs.split(",")):
         s, doc = ops_run("test", "GGML-CPU", j, args.ops, 1)
@@ -91,7 +243,6 @@ def main() -> int:
         test_s[j] = s
         print(f"{f'ops test -b GGML-CPU -j {j}':<40} {c.get('total', 0):>7} {s:>8.1f} "
               f"{c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
-
     scaling = {}
     for j in (1, 2):
         s, doc = ops_run("test", "GGML-CPU", j, args.scaling_ops, 1, args.scaling_params)
@@ -100,44 +251,6 @@ def main() -> int:
         print(f"{f'ops test -j {j} -o {args.scaling_ops} -p {args.scaling_params}':<40} {c.get('total', 0):>7} "
               f"{s:>8.1f} {c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
     print(f"-j 2 speed-up on big cases: {scaling[1] / scaling[2]:.2f}x (2 cores: 2.0 at best)", flush=True)
-
-    if args.tbo:
-        compare(args, test_s)
-    print()
-    import ggml_cann   # ggml-cann on the simulator, when make ggml-cann built it
-    sys.argv = sys.argv[:1]
-    ggml_cann.main()
-    return 0
-
-
-def compare(args, test_s: dict) -> None:
-    """The same cases on test-backend-ops (its -b CPU), side by side with ops' figures."""
-    print()
-    sel = ["-o", args.ops] if args.ops else []
-    tbo_s, _ = timed([args.tbo, "test", "-b", "CPU", "-j", "2", *sel])
-    ops_s = test_s.get(2) or min(test_s.values())
-    print(f"test mode: ops {ops_s:.1f} s, test-backend-ops {tbo_s:.1f} s, ratio ops/tbo {ops_s / tbo_s:.2f}",
-          flush=True)
-    # perf: us/run per case, ops' against test-backend-ops' (csv of both)
-    ops_perf = subprocess.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--output", "csv"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
-    # test-backend-ops' csv has no timing column (v0.20.2): its console lines are read,
-    # "  OP(params):   N runs -   T us/run - ..."
-    tbo_perf = subprocess.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
-    import csv
-    import io
-    import re
-    ours = {f"{r['op']}({r['params']})": float(r["time_us"]) for r in csv.DictReader(io.StringIO(ops_perf))
-            if r.get("status") == "OK"}
-    theirs = {m.group(1): float(m.group(2))
-              for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", tbo_perf, re.M)}
-    both = sorted(set(ours) & set(theirs))
-    ratios = sorted(ours[k] / theirs[k] for k in both if theirs[k] > 0)
-    print(f"perf mode ({args.perf_ops}): {len(both)} cases in both; us/run ratio ops/tbo median "
-          f"{ratios[len(ratios) // 2]:.2f}" if ratios else "perf mode: no case in both outputs")
-    for k in both[:40]:
-        print(f"  {k[:90]:<90} {ours[k]:>10.2f} {theirs[k]:>10.2f} {ours[k] / theirs[k]:>6.2f}")
 
 
 if __name__ == "__main__":

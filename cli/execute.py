@@ -14,6 +14,7 @@ from cannops.backend.base import Device, DeviceError, GradUnsupported
 from cannops.cases.catalog import Case, find_deviation
 
 from .compare import compare, worst_elements
+from .perf_measure import measure
 from .strict import bound as strict_bound
 from .strict import check as strict_check
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
@@ -216,17 +217,16 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
     # bytes moved per measured graph: the repeated op plus the other (non-view) nodes once
     mem = n_runs * size + sum(op_size(n) for n in g.nodes() if not n.is_view() and n is not out)
     try:
-        total_s, total_runs, total_mem = 0.0, 0, 0
-        while total_s < min_seconds:
-            total_s += device.time(case, g, inputs, int(n_runs))
-            total_runs += int(n_runs)
-            total_mem += mem
+        m = measure(lambda n: device.time(case, g, inputs, n), int(n_runs), min_seconds)
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e))
-    return _result(device, case, OK, n_runs=total_runs, time_us=total_s * 1e6 / total_runs,
-                   flops=flops * total_runs / total_s if flops else 0.0,
-                   bandwidth_gb_s=0.0 if flops else total_mem / total_s / GB,
-                   memory_kb=size // 1024)
+    per_run = m.seconds_per_run
+    return _result(device, case, OK, n_runs=m.runs, time_us=per_run * 1e6,
+                   flops=flops / per_run if flops else 0.0,
+                   bandwidth_gb_s=0.0 if flops else mem / n_runs / per_run / GB,
+                   memory_kb=size // 1024, batches=len(m.per_run), spread=m.spread,
+                   load=m.machine.load, contention=m.machine.contention, steal=m.machine.steal,
+                   doubts="; ".join(m.doubts), clock=device.clock)
 
 
 def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,

@@ -52,7 +52,9 @@ def _testcase(r: CaseResult, mode: str, slower: dict | None) -> tuple[ET.Element
         ET.SubElement(tc, "system-out").text = _text(f"known deviation [{r.device}: {r.note}]: {r.reason}")
     elif mode == "perf" and r.n_runs:
         rate = f"{r.flops / 1e9:.2f} GFLOPS" if r.flops else f"{r.bandwidth_gb_s:.2f} GB/s"
-        ET.SubElement(tc, "system-out").text = f"{r.n_runs} runs - {r.time_us:.2f} us/run - {rate}"
+        spread = f" ±{r.spread:.1%}" if r.spread is not None else ""
+        doubts = f" [{r.doubts}]" if r.doubts else ""
+        ET.SubElement(tc, "system-out").text = f"{r.n_runs} runs - {r.time_us:.2f} us/run{spread} - {rate}{doubts}"
     return tc, outcome
 
 

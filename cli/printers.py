@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
+
+from cannops.backend.base import SIMULATOR_CLOCK
 
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 
@@ -36,6 +39,7 @@ class ConsolePrinter:
         self.progress: Progress | None = None
         self.task = None
         self.failed: list[str] = []
+        self.timing_said = False   # perf: the line saying what the figures measure
         # plain text is exactly what rich prints without a terminal or colours
         self.plain = not self.console.is_terminal and self.console.color_system is None
 
@@ -62,6 +66,7 @@ class ConsolePrinter:
             self.line(f"  Device memory: {info.memory_total // 2**20} MB ({info.memory_free // 2**20} MB free)")
         self.line("")
         self.failed = []
+        self.timing_said = False
         if self.console.is_terminal:
             self.progress = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), console=self.console, transient=True)
@@ -114,12 +119,20 @@ class ConsolePrinter:
         last = (n + 7) // 8 * 8
         if last - n < 5:
             last += 8
-        figures = f"{' ' * (last - n)}    {r.n_runs:8d} runs - {r.time_us:8.2f} us/run - "
+        if not self.timing_said:   # what the figures are, once, before the first
+            self.timing_said = True
+            self.line(f"  Timing: {r.clock or 'host wall clock'}; us/run is the median over batches, "
+                      "± their relative MAD")
+        spread = f"±{r.spread:5.1%}" if r.spread is not None else "±  ?  "
+        unit = "us/run (simulator's cost)" if r.clock == SIMULATOR_CLOCK else "us/run"
+        figures = f"{' ' * (last - n)}    {r.n_runs:8d} runs - {r.time_us:8.2f} {unit} {spread} - "
+        doubt = (f"  [{r.doubts}]", "bold yellow") if r.doubts else ""
         if r.flops > 0:
             per_run = r.flops * r.time_us / 1e6
-            self.line(head, figures, f"{format_flops(per_run)}/run - ", (f"{format_flops(r.flops)}S", "bold blue"))
+            size, rate = f"{format_flops(per_run)}/run - ", f"{format_flops(r.flops)}S"
         else:
-            self.line(head, figures, f"{r.memory_kb:8d} kB/run - ", (f"{r.bandwidth_gb_s:7.2f} GB/s", "bold blue"))
+            size, rate = f"{r.memory_kb:8d} kB/run - ", f"{r.bandwidth_gb_s:7.2f} GB/s"
+        self.line(head, figures, size, (rate, "bold blue"), doubt)
 
     def device_end(self, name: str, results: list[CaseResult], ok: bool) -> None:
         if self.progress is not None:
@@ -136,6 +149,8 @@ class ConsolePrinter:
                 self.line("  Failing tests:")
                 for case_name in self.failed:
                     self.line(f"    {case_name}")
+        if self.mode == "perf":
+            self._perf_trust(results)
         if ok and self.mode in ("test", "grad") and results and not any(
                 r.status in (OK, FAIL, DEVIATION) for r in results):
             # nothing ran: not a pass (ops grad -b CANN-SIM said "0/0 tests passed", then OK)
@@ -143,6 +158,20 @@ class ConsolePrinter:
         else:
             self.line(f"  Backend {name}: ", ("OK", STYLE[OK]) if ok else ("FAIL", STYLE[FAIL]))
         self.line("")
+
+    def _perf_trust(self, results: list[CaseResult]) -> None:
+        """What the figures measured, and a warning when some are not to be trusted."""
+        timed = [r for r in results if r.status == OK and r.time_us > 0]
+        doubted = [r for r in timed if r.doubts]
+        if doubted:
+            busy = sum("busy machine" in r.doubts for r in doubted)
+            spread = sum("spread" in r.doubts for r in doubted)
+            loads = [r.load for r in timed if r.load is not None]
+            self.line(("  Warning: ", "bold yellow"),
+                      f"{len(doubted)}/{len(timed)} figures are not to be trusted ({busy} taken on a busy "
+                      f"machine, {spread} with a wide or unknown spread"
+                      + (f"; load average up to {max(loads):.1f} on {os.cpu_count()} cores" if loads else "")
+                      + "): measure again on an idle machine")
 
     def interrupted(self, run: Run) -> None:
         if self.progress is not None:
@@ -175,7 +204,8 @@ class QuietPrinter(ConsolePrinter):
 
 CSV_FIELDS = ["device", "op", "params", "status", "reason", "by", "error", "threshold", "metric",
               "strict", "max_abs", "max_rel", "worst_index",
-              "n_runs", "time_us", "flops", "bandwidth_gb_s", "memory_kb", "seconds"]
+              "n_runs", "time_us", "flops", "bandwidth_gb_s", "memory_kb", "seconds",
+              "batches", "spread", "load", "contention", "steal", "doubts", "clock"]
 
 
 def write_csv(run: Run, out) -> None:

@@ -24,7 +24,8 @@ RESULT_FIELDS = {
     "device": _STR, "op": _STR, "params": _STR, "status": _STR, "reason": _STR,
     "error": (*_NUM, _OPT), "threshold": (*_NUM, _OPT), "metric": _STR, "note": _STR,
     "seconds": _NUM, "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
-    "memory_kb": _INT, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
+    "memory_kb": _INT, "batches": _INT, "spread": (*_NUM, _OPT), "load": (*_NUM, _OPT),
+    "contention": (*_NUM, _OPT), "steal": (*_NUM, _OPT), "doubts": _STR, "clock": _STR, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
     "strict": (bool,), "max_abs": (*_NUM, _OPT), "max_rel": (*_NUM, _OPT), "worst_index": (int, _OPT),
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
@@ -83,6 +84,17 @@ class CaseResult:
     flops: float = 0.0          # FLOP/s
     bandwidth_gb_s: float = 0.0
     memory_kb: int = 0
+    # perf: how far to trust the figure (cli/perf_measure.py): the batches timed, their
+    # relative MAD, the 1-minute load average and the cores' worth of CPU other processes
+    # took while measuring, the share stolen by a hypervisor; `doubts` says why the figure
+    # is not to be trusted ("": nothing known against it); `clock` what measured it
+    batches: int = 0
+    spread: float | None = None
+    load: float | None = None
+    contention: float | None = None
+    steal: float | None = None
+    doubts: str = ""
+    clock: str = ""
     index: int = -1             # position in the selected case list (stable across -j and shards)
     ran_on: str = ""            # with -b KIND: the device of that kind the case ran on
     worst: list = field(default_factory=list)  # FAIL: the elements furthest from the

@@ -1,6 +1,7 @@
 """`ops` end to end on the real devices: the acceptance lines of the README."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -52,10 +53,19 @@ def test_json_output_carries_run_and_case_fields():
     assert r["op"] == "SQRT" and r["status"] == "OK" and r["error"] == 0.0
 
 
-def test_perf_prints_runs_and_throughput():
+def test_perf_prints_runs_throughput_and_how_far_to_trust_them():
     p = ops("perf", "-o", "ADD", "-b", "NUMPY", "--min-time", "0.01", "-p", "nr=\\[1,1,1,1\\]")
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  ADD(")]
-    assert lines and all(" runs - " in ln and " us/run - " in ln and "GB/s" in ln for ln in lines)
+    assert lines and all(re.search(r" runs - +[\d.]+ us/run ±( *[\d.]+%|  \?  ) - ", ln) and "GB/s" in ln
+                         for ln in lines)
+    assert "  Timing: host wall clock; us/run is the median over batches" in p.stdout
+    doc = json.loads(ops("perf", "-o", "ADD", "-b", "NUMPY", "--min-time", "0.01", "-p", "nr=\\[1,1,1,1\\]",
+                        "--output", "json").stdout)
+    for r in doc["results"]:
+        # every figure says how many batches it took, their spread, and the machine's state
+        assert r["batches"] >= 1 and r["clock"] == "host wall clock" and r["load"] >= 0
+        assert (r["spread"] is None) == (r["batches"] < 3)
+        assert ("spread unknown" in r["doubts"]) == (r["spread"] is None)
 
 
 @pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="needs the ggml bridge")

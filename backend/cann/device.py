@@ -7,8 +7,8 @@ import threading
 
 import numpy as np
 
-from cannops.backend.base import (Device, DeviceError, GradUnsupported, ParamGrad, RunResult, Support,
-                                  numeric_gradient)
+from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
+                                  Support, numeric_gradient)
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
@@ -119,6 +119,10 @@ class CANNDevice(Device):
         self.name, self.description, self.index, self.simulated = name, description, index, simulated
         self._open_devices = open_devices   # the runtime's devices not closed yet, this one among them
         self.is_cpu = simulated   # an NPU takes the accelerator perf targets; the simulator runs on the CPU
+        # `time` reads device events around the queued launches (dispatch.c, ops_cann_time):
+        # on the simulator those are stamped as its queue runs on the host
+        self.clock = (SIMULATOR_CLOCK if simulated else
+                      "device events (aclrtRecordEvent / aclrtEventElapsedTime on the stream)")
         self._lock = threading.Lock()
         self._errbuf = err_buffer()
         self.ctx = lib.ops_cann_ctx_new(index, self._errbuf, len(self._errbuf))

@@ -258,13 +258,15 @@ def _attention(c: _Call, qa, *rest):
     step = max(1, CHUNK // max(1, c.b * c.n * c.s_kv))
     for i0 in range(0, c.s_q, step):
         rows = slice(i0, i0 + step)
-        x = c.scale * np.matmul(qh[:, :, rows], np.swapaxes(kh, -1, -2))
+        # in place where it can be: the logits are the chunk's largest arrays
+        x = np.matmul(qh[:, :, rows], np.swapaxes(kh, -1, -2))
+        x *= c.scale
         if pa is not None:
-            x = x + pa[:, :, rows]
+            x += pa[:, :, rows]
         if ma is not None:
-            x = np.where(ma[..., rows, :], -np.inf, x)
+            np.copyto(x, -np.inf, where=ma[..., rows, :])
         top = x.max(axis=-1, keepdims=True)
-        e = np.exp(x - top)                # a row of only -inf: 0/0
+        e = np.exp(np.subtract(x, top, out=x), out=x)   # a row of only -inf: 0/0
         total = e.sum(axis=-1, keepdims=True)
         # the f32 exp(x - max) goes to the P·V cube in query's type (prompt_flash_attention_
         # s1s2_bns1_x910.h, SoftmaxResCopyOut: Cast CAST_ROUND); the row sum stays f32

@@ -230,5 +230,5 @@ def trans_matmul_weight(mm_weight_ref):
     strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
     out = TensorDesc(shape, strides, w.offset, w.dtype, lib.ACL_FORMAT_FRACTAL_NZ, (w.offset + n,), w.addr)
     w.format, w.storage = lib.ACL_FORMAT_FRACTAL_NZ, shape
-    w.__dict__.pop("storage_bytes", None)   # the refreshed storage (a cached property)
+    w.__dict__.pop("storage_bytes", None)   # the refreshed storage (a cached attribute)
     return Plan(lambda a: to_nz(np.asarray(a), w.dtype), [nd], [out])

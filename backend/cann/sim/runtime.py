@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import functools
 import itertools
 import math
 import mmap
@@ -233,6 +232,21 @@ class Reservation:
 
 # ------------------------------------------------------------- descriptors ----
 
+class _cached:
+    """functools.cached_property without its lock (Python 3.11 takes an RLock on every
+    first access: a tenth of a small case's aclnn call): computed once, then read from
+    the instance's __dict__."""
+
+    def __init__(self, fn):
+        self.fn, self.name = fn, fn.__name__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
 @dataclass(eq=False)
 class TensorDesc:
     """An aclTensor: view dims / strides (elements, outermost first), storage offset,
@@ -245,7 +259,7 @@ class TensorDesc:
     storage: tuple[int, ...]
     addr: int
 
-    @property
+    @_cached   # the dtype never changes
     def np_dtype(self) -> np.dtype:
         return dtypes.numpy_dtype(self.dtype)
 
@@ -253,7 +267,7 @@ class TensorDesc:
     def ndim(self) -> int:
         return len(self.dims)
 
-    @functools.cached_property   # storage and dtype never change
+    @_cached   # storage and dtype never change (TransMatmulWeight refreshes it)
     def storage_bytes(self) -> int:
         n = math.prod(self.storage)   # math.prod: np.prod costs microseconds a call
         per_byte = dtypes.PACKED.get(self.dtype)
@@ -310,7 +324,8 @@ class Capture:
 @dataclass(eq=False)
 class Stream:
     device: int = 0
-    queue: list[Callable[[], None]] = field(default_factory=list)
+    # a deque: a graph queues thousands of launches before its one synchronisation
+    queue: collections.deque[Callable[[], None]] = field(default_factory=collections.deque)
     capture: Capture | None = None
 
 
@@ -695,7 +710,7 @@ def run_stream(s: Stream, until: Callable | None = None) -> None:
     """Execute the queued work in order (up to and including the task `until`); the
     first failure empties the stream."""
     while s.queue:
-        task = s.queue.pop(0)
+        task = s.queue.popleft()
         try:
             task()
         except Exception as e:

@@ -1,0 +1,99 @@
+"""One command measured as a whole process tree: wall seconds, CPU seconds of the command
+and every descendant (workers included), the peak of the tree's summed resident memory,
+and the machine around it (load average, the cores' worth of CPU other processes took).
+
+    python bench/tree.py -- ops test -o ABS -b GGML-CPU     # prints the figures as JSON
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+SAMPLE_S = 0.05       # how often the tree's memory is read
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children() -> dict[int, list[int]]:
+    """ppid -> pids, from /proc/*/stat (one pass)."""
+    out: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        out.setdefault(ppid, []).append(int(name))
+    return out
+
+
+def tree_rss(root: int) -> int:
+    """Bytes resident in `root` and all its descendants now."""
+    kids, total, todo = _children(), 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError):
+            pass
+        todo += kids.get(pid, [])
+    return total
+
+
+def _busy_seconds() -> float:
+    with open("/proc/stat", "rb") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+@dataclass
+class Figures:
+    wall: float           # seconds
+    cpu: float            # user + system seconds of the whole tree
+    peak_mib: float       # peak of the tree's summed RSS
+    load: float           # 1-minute load average at the start
+    others: float         # cores' worth of CPU other processes took meanwhile
+    rc: int
+    stdout: str = ""
+
+
+def run(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Figures:
+    load = os.getloadavg()[0]
+    r0, busy0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds(), time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=None if env is None else {**os.environ, **env}, cwd=cwd)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(SAMPLE_S):
+            peak[0] = max(peak[0], tree_rss(p.pid))
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out = p.communicate()[0]
+    done.set()
+    th.join()
+    wall = time.perf_counter() - t0
+    r1, busy1 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds()
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    # the largest single process' peak, should the sampler have missed a short-lived one
+    peak_b = max(peak[0], r1.ru_maxrss * 1024 if r1.ru_maxrss > r0.ru_maxrss else 0)
+    return Figures(wall, cpu, peak_b / 2**20, load, max(0.0, busy1 - busy0 - cpu) / wall if wall > 0 else 0.0,
+                   p.returncode, out)
+
+
+if __name__ == "__main__":
+    f = run(sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:])
+    d = asdict(f)
+    d.pop("stdout")
+    print(json.dumps(d))

@@ -22,6 +22,7 @@ from multiprocessing.connection import wait
 from typing import Iterable, Iterator
 
 from cannops.cases.catalog import Case
+from cannops.cases.inputs import quantizer_table
 
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 
@@ -112,6 +113,7 @@ class _Worker:
     conn: object
     log_path: str
     device: str = ""                # the device this worker opened
+    slot: int = 0                   # its place in the pool: a worker replacing it takes it
     # (seq, case) sent and not answered yet, oldest first: the worker runs them in this
     # order, so the oldest is the one it runs now, since `started`
     tasks: deque = field(default_factory=deque)
@@ -158,6 +160,54 @@ def _tail(path: str, n: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(own + lines[fatal:][:max(3, n - len(own))])
 
 
+class _Queue:
+    """The cases not sent yet, in seq order, in lanes by the costly quantizer table they
+    need (cases/inputs.py): a table is built by the first worker that gets one of its
+    cases, and that worker's slot gets the rest of them, so that no other worker spends
+    seconds building it again (a crash or a timeout does not move a slot's tables: the
+    worker replacing it builds them again). Without such tables: any worker, in order."""
+
+    def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int]):
+        self.lanes: dict[str | None, deque] = {}
+        for seq, case in tasks:
+            self.lanes.setdefault(quantizer_table(case.vars), deque()).append((seq, case))
+        self.owner: dict[str, int] = {}   # table -> the slot that builds it
+        self.dropped = dropped            # the pool's slots gone for good: their lanes are free
+
+    def __len__(self) -> int:
+        return sum(map(len, self.lanes.values()))
+
+    def _open(self, table: str | None, slot: int) -> bool:
+        owner = self.owner.get(table)
+        return table is None or owner is None or owner == slot or owner in self.dropped
+
+    def has_work_for(self, w: "_Worker") -> bool:
+        return any(lane and self._open(t, w.slot) for t, lane in self.lanes.items())
+
+    def take(self, w: "_Worker", n: int) -> list[tuple[int, Case]]:
+        """Up to n cases for w, the lowest seq first among the lanes open to it."""
+        batch = []
+        while len(batch) < n:
+            heads = [(lane[0][0], t) for t, lane in self.lanes.items() if lane and self._open(t, w.slot)]
+            if not heads:
+                break
+            _, table = min(heads)
+            if table is not None:
+                self.owner[table] = w.slot
+            batch.append(self.lanes[table].popleft())
+        return batch
+
+    def put_back(self, tasks: list[tuple[int, Case]]) -> None:
+        """Cases taken and not run go back to the front of their lanes, in order."""
+        for seq, case in reversed(tasks):
+            self.lanes.setdefault(quantizer_table(case.vars), deque()).appendleft((seq, case))
+
+    def drain(self) -> list[tuple[int, Case]]:
+        rest = sorted((t for lane in self.lanes.values() for t in lane), key=lambda t: t[0])
+        self.lanes.clear()
+        return rest
+
+
 class WorkerPool:
     """N workers for one device, or spread round-robin over the devices of one kind (worker
     k opens members[k % len(members)]); their results are reported under `label`, with
@@ -177,6 +227,7 @@ class WorkerPool:
         self.info: DeviceInfo | None = None
         self._spawned = 0
         self.broken: str | None = None   # why no worker could replace a crashed one
+        self.dropped: set[int] = set()   # slots that no worker could take again
 
     # --- lifecycle ---
     def _spawn(self, slot: int) -> _Worker:
@@ -206,7 +257,7 @@ class WorkerPool:
                 else:
                     os.environ[k] = v
         child.close()
-        w = _Worker(p, parent, log_path, device=device)
+        w = _Worker(p, parent, log_path, device=device, slot=slot)
         # wait for the device to open in the worker
         limit = max(MIN_START_SECONDS, self.timeout)
         if not parent.poll(limit):
@@ -277,9 +328,12 @@ class WorkerPool:
         slot = self.workers.index(w)
         try:
             self.workers[slot] = self._spawn(slot)
+            self.workers[slot].slot = w.slot
         except WorkerStartError as e:
             self.workers.pop(slot)
             self.broken = f"{str(e).splitlines()[0]} (after a crash)"
+            self.dropped.add(w.slot)
+
 
     def _label(self, w: _Worker, result: CaseResult) -> CaseResult:
         if len(self.members) > 1:
@@ -299,13 +353,12 @@ class WorkerPool:
             min_seconds: float = 1.0, strict: bool = False) -> Iterator[tuple[int, CaseResult]]:
         """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
         this process read the result of the one before it (or sent it to an idle worker)."""
-        queue = deque(tasks)
+        queue = _Queue(tasks, self.dropped)
         depth = PIPELINE.get(mode, 1)
         while queue or any(w.tasks for w in self.workers):
             if not self.workers:
                 # the device cannot be reopened: what is left is skipped, with the reason
-                while queue:
-                    seq, case = queue.popleft()
+                for seq, case in queue.drain():
                     yield seq, CaseResult(self.device_name, case.op, case.vars, SKIPPED,
                                           reason=f"not run: {self.broken}")
                 return
@@ -337,20 +390,19 @@ class WorkerPool:
                     self._replace(w)
                     yield out
 
-    def _top_up(self, w: _Worker, queue: deque, depth: int, how: tuple) -> None:
+    def _top_up(self, w: _Worker, queue: "_Queue", depth: int, how: tuple) -> None:
         """Send w the next cases of the queue, up to `depth` held, in one message."""
-        n = min(depth - len(w.tasks), len(queue))
-        if n <= 0:
+        if depth - len(w.tasks) <= 0 or not queue.has_work_for(w):
             return
         if not w.process.is_alive():
             if not w.tasks:
                 self._replace(w)   # it died idle: no case to blame
             return                 # else wait() finds its sentinel and blames its case
-        batch = [queue.popleft() for _ in range(n)]
+        batch = queue.take(w, depth - len(w.tasks))
         try:
             w.conn.send((*how, batch))
         except OSError:   # it died since: the cases were not sent, they go back
-            queue.extendleft(reversed(batch))
+            queue.put_back(batch)
             if not w.tasks:
                 self._replace(w)   # it died idle: no case to blame
             return
@@ -358,14 +410,14 @@ class WorkerPool:
             w.started = time.monotonic()
         w.tasks.extend(batch)
 
-    def _requeue(self, w: _Worker, queue: deque) -> None:
+    def _requeue(self, w: _Worker, queue: "_Queue") -> None:
         """The cases a failed worker held behind the one it failed on never ran: they go
         back to the front of the queue, in order."""
         rest = list(w.tasks)[1:]
         w.tasks.clear()
-        queue.extendleft(reversed(rest))
+        queue.put_back(rest)
 
-    def _crashed(self, w: _Worker, queue: deque) -> tuple[int, CaseResult]:
+    def _crashed(self, w: _Worker, queue: "_Queue") -> tuple[int, CaseResult]:
         w.process.join(5)
         out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
         self._requeue(w, queue)

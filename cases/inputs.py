@@ -100,6 +100,23 @@ def quantizer_table(vars: str) -> str | None:
     return QUANTIZER_TABLES[m.group(1)] if m else None
 
 
+def quantizer_tables(vars: str) -> set[str]:
+    """Every costly quantizer table named in a case's vars."""
+    return {QUANTIZER_TABLES[m] for m in _TYPE_NAME.findall(vars)}
+
+
+def build_quantizer_table(table: str) -> None:
+    """Have libggml build a quantizer table now (ggml_quantize_init; nothing without the
+    bridge, whose NumPy quantizers need none)."""
+    try:
+        from cannops.native._ggml import lib
+    except ImportError:
+        return
+    from .types import ggml_type
+    name = next(n for n, t in QUANTIZER_TABLES.items() if t == table)
+    lib.ggml_quantize_init(ggml_type(name).value)
+
+
 # --- a tensor's data inside a byte buffer (any device's download, the reference's memory) ---
 
 def stored_view(t: Tensor, buf: np.ndarray, offset: int = 0) -> np.ndarray:

@@ -6,12 +6,14 @@ costs one case, not the run.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
 from cannops.backend import reference
 from cannops.backend.base import Device, DeviceError, GradUnsupported
 from cannops.cases.catalog import Case, find_deviation
+from cannops.cases.versions import current
 
 from .compare import compare, worst_elements
 from .strict import bound as strict_bound
@@ -36,9 +38,10 @@ def support(device: Device, case: Case) -> CaseResult:
     return _result(device, case, OK if s else NOT_SUPPORTED, reason=s.reason)
 
 
-def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseResult:
+def test(device: Device, case: Case, seed: int, strict: bool = False,
+         ref_cache: str | None = None) -> CaseResult:
     """NMSE (the family's metric) on every checked node; with `strict`, a per-element
-    bound too (cli/strict.py)."""
+    bound too (cli/strict.py). `ref_cache`: the reference cache's directory (None: off)."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -50,8 +53,9 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     inputs = case.init_inputs(g, seed)
     check = check_indices(g)
+    fam = case.family
     try:
-        mem = reference.compute(g, inputs)
+        expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
     except NotImplementedError as e:
         return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
     try:
@@ -59,13 +63,11 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
 
-    fam = case.family
     threshold = fam.threshold(case.params)
     reasons, worst, elems, far = list(got.problems), None, None, []
     for i in check:
         node = g.tensors[i]
-        ref = mem.read(node)
-        srcs = [mem.read(s) for s in node.src] if fam.err_srcs else []
+        ref, srcs = expected[i]
         err_fn = (lambda r, o: fam.err(r, o, case.params, *srcs)) if fam.err else None
         label = f"[{node.op_desc}]"
         ok, why, e = compare(label, ref, got.outputs[i], threshold, err_fn, fam.err_name, device.name)
@@ -91,9 +93,31 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
         status = DEVIATION if dev and metric_only else FAIL
     extra = {} if elems is None else dict(max_abs=elems.max_abs, max_rel=elems.max_rel,
                                           worst_index=elems.worst)
-    return _result(device, case, status, reason="; ".join(reasons), error=worst,
-                   threshold=threshold, metric=fam.err_name, note=note, strict=strict, worst=far,
-                   seconds=time.perf_counter() - t0, **extra)
+    result = _result(device, case, status, reason="; ".join(reasons), error=worst,
+                     threshold=threshold, metric=fam.err_name, note=note, strict=strict, worst=far,
+                     seconds=time.perf_counter() - t0, **extra)
+    result.ref_cached = cached   # for the run's hit rate; not a field of the results file
+    return result
+
+
+def _reference(case: Case, g, inputs, check: list[int], seed: int, ref_cache: str | None):
+    """{checked node index: (reference values, source values for a metric that takes
+    them)}, from the reference cache (cli/refcache.py) or computed (and kept there); and
+    whether it came from the cache. NotImplementedError: the reference cannot compute it."""
+    path = None
+    if ref_cache:
+        from . import refcache
+        path = refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed)
+        refs = refcache.load(path, case.name)
+        if refs is not None and set(refs) == set(check):
+            return refs, True
+    t0 = time.perf_counter()
+    mem = reference.compute(g, inputs)
+    refs = {i: (mem.read(g.tensors[i]), [mem.read(s) for s in g.tensors[i].src] if case.family.err_srcs else [])
+            for i in check}
+    if path is not None:
+        refcache.store(path, case.name, refs, time.perf_counter() - t0)
+    return refs, False
 
 
 def not_gradable(graph) -> str | None:
@@ -230,7 +254,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
 
 
 def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,
-            strict: bool = False) -> CaseResult:
+            strict: bool = False, ref_cache: str | None = None) -> CaseResult:
     try:
         if mode == "support":
             return support(device, case)
@@ -238,6 +262,6 @@ def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float
             return perf(device, case, seed, min_seconds)
         if mode == "grad":
             return grad(device, case, seed)
-        return test(device, case, seed, strict)
+        return test(device, case, seed, strict, ref_cache)
     except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
         return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

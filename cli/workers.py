@@ -22,12 +22,15 @@ from multiprocessing.connection import wait
 from typing import Iterable, Iterator
 
 from cannops.cases.catalog import Case
-from cannops.cases.inputs import quantizer_table
+from cannops.cases.inputs import build_quantizer_table, quantizer_table, quantizer_tables
 
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 
 STDERR_TAIL_LINES = 8
 MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
+# building libggml's quantizer tables for a case (cases/inputs.py) may take this long, apart
+# from the case's timeout: 9 s of CPU at most, minutes on a machine loaded many times over
+TABLE_BUILD_SECONDS = 600.0
 # Cases a worker holds, by mode: the one it runs and those queued behind it, sent in one
 # message, so that it never waits on a round trip to this process between two cases (a
 # probe or a small test case takes less than that round trip on a busy machine). Perf
@@ -75,14 +78,23 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
+    built: set[str] = set()   # the quantizer tables this process has
     while True:
         msg = conn.recv()
         if msg is None:
             break
-        mode, seed, min_seconds, strict, tasks = msg
+        mode, seed, min_seconds, strict, ref_cache, tasks = msg
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            result = run_one(device, case, mode, seed, min_seconds, strict)
+            tables = quantizer_tables(case.vars) - built if mode != "support" else ()
+            if tables:
+                # seconds of CPU once per process, not the case's own run: not timed as it is
+                conn.send(("building", seq))
+                for t in sorted(tables):
+                    build_quantizer_table(t)
+                built.update(tables)
+                conn.send(("built", seq))
+            result = run_one(device, case, mode, seed, min_seconds, strict, ref_cache)
             conn.send(("result", seq, result))
     device.close()
 
@@ -118,6 +130,7 @@ class _Worker:
     # order, so the oldest is the one it runs now, since `started`
     tasks: deque = field(default_factory=deque)
     started: float = 0.0
+    limit: float | None = None      # the current wait's own limit (a table build), else the timeout
 
     @property
     def task(self) -> tuple | None:
@@ -350,9 +363,11 @@ class WorkerPool:
                                               seconds=time.monotonic() - w.started))
 
     def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
-            min_seconds: float = 1.0, strict: bool = False) -> Iterator[tuple[int, CaseResult]]:
+            min_seconds: float = 1.0, strict: bool = False,
+            ref_cache: str | None = None) -> Iterator[tuple[int, CaseResult]]:
         """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
-        this process read the result of the one before it (or sent it to an idle worker)."""
+        this process read the result of the one before it (or sent it to an idle worker).
+        ref_cache: the reference cache's directory (cli/refcache.py; None: off)."""
         queue = _Queue(tasks, self.dropped)
         depth = PIPELINE.get(mode, 1)
         while queue or any(w.tasks for w in self.workers):
@@ -363,32 +378,41 @@ class WorkerPool:
                                           reason=f"not run: {self.broken}")
                 return
             for w in list(self.workers):
-                self._top_up(w, queue, depth, (mode, seed, min_seconds, strict))
+                self._top_up(w, queue, depth, (mode, seed, min_seconds, strict, ref_cache))
             busy = [w for w in self.workers if w.tasks]
             if not busy:
                 continue   # every worker died idle and was replaced: send again
             now = time.monotonic()
-            deadline = min(w.started + self.timeout for w in busy)
+            deadline = min(w.started + self._limit(w) for w in busy)
             ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
                          timeout=max(0.0, deadline - now))
             for w in busy:
                 if w.conn in ready:
                     try:
-                        _, seq, result = w.conn.recv()
+                        kind, seq, *result = w.conn.recv()
                     except (EOFError, OSError):
                         yield self._crashed(w, queue)
                         continue
-                    w.tasks.popleft()
                     w.started = time.monotonic()
+                    if kind != "result":
+                        # a quantizer table build starts ("building": its own limit) or ends
+                        w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
+                        continue
+                    w.tasks.popleft()
+                    result = result[0]
                     result.reason = clean_text(result.reason)
                     yield seq, self._label(w, result)
                 elif w.process.sentinel in ready:
                     yield self._crashed(w, queue)
-                elif time.monotonic() >= w.started + self.timeout:
-                    out = self._crash_result(w, f"timeout: no result after {self.timeout:g} s")
+                elif time.monotonic() >= w.started + self._limit(w):
+                    what = "quantizer table built" if w.limit else "result"
+                    out = self._crash_result(w, f"timeout: no {what} after {self._limit(w):g} s")
                     self._requeue(w, queue)
                     self._replace(w)
                     yield out
+
+    def _limit(self, w: _Worker) -> float:
+        return w.limit or self.timeout
 
     def _top_up(self, w: _Worker, queue: "_Queue", depth: int, how: tuple) -> None:
         """Send w the next cases of the queue, up to `depth` held, in one message."""

@@ -387,10 +387,35 @@ def all_cases(mode: str = "test", version: str | None = None) -> list[Case]:
     or "perf" (perf grid)."""
     cases = []
     for fam in families(version):
-        if mode == "perf":
-            cases.extend(Case(fam, p, "perf") for p in fam.perf_grid())
-        elif mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:
-            continue
-        else:
-            cases.extend(Case(fam, p) for p in fam.eval_grid())
+        cases.extend(family_cases(fam, mode))
     return cases
+
+
+def family_cases(fam: Family, mode: str = "test") -> list[Case]:
+    """The cases of one family (as at_version resolved it) in a mode, in catalog order."""
+    if mode == "perf":
+        return [Case(fam, p, "perf") for p in fam.perf_grid()]
+    if mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:
+        return []
+    return [Case(fam, p) for p in fam.eval_grid()]
+
+
+def cases_at(mode: str, positions: Iterable[int], version: str | None = None) -> list[Case]:
+    """The cases at these positions of all_cases(mode, version), built from their families
+    alone (the names cache says which family holds which positions)."""
+    from .cache import family_runs
+    version = version or current()
+    start, where = 0, []
+    for name, n in family_runs(mode, version):
+        where.append((start, start + n, name))
+        start += n
+    built: dict[str, list[Case]] = {}
+    out, k = [], 0
+    for pos in positions:
+        while where[k][1] <= pos:
+            k += 1
+        lo, _, name = where[k]
+        if name not in built:
+            built[name] = family_cases(at_version(name, version), mode)
+        out.append(built[name][pos - lo])
+    return out

@@ -33,10 +33,14 @@ def write_or_fail(path, write, *args) -> None:
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
+    check_common(jobs, timeout, seed)
+    from .options import JOBS_PER_CORE
+    from .workers import set_up_forking
+    cores = os.cpu_count() or 1
+    set_up_forking(max(1, cores // min(jobs, JOBS_PER_CORE * cores)))   # as runner.execute's share
     from .printers import ConsolePrinter, QuietPrinter
     from .results import Journal, JournalBusy, journal_path, load_resume
     from .runner import Options, execute, new_run
-    check_common(jobs, timeout, seed)
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
     ops = ops_text(ops)

@@ -13,18 +13,19 @@ import multiprocessing as mp
 import os
 import re
 import signal
+import sys
 import tempfile
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from typing import Iterable, Iterator
-
-from cannops.cases.catalog import Case
-from cannops.cases.inputs import build_quantizer_table, quantizer_table, quantizer_tables
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
+
+if TYPE_CHECKING:   # this module is imported before NumPy (set_up_forking)
+    from cannops.cases.catalog import Case
 
 STDERR_TAIL_LINES = 8
 MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
@@ -39,6 +40,92 @@ TABLE_BUILD_SECONDS = 600.0
 PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
 # the thread counts of NumPy's BLAS (OpenBLAS, MKL, OpenMP), read when a worker imports it
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+# Workers of these devices are forked from this process, once it has imported what a worker
+# needs (the catalog, the reference, the device's module): a fork is ready in milliseconds
+# where a spawned worker imports NumPy and the catalog again (half a second of CPU each).
+# Discovering these devices here starts no thread and no device runtime (ggml's CPU
+# backend runs no OpenMP region before a graph is computed, and this process computes
+# none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
+# so theirs are spawned. A forked worker keeps no file of this process open but its pipe.
+FORKABLE = ("GGML-CPU", "NUMPY", "FAULTY")
+_fork_threads: int | None = None   # the BLAS threads this process was set up with (None: not)
+_forked: dict[int, "_Forked"] = {}  # live forked workers, by pid (reap_children)
+
+
+def set_up_forking(threads: int) -> None:
+    """Before NumPy is imported: this process's BLAS gets a worker's share of the cores
+    (BLAS_THREADS), as a spawned worker's would, so that workers may be forked from it.
+    Once NumPy is imported, its BLAS is as it is: workers are spawned."""
+    global _fork_threads
+    if "numpy" in sys.modules:
+        return
+    os.environ.update(dict.fromkeys(BLAS_THREADS, str(threads)))
+    _fork_threads = threads
+
+
+class _Forked:
+    """A worker forked from this process, with the part of multiprocessing's Process that
+    the pool uses (sentinel, is_alive, kill, join, exitcode)."""
+
+    def __init__(self, target, args, keep: tuple[int, ...], env: dict):
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()   # else the child holds a copy of what is buffered
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the worker: never back into the caller's code
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)   # this process's handler is the main's
+                keep = {0, 1, 2, w, *keep}
+                for fd in map(int, os.listdir("/proc/self/fd")):
+                    if fd not in keep:
+                        try:
+                            os.close(fd)   # the results journal's lock, the other workers' pipes
+                        except OSError:
+                            pass
+                os.environ.update(env)
+                target(*args)
+                code = 0
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self.sentinel, self.exitcode = pid, r, None
+        _forked[pid] = self
+
+    def _reap(self, block: bool) -> bool:
+        if self.exitcode is None:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid == 0:
+                return False
+            self.exitcode = os.waitstatus_to_exitcode(status)
+            _forked.pop(self.pid, None)
+            try:
+                os.close(self.sentinel)
+            except OSError:
+                pass
+        return True
+
+    def is_alive(self) -> bool:
+        return not self._reap(False)
+
+    def kill(self) -> None:
+        if self.exitcode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.exitcode is None and wait([self.sentinel], timeout):
+            self._reap(True)
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -61,6 +148,7 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     from cannops.backend import reference
     from cannops.backend.base import open_device
     from cannops.cases import catalog
+    from cannops.cases.inputs import build_quantizer_table, quantizer_tables
 
     from .execute import run_one
     try:
@@ -107,7 +195,7 @@ def reap_children() -> None:
     """Leave no process of ours behind: the workers still alive (a pool not closed on some
     path) are killed and waited for, and multiprocessing's resource tracker, which spawning
     a worker starts and which otherwise outlives `ops` by a moment, is stopped and waited for."""
-    for p in mp.active_children():
+    for p in [*mp.active_children(), *_forked.values()]:
         p.kill()
         p.join(5)
     from multiprocessing import resource_tracker
@@ -181,9 +269,11 @@ class _Queue:
     worker replacing it builds them again). Without such tables: any worker, in order."""
 
     def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int]):
+        from cannops.cases.inputs import quantizer_table
+        self.table = quantizer_table
         self.lanes: dict[str | None, deque] = {}
         for seq, case in tasks:
-            self.lanes.setdefault(quantizer_table(case.vars), deque()).append((seq, case))
+            self.lanes.setdefault(self.table(case.vars), deque()).append((seq, case))
         self.owner: dict[str, int] = {}   # table -> the slot that builds it
         self.dropped = dropped            # the pool's slots gone for good: their lanes are free
 
@@ -213,7 +303,7 @@ class _Queue:
     def put_back(self, tasks: list[tuple[int, Case]]) -> None:
         """Cases taken and not run go back to the front of their lanes, in order."""
         for seq, case in reversed(tasks):
-            self.lanes.setdefault(quantizer_table(case.vars), deque()).appendleft((seq, case))
+            self.lanes.setdefault(self.table(case.vars), deque()).appendleft((seq, case))
 
     def drain(self) -> list[tuple[int, Case]]:
         rest = sorted((t for lane in self.lanes.values() for t in lane), key=lambda t: t[0])
@@ -248,11 +338,17 @@ class WorkerPool:
         log_path = os.path.join(self.logdir.name, f"worker{self._spawned}.log")
         self._spawned += 1
         device = self.members[slot % len(self.members)]
-        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
-                             daemon=True)
         # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
         # Ctrl-C while it starts is the main process's to handle, with no traceback from it
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if self._forkable():
+            try:
+                p = _Forked(_worker_main, (child, device, log_path, self.threads), (child.fileno(),), self.env)
+            finally:
+                signal.signal(signal.SIGINT, handler)
+            return self._started(p, parent, child, log_path, device, slot)
+        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
+                             daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
         if self.threads:
@@ -269,6 +365,28 @@ class WorkerPool:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+        return self._started(p, parent, child, log_path, device, slot)
+
+    def _forkable(self) -> bool:
+        """Whether this pool's workers are forked (FORKABLE): its devices, this process's
+        BLAS set up for them, and no other thread here (a fork copies only the caller's:
+        a lock another one holds would stay locked in the worker)."""
+        if _fork_threads is None or _fork_threads != self.threads or threading.active_count() > 1 \
+                or not all(m in FORKABLE for m in self.members):
+            return False
+        # what the worker imports before it opens the device, imported here once
+        from cannops.backend import reference
+        from cannops.backend.base import list_devices
+        from cannops.cases import catalog
+
+        from . import execute  # noqa: F401
+        catalog._load_all()
+        reference._load_all()
+        list_devices()
+        return True
+
+    def _started(self, p, parent, child, log_path: str, device: str, slot: int = 0) -> _Worker:
+        """Wait for a new worker to open its device."""
         child.close()
         w = _Worker(p, parent, log_path, device=device, slot=slot)
         # wait for the device to open in the worker

@@ -268,9 +268,9 @@ class _Queue:
     seconds building it again (a crash or a timeout does not move a slot's tables: the
     worker replacing it builds them again). Without such tables: any worker, in order."""
 
-    def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int]):
+    def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int], by_table: bool = True):
         from cannops.cases.inputs import quantizer_table
-        self.table = quantizer_table
+        self.table = quantizer_table if by_table else (lambda vars: None)
         self.lanes: dict[str | None, deque] = {}
         for seq, case in tasks:
             self.lanes.setdefault(self.table(case.vars), deque()).append((seq, case))
@@ -289,6 +289,9 @@ class _Queue:
 
     def take(self, w: "_Worker", n: int) -> list[tuple[int, Case]]:
         """Up to n cases for w, the lowest seq first among the lanes open to it."""
+        if len(self.lanes) == 1 and None in self.lanes:   # no case needs a costly table
+            lane = self.lanes[None]
+            return [lane.popleft() for _ in range(min(n, len(lane)))]
         batch = []
         while len(batch) < n:
             heads = [(lane[0][0], t) for t, lane in self.lanes.items() if lane and self._open(t, w.slot)]
@@ -486,7 +489,7 @@ class WorkerPool:
         """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
         this process read the result of the one before it (or sent it to an idle worker).
         ref_cache: the reference cache's directory (cli/refcache.py; None: off)."""
-        queue = _Queue(tasks, self.dropped)
+        queue = _Queue(tasks, self.dropped, by_table=mode != "support")   # a probe quantizes nothing
         depth = PIPELINE.get(mode, 1)
         while queue or any(w.tasks for w in self.workers):
             if not self.workers:
@@ -506,20 +509,25 @@ class WorkerPool:
                          timeout=max(0.0, deadline - now))
             for w in busy:
                 if w.conn in ready:
-                    try:
-                        kind, seq, *result = w.conn.recv()
-                    except (EOFError, OSError):
-                        yield self._crashed(w, queue)
-                        continue
-                    w.started = time.monotonic()
-                    if kind != "result":
-                        # a quantizer table build starts ("building": its own limit) or ends
-                        w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
-                        continue
-                    w.tasks.popleft()
-                    result = result[0]
-                    result.reason = clean_text(result.reason)
-                    yield seq, self._label(w, result)
+                    # every message waiting is read before the next wait(): a probe answers
+                    # thousands of cases a second, and each wait() sets up a selector anew
+                    while True:
+                        try:
+                            kind, seq, *result = w.conn.recv()
+                        except (EOFError, OSError):
+                            yield self._crashed(w, queue)
+                            break
+                        w.started = time.monotonic()
+                        if kind != "result":
+                            # a quantizer table build starts ("building": its own limit) or ends
+                            w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
+                        else:
+                            w.tasks.popleft()
+                            result = result[0]
+                            result.reason = clean_text(result.reason)
+                            yield seq, self._label(w, result)
+                        if not w.tasks or not w.conn.poll(0):
+                            break
                 elif w.process.sentinel in ready:
                     yield self._crashed(w, queue)
                 elif time.monotonic() >= w.started + self._limit(w):
@@ -533,8 +541,9 @@ class WorkerPool:
         return w.limit or self.timeout
 
     def _top_up(self, w: _Worker, queue: "_Queue", depth: int, how: tuple) -> None:
-        """Send w the next cases of the queue, up to `depth` held, in one message."""
-        if depth - len(w.tasks) <= 0 or not queue.has_work_for(w):
+        """Send w the next cases of the queue, up to `depth` held, in one message, once it
+        holds half of that or less (a message per case cost the probe more than its cases)."""
+        if len(w.tasks) > depth // 2 or not queue.has_work_for(w):
             return
         if not w.process.is_alive():
             if not w.tasks:

@@ -21,6 +21,11 @@ from .strict import check as strict_check
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
 
 
+# set in a worker (cli/workers.py): called as (case, seed, ref_cache) just before a case's
+# inputs are made, to build the quantizer tables they need apart from the case's own time
+prepare_inputs = None
+
+
 def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
     return CaseResult(device=device.name, op=case.op, params=case.vars, status=status, **kw)
 
@@ -51,7 +56,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         why = reference.unsupported(n)
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
-    inputs = case.init_inputs(g, seed)
+    inputs = _inputs(case, g, seed, ref_cache)
     check = check_indices(g)
     fam = case.family
     try:
@@ -98,6 +103,33 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
                      seconds=time.perf_counter() - t0, **extra)
     result.ref_cached = cached   # for the run's hit rate; not a field of the results file
     return result
+
+
+def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
+    """The cache entry of the case's inputs where they are worth keeping (their quantizing
+    needs a costly libggml table: cli/refcache.py); None where not."""
+    from cannops.cases.inputs import quantizer_table
+    if not ref_cache or quantizer_table(case.vars) is None:
+        return None
+    from . import refcache
+    return refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed, "inputs")
+
+
+def _inputs(case: Case, g, seed: int, ref_cache: str | None) -> dict:
+    """The case's inputs: from the cache where kept there (cli/refcache.py), else made."""
+    if prepare_inputs is not None:
+        prepare_inputs(case, seed, ref_cache)
+    path = inputs_cached(case, seed, ref_cache)
+    if path is None:
+        return case.init_inputs(g, seed)
+    from . import refcache
+    inputs = refcache.load(path, case.name)
+    if inputs is not None and set(inputs) == {t.index for t in g.leaves}:
+        return inputs
+    inputs = case.init_inputs(g, seed)
+    # worth keeping however fast this was: the table behind it took seconds to build
+    refcache.store(path, case.name, inputs, float("inf"))
+    return inputs
 
 
 def _reference(case: Case, g, inputs, check: list[int], seed: int, ref_cache: str | None):
@@ -168,7 +200,7 @@ def grad(device: Device, case: Case, seed: int) -> CaseResult:
     if n_grads > fam.grad_nmax:
         return _result(device, case, SKIPPED, reason=f"skipping large tensors for speed "
                                                       f"({n_grads} gradients > {fam.grad_nmax})")
-    inputs = case.init_inputs(g, seed)
+    inputs = _inputs(case, g, seed, None)
     try:
         grads = device.grad(case, g, inputs)
     except GradUnsupported as e:
@@ -224,7 +256,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason)
-    inputs = case.init_inputs(g, seed)
+    inputs = _inputs(case, g, seed, None)
     out = g.out
     fam = case.family
     flops = fam.flops(out, case.params) if fam.flops else 0

@@ -15,6 +15,10 @@ computing them does, for the disk they take; nor those whose computation took le
 reading them back would (at READ_BYTES_PER_S). The cache holds at most `OPS_REF_CACHE_MAX_MB`
 (default MAX_MB): past that, a run that added entries removes the least recently written
 first. An unreadable or unwritable entry only costs the speed.
+
+The inputs of a case whose quantized leaves need one of libggml's costly quantizer tables
+(cases/inputs.py QUANTIZER_TABLES: seconds to build, once per process) are kept too, beside
+its reference: a re-run then builds no table at all.
 """
 from __future__ import annotations
 
@@ -62,13 +66,15 @@ def _code_identity() -> str:
     return _identity
 
 
-def entry_path(where: Path, version: str, case_name: str, seed: int) -> Path:
+def entry_path(where: Path, version: str, case_name: str, seed: int, what: str = "reference") -> Path:
+    """The entry of a case's reference, or (what="inputs") of its inputs."""
     h = hashlib.sha256(f"{version}|{case_name}|{seed}|{_code_identity()}".encode()).hexdigest()
-    return where / h[:2] / f"{h[2:40]}.pickle"
+    return where / h[:2] / f"{h[2:40]}{'' if what == 'reference' else '.' + what}.pickle"
 
 
 def load(path: Path, case_name: str) -> dict | None:
-    """{node index: (reference values, source values)} of the entry, or None."""
+    """The entry's dict ({node index: (reference values, source values)}, or {leaf index:
+    data} for inputs), or None."""
     try:
         with open(path, "rb") as f:
             name, refs = pickle.load(f)
@@ -80,7 +86,7 @@ def load(path: Path, case_name: str) -> dict | None:
 def store(path: Path, case_name: str, refs: dict, seconds: float) -> bool:
     """Keep the entry, computed in `seconds`, if it is worth its disk (True: kept). Written
     atomically: a reader sees the whole entry or none."""
-    size = sum(a.nbytes for ref, srcs in refs.values() for a in (ref, *srcs) if a is not None)
+    size = sum(map(_nbytes, refs.values()))
     if size > MAX_ENTRY_BYTES or seconds < size / READ_BYTES_PER_S:
         return False
     try:
@@ -96,6 +102,14 @@ def store(path: Path, case_name: str, refs: dict, seconds: float) -> bool:
     except OSError:
         return False
     return True
+
+
+def _nbytes(value) -> int:
+    """Bytes of a reference entry's value (values, source values) or of an input's data."""
+    if isinstance(value, tuple):
+        ref, srcs = value
+        return ref.nbytes + sum(s.nbytes for s in srcs if s is not None)
+    return value.nbytes
 
 
 def prune(where: Path) -> None:

@@ -150,7 +150,25 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     from cannops.cases import catalog
     from cannops.cases.inputs import build_quantizer_table, quantizer_tables
 
-    from .execute import run_one
+    from . import execute
+    from .execute import inputs_cached, run_one
+    built: set[str] = set()   # the quantizer tables this process has
+
+    def build_tables(case, seed: int, ref_cache: str | None) -> None:
+        """Before a case's inputs are made: the costly quantizer tables they need, built
+        apart from the case's time (seconds of CPU once per process), unless the inputs
+        come from the cache."""
+        tables = quantizer_tables(case.vars) - built
+        path = inputs_cached(case, seed, ref_cache) if tables else None
+        if not tables or path is not None and path.exists():
+            return
+        conn.send(("building", None))
+        for t in sorted(tables):
+            build_quantizer_table(t)
+        built.update(tables)
+        conn.send(("built", None))
+
+    execute.prepare_inputs = build_tables
     try:
         # load what every case needs now, so that a case's timeout counts its own run
         # only, not the imports of the first case a fresh worker gets
@@ -166,7 +184,6 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
-    built: set[str] = set()   # the quantizer tables this process has
     while True:
         msg = conn.recv()
         if msg is None:
@@ -174,14 +191,6 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
         mode, seed, min_seconds, strict, ref_cache, tasks = msg
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            tables = quantizer_tables(case.vars) - built if mode != "support" else ()
-            if tables:
-                # seconds of CPU once per process, not the case's own run: not timed as it is
-                conn.send(("building", seq))
-                for t in sorted(tables):
-                    build_quantizer_table(t)
-                built.update(tables)
-                conn.send(("built", seq))
             result = run_one(device, case, mode, seed, min_seconds, strict, ref_cache)
             conn.send(("result", seq, result))
     device.close()

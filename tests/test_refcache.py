@@ -100,3 +100,12 @@ def test_location_follows_the_environment(monkeypatch, tmp_path, value):
     monkeypatch.setenv("OPS_REF_CACHE", value)
     assert refcache.location() == (None if value == "off" else tmp_path / "reference")
     assert refcache.location(enabled=False) is None
+
+
+def test_inputs_needing_a_costly_table_are_kept_beside_the_reference(tmp_path):
+    where = tmp_path / "refs"
+    cold, _ = run(tmp_path, "-b", "GGML-CPU", OPS_REF_CACHE=str(where))
+    # the iq2_xxs MUL_MAT and the iq3_s GET_ROWS: a re-run builds no quantizer table
+    assert len(list(where.rglob("*.inputs.pickle"))) == 2
+    warm, counts = run(tmp_path, "-b", "GGML-CPU", OPS_REF_CACHE=str(where))
+    assert warm == cold and counts["hits"] >= 3

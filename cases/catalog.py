@@ -411,23 +411,3 @@ def _enumerate_family(fam: Family, mode: str) -> list[Case]:
         return []
     return [Case(fam, p) for p in fam.eval_grid()]
 
-
-def cases_at(mode: str, positions: Iterable[int], version: str | None = None) -> list[Case]:
-    """The cases at these positions of all_cases(mode, version), built from their families
-    alone (the names cache says which family holds which positions)."""
-    from .cache import family_runs
-    version = version or current()
-    start, where = 0, []
-    for name, n in family_runs(mode, version):
-        where.append((start, start + n, name))
-        start += n
-    built: dict[str, list[Case]] = {}
-    out, k = [], 0
-    for pos in positions:
-        while where[k][1] <= pos:
-            k += 1
-        lo, _, name = where[k]
-        if name not in built:
-            built[name] = family_cases(at_version(name, version), mode)
-        out.append(built[name][pos - lo])
-    return out

@@ -76,10 +76,32 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
     if names_only:
         return [(i, c) for i, (_, c) in indexed]
     # only the families of the cases picked are enumerated, not the whole catalog
-    from cannops.cases.catalog import cases_at
     built = iter(cases_at(mode, [pos for _, (pos, _) in indexed if pos is not None]))
     out = [(i, c if pos is None else next(built)) for i, (pos, c) in indexed]
     assert all(c.name == n.name for (_, c), (_, (_, n)) in zip(out, indexed)), "names cache out of step"
+    return out
+
+
+def cases_at(mode: str, positions: list[int], version: str | None = None) -> list[Case]:
+    """The cases at these positions of all_cases(mode, version), built from their families
+    alone (the names cache says which family holds which positions)."""
+    from cannops.cases.cache import family_runs
+    from cannops.cases.catalog import at_version, family_cases
+    from cannops.cases.versions import current
+    version = version or current()
+    start, where = 0, []
+    for name, n in family_runs(mode, version):
+        where.append((start, start + n, name))
+        start += n
+    built: dict[str, list[Case]] = {}
+    out, k = [], 0
+    for pos in positions:
+        while where[k][1] <= pos:
+            k += 1
+        lo, _, name = where[k]
+        if name not in built:
+            built[name] = family_cases(at_version(name, version), mode)
+        out.append(built[name][pos - lo])
     return out
 
 

@@ -387,10 +387,27 @@ def all_cases(mode: str = "test", version: str | None = None) -> list[Case]:
     or "perf" (perf grid)."""
     cases = []
     for fam in families(version):
-        if mode == "perf":
-            cases.extend(Case(fam, p, "perf") for p in fam.perf_grid())
-        elif mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:
-            continue
-        else:
-            cases.extend(Case(fam, p) for p in fam.eval_grid())
+        cases.extend(family_cases(fam, mode))
     return cases
+
+
+def family_cases(fam: Family, mode: str = "test") -> list[Case]:
+    """The cases of one family (as at_version resolved it) in a mode, in catalog order;
+    enumerated once per process (the names cache and a selection both ask)."""
+    if fam.version and fam is at_version(fam.name, fam.version):
+        return list(_family_cases(fam.name, fam.version, mode))
+    return _enumerate_family(fam, mode)
+
+
+@functools.lru_cache(maxsize=None)
+def _family_cases(name: str, version: str, mode: str) -> tuple[Case, ...]:
+    return tuple(_enumerate_family(at_version(name, version), mode))
+
+
+def _enumerate_family(fam: Family, mode: str) -> list[Case]:
+    if mode == "perf":
+        return [Case(fam, p, "perf") for p in fam.perf_grid()]
+    if mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:
+        return []
+    return [Case(fam, p) for p in fam.eval_grid()]
+

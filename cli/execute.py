@@ -6,18 +6,25 @@ costs one case, not the run.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
 from cannops.backend import reference
 from cannops.backend.base import Device, DeviceError, GradUnsupported
 from cannops.cases.catalog import Case, find_deviation
+from cannops.cases.versions import current
 
 from .compare import compare, worst_elements
 from .perf_measure import measure
 from .strict import bound as strict_bound
 from .strict import check as strict_check
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
+
+
+# set in a worker (cli/workers.py): called as (case, seed, ref_cache) just before a case's
+# inputs are made, to build the quantizer tables they need apart from the case's own time
+prepare_inputs = None
 
 
 def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
@@ -37,9 +44,10 @@ def support(device: Device, case: Case) -> CaseResult:
     return _result(device, case, OK if s else NOT_SUPPORTED, reason=s.reason)
 
 
-def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseResult:
+def test(device: Device, case: Case, seed: int, strict: bool = False,
+         ref_cache: str | None = None) -> CaseResult:
     """NMSE (the family's metric) on every checked node; with `strict`, a per-element
-    bound too (cli/strict.py)."""
+    bound too (cli/strict.py). `ref_cache`: the reference cache's directory (None: off)."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -49,10 +57,11 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
         why = reference.unsupported(n)
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
-    inputs = case.init_inputs(g, seed)
+    inputs = _inputs(case, g, seed, ref_cache)
     check = check_indices(g)
+    fam = case.family
     try:
-        mem = reference.compute(g, inputs)
+        expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
     except NotImplementedError as e:
         return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
     try:
@@ -60,13 +69,11 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
 
-    fam = case.family
     threshold = fam.threshold(case.params)
     reasons, worst, elems, far = list(got.problems), None, None, []
     for i in check:
         node = g.tensors[i]
-        ref = mem.read(node)
-        srcs = [mem.read(s) for s in node.src] if fam.err_srcs else []
+        ref, srcs = expected[i]
         err_fn = (lambda r, o: fam.err(r, o, case.params, *srcs)) if fam.err else None
         label = f"[{node.op_desc}]"
         ok, why, e = compare(label, ref, got.outputs[i], threshold, err_fn, fam.err_name, device.name)
@@ -92,9 +99,58 @@ def test(device: Device, case: Case, seed: int, strict: bool = False) -> CaseRes
         status = DEVIATION if dev and metric_only else FAIL
     extra = {} if elems is None else dict(max_abs=elems.max_abs, max_rel=elems.max_rel,
                                           worst_index=elems.worst)
-    return _result(device, case, status, reason="; ".join(reasons), error=worst,
-                   threshold=threshold, metric=fam.err_name, note=note, strict=strict, worst=far,
-                   seconds=time.perf_counter() - t0, **extra)
+    result = _result(device, case, status, reason="; ".join(reasons), error=worst,
+                     threshold=threshold, metric=fam.err_name, note=note, strict=strict, worst=far,
+                     seconds=time.perf_counter() - t0, **extra)
+    result.ref_cached = cached   # for the run's hit rate; not a field of the results file
+    return result
+
+
+def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
+    """The cache entry of the case's inputs where they are worth keeping (their quantizing
+    needs a costly libggml table: cli/refcache.py); None where not."""
+    from cannops.cases.inputs import quantizer_table
+    if not ref_cache or quantizer_table(case.vars) is None:
+        return None
+    from . import refcache
+    return refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed, "inputs")
+
+
+def _inputs(case: Case, g, seed: int, ref_cache: str | None) -> dict:
+    """The case's inputs: from the cache where kept there (cli/refcache.py), else made."""
+    if prepare_inputs is not None:
+        prepare_inputs(case, seed, ref_cache)
+    path = inputs_cached(case, seed, ref_cache)
+    if path is None:
+        return case.init_inputs(g, seed)
+    from . import refcache
+    inputs = refcache.load(path, case.name)
+    if inputs is not None and set(inputs) == {t.index for t in g.leaves}:
+        return inputs
+    inputs = case.init_inputs(g, seed)
+    # worth keeping however fast this was: the table behind it took seconds to build
+    refcache.store(path, case.name, inputs, float("inf"))
+    return inputs
+
+
+def _reference(case: Case, g, inputs, check: list[int], seed: int, ref_cache: str | None):
+    """{checked node index: (reference values, source values for a metric that takes
+    them)}, from the reference cache (cli/refcache.py) or computed (and kept there); and
+    whether it came from the cache. NotImplementedError: the reference cannot compute it."""
+    path = None
+    if ref_cache:
+        from . import refcache
+        path = refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed)
+        refs = refcache.load(path, case.name)
+        if refs is not None and set(refs) == set(check):
+            return refs, True
+    t0 = time.perf_counter()
+    mem = reference.compute(g, inputs)
+    refs = {i: (mem.read(g.tensors[i]), [mem.read(s) for s in g.tensors[i].src] if case.family.err_srcs else [])
+            for i in check}
+    if path is not None:
+        refcache.store(path, case.name, refs, time.perf_counter() - t0)
+    return refs, False
 
 
 def not_gradable(graph) -> str | None:
@@ -145,7 +201,7 @@ def grad(device: Device, case: Case, seed: int) -> CaseResult:
     if n_grads > fam.grad_nmax:
         return _result(device, case, SKIPPED, reason=f"skipping large tensors for speed "
                                                       f"({n_grads} gradients > {fam.grad_nmax})")
-    inputs = case.init_inputs(g, seed)
+    inputs = _inputs(case, g, seed, None)
     try:
         grads = device.grad(case, g, inputs)
     except GradUnsupported as e:
@@ -201,7 +257,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason)
-    inputs = case.init_inputs(g, seed)
+    inputs = _inputs(case, g, seed, None)
     out = g.out
     fam = case.family
     flops = fam.flops(out, case.params) if fam.flops else 0
@@ -230,7 +286,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
 
 
 def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,
-            strict: bool = False) -> CaseResult:
+            strict: bool = False, ref_cache: str | None = None) -> CaseResult:
     try:
         if mode == "support":
             return support(device, case)
@@ -238,6 +294,6 @@ def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float
             return perf(device, case, seed, min_seconds)
         if mode == "grad":
             return grad(device, case, seed)
-        return test(device, case, seed, strict)
+        return test(device, case, seed, strict, ref_cache)
     except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
         return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

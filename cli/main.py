@@ -31,12 +31,16 @@ def write_or_fail(path, write, *args) -> None:
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None) -> Run:
+             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output."""
+    check_common(jobs, timeout, seed)
+    from .options import JOBS_PER_CORE
+    from .workers import set_up_forking
+    cores = os.cpu_count() or 1
+    set_up_forking(max(1, cores // min(jobs, JOBS_PER_CORE * cores)))   # as runner.execute's share
     from .printers import ConsolePrinter, QuietPrinter
     from .results import Journal, JournalBusy, journal_path, load_resume
     from .runner import Options, execute, new_run
-    check_common(jobs, timeout, seed)
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
     ops = ops_text(ops)
@@ -49,7 +53,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
                    min_seconds=min_seconds, ops_filter=ops, params_filter=params, shard=shard,
-                   strict=strict)
+                   strict=strict, ref_cache=ref_cache)
     # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside"),
     # locked from here to the results file's writing: one run per results file
     jpath = (journal_path(results_path) if results_path and
@@ -145,6 +149,9 @@ def cli():
 @click.option("--strict", is_flag=True,
               help="Also bound every element: |out-ref| <= atol + rtol*|ref| (per-dtype defaults, "
                    "looser where a family says why); test-backend-ops has no such check.")
+@click.option("--no-ref-cache", "ref_cache", is_flag=True, flag_value=False, default=True,
+              help="Compute every reference anew, keeping none on disk (default: kept in the user's "
+                   "cache, ~/.cache/cannops-ops/reference; OPS_REF_CACHE=off|DIR).")
 @report_options
 def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""
@@ -260,6 +267,8 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
     else:
         from .printers import QuietPrinter
         from .probe import cached_probe, remember
+        if click.get_current_context().get_parameter_source("jobs") is click.core.ParameterSource.DEFAULT:
+            kw["jobs"] = os.cpu_count() or 1   # a probe is short work per case: every core
         run = None if compute else cached_probe(**kw)
         if run is None:
             mode = "test" if compute else "support"

@@ -150,6 +150,9 @@ class Run:
     strict: str | None = None           # test --strict: the standard applied (cli/strict.py)
     catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
     exit_status: int = 0                # of the command that made it; not saved
+    # test: the cases whose reference came from the reference cache (cli/refcache.py) and
+    # those computed; None where no reference was needed (saved, never read back)
+    reference_cache: dict | None = None
 
     def by_device(self, device: str) -> list[CaseResult]:
         return [r for r in self.results if r.device == device]
@@ -171,6 +174,7 @@ class Run:
             "catalog": self.catalog,
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
+            **({} if self.reference_cache is None else {"reference_cache": self.reference_cache}),
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
         }
 

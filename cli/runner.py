@@ -39,6 +39,7 @@ class Options:
     shard: str | None = None
     strict: bool = False       # test: the per-element check too (cli/strict.py)
     catalog: str = ""          # the catalog version (cases/versions.py); "": the one in use
+    ref_cache: bool = True     # test: keep the reference's outputs on disk (cli/refcache.py)
 
 
 # a simulated device (CANN-SIM) runs every aclnn call in Python, moving each operator's whole
@@ -92,6 +93,16 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
     # each worker gets an equal share of the cores (ggml's CPU backend is multi-threaded)
     threads = max(1, (os.cpu_count() or 1) // max(1, opts.jobs))
     n_ok = 0
+    ref_dir, scratch = None, None
+    if opts.mode == "test":
+        from . import refcache
+        ref_dir = refcache.location(opts.ref_cache)
+        if ref_dir is None and len(devices) > 1:
+            # no cache: the run keeps the references for its other devices, then drops them
+            import tempfile
+            scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
+            ref_dir = scratch.name
+        run.reference_cache = {"hits": 0, "computed": 0}
     try:
         printer.start(len(devices))
         for i, target in enumerate(devices):
@@ -115,7 +126,8 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
                 if journal:
                     journal.device(info)
                 printer.device_start(i, len(devices), info, len(cases))
-                done = _run_device(pool, cases, opts, printer, run, earlier, journal)
+                done = _run_device(pool, cases, opts, printer, run, earlier, journal,
+                                   None if ref_dir is None else str(ref_dir))
             finally:
                 pool.close()
             ok = device_passed(done)
@@ -139,6 +151,10 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if scratch is not None:
+            scratch.cleanup()
+        elif ref_dir is not None and run.reference_cache["computed"]:
+            refcache.prune(ref_dir)
         if journal and owned:
             journal.close()
     run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
@@ -153,7 +169,8 @@ def _keep_resumed(run: Run, resumed: Resumed) -> None:
     run.devices.extend(d for n, d in resumed.devices.items() if n not in names)
 
 
-def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earlier=None, journal=None):
+def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earlier=None, journal=None,
+                ref_dir: str | None = None):
     """Feed the pool the cases not in `earlier` (index -> result of a resumed run); print
     results in case order; keep out-of-order ones on interrupt."""
     pending: dict[int, object] = {}
@@ -179,8 +196,12 @@ def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earli
     try:
         flush()
         if todo:
-            for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds, opts.strict):
+            for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds, opts.strict,
+                                        ref_dir):
                 result.index = cases[seq][0]
+                cached = result.__dict__.pop("ref_cached", None)   # a worker's note, not a field
+                if cached is not None and run.reference_cache is not None:
+                    run.reference_cache["hits" if cached else "computed"] += 1
                 if journal:
                     journal.result(result)
                 pending[seq] = result

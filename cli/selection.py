@@ -39,11 +39,9 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
     """The selected cases with their position in the unsharded selection (stable across
     -j, shards and merges). names_only: cache.CaseName's (op and vars, from the names
     cache) instead of catalog Cases, in the same order and with the same positions."""
-    if names_only:
-        from cannops.cases.cache import case_names as source
-    else:
-        from cannops.cases.catalog import all_cases as source
-    cases = source(mode)
+    from cannops.cases.cache import case_names
+    cases = case_names(mode)
+    extra = []
     if ops:
         from cannops.cases.cache import op_names
         known = op_names()
@@ -61,18 +59,50 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
         by_name = {c.name for c in cases}
         # a name off the grid (e.g. found by `ops fuzz`) is built from its params
         extra = [_case_off_grid(n, mode) for n in wanted_names if n not in by_name]
-        cases = [c for c in cases if c.op in wanted_ops or c.name in wanted_names] + extra
+    # positions in the catalog of the grid cases picked, then the cases off the grid
+    picked = [(pos, c) for pos, c in enumerate(cases)
+              if not ops or c.op in wanted_ops or c.name in wanted_names]
+    picked += [(None, c) for c in extra]
     if params:
         try:
             rx = re.compile(params)
         except re.error as e:
             raise BadInput(f"bad -p regex {params!r}: {e}") from None
-        cases = [c for c in cases if rx.search(c.vars)]
-    indexed = list(enumerate(cases))
+        picked = [(pos, c) for pos, c in picked if rx.search(c.vars)]
+    indexed = list(enumerate(picked))
     if shard:
         k, n = parse_shard(shard)
-        indexed = [(i, c) for i, c in indexed if i % n == k - 1]
-    return indexed
+        indexed = [(i, pc) for i, pc in indexed if i % n == k - 1]
+    if names_only:
+        return [(i, c) for i, (_, c) in indexed]
+    # only the families of the cases picked are enumerated, not the whole catalog
+    built = iter(cases_at(mode, [pos for _, (pos, _) in indexed if pos is not None]))
+    out = [(i, c if pos is None else next(built)) for i, (pos, c) in indexed]
+    assert all(c.name == n.name for (_, c), (_, (_, n)) in zip(out, indexed)), "names cache out of step"
+    return out
+
+
+def cases_at(mode: str, positions: list[int], version: str | None = None) -> list[Case]:
+    """The cases at these positions of all_cases(mode, version), built from their families
+    alone (the names cache says which family holds which positions)."""
+    from cannops.cases.cache import family_runs
+    from cannops.cases.catalog import at_version, family_cases
+    from cannops.cases.versions import current
+    version = version or current()
+    start, where = 0, []
+    for name, n in family_runs(mode, version):
+        where.append((start, start + n, name))
+        start += n
+    built: dict[str, list[Case]] = {}
+    out, k = [], 0
+    for pos in positions:
+        while where[k][1] <= pos:
+            k += 1
+        lo, _, name = where[k]
+        if name not in built:
+            built[name] = family_cases(at_version(name, version), mode)
+        out.append(built[name][pos - lo])
+    return out
 
 
 # an off-grid case whose tensors take more is a typo or a probe, not a case to allocate

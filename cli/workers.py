@@ -13,20 +13,25 @@ import multiprocessing as mp
 import os
 import re
 import signal
+import sys
 import tempfile
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from typing import Iterable, Iterator
-
-from cannops.cases.catalog import Case
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 
+if TYPE_CHECKING:   # this module is imported before NumPy (set_up_forking)
+    from cannops.cases.catalog import Case
+
 STDERR_TAIL_LINES = 8
 MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
+# building libggml's quantizer tables for a case (cases/inputs.py) may take this long, apart
+# from the case's timeout: 9 s of CPU at most, minutes on a machine loaded many times over
+TABLE_BUILD_SECONDS = 600.0
 # Cases a worker holds, by mode: the one it runs and those queued behind it, sent in one
 # message, so that it never waits on a round trip to this process between two cases (a
 # probe or a small test case takes less than that round trip on a busy machine). Perf
@@ -35,6 +40,92 @@ MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or 
 PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
 # the thread counts of NumPy's BLAS (OpenBLAS, MKL, OpenMP), read when a worker imports it
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+# Workers of these devices are forked from this process, once it has imported what a worker
+# needs (the catalog, the reference, the device's module): a fork is ready in milliseconds
+# where a spawned worker imports NumPy and the catalog again (half a second of CPU each).
+# Discovering these devices here starts no thread and no device runtime (ggml's CPU
+# backend runs no OpenMP region before a graph is computed, and this process computes
+# none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
+# so theirs are spawned. A forked worker keeps no file of this process open but its pipe.
+FORKABLE = ("GGML-CPU", "NUMPY", "FAULTY")
+_fork_threads: int | None = None   # the BLAS threads this process was set up with (None: not)
+_forked: dict[int, "_Forked"] = {}  # live forked workers, by pid (reap_children)
+
+
+def set_up_forking(threads: int) -> None:
+    """Before NumPy is imported: this process's BLAS gets a worker's share of the cores
+    (BLAS_THREADS), as a spawned worker's would, so that workers may be forked from it.
+    Once NumPy is imported, its BLAS is as it is: workers are spawned."""
+    global _fork_threads
+    if "numpy" in sys.modules:
+        return
+    os.environ.update(dict.fromkeys(BLAS_THREADS, str(threads)))
+    _fork_threads = threads
+
+
+class _Forked:
+    """A worker forked from this process, with the part of multiprocessing's Process that
+    the pool uses (sentinel, is_alive, kill, join, exitcode)."""
+
+    def __init__(self, target, args, keep: tuple[int, ...], env: dict):
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()   # else the child holds a copy of what is buffered
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the worker: never back into the caller's code
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)   # this process's handler is the main's
+                keep = {0, 1, 2, w, *keep}
+                for fd in map(int, os.listdir("/proc/self/fd")):
+                    if fd not in keep:
+                        try:
+                            os.close(fd)   # the results journal's lock, the other workers' pipes
+                        except OSError:
+                            pass
+                os.environ.update(env)
+                target(*args)
+                code = 0
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self.sentinel, self.exitcode = pid, r, None
+        _forked[pid] = self
+
+    def _reap(self, block: bool) -> bool:
+        if self.exitcode is None:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.pid, 0
+            if pid == 0:
+                return False
+            self.exitcode = os.waitstatus_to_exitcode(status)
+            _forked.pop(self.pid, None)
+            try:
+                os.close(self.sentinel)
+            except OSError:
+                pass
+        return True
+
+    def is_alive(self) -> bool:
+        return not self._reap(False)
+
+    def kill(self) -> None:
+        if self.exitcode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.exitcode is None and wait([self.sentinel], timeout):
+            self._reap(True)
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -57,8 +148,27 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     from cannops.backend import reference
     from cannops.backend.base import open_device
     from cannops.cases import catalog
+    from cannops.cases.inputs import build_quantizer_table, quantizer_tables
 
-    from .execute import run_one
+    from . import execute
+    from .execute import inputs_cached, run_one
+    built: set[str] = set()   # the quantizer tables this process has
+
+    def build_tables(case, seed: int, ref_cache: str | None) -> None:
+        """Before a case's inputs are made: the costly quantizer tables they need, built
+        apart from the case's time (seconds of CPU once per process), unless the inputs
+        come from the cache."""
+        tables = quantizer_tables(case.vars) - built
+        path = inputs_cached(case, seed, ref_cache) if tables else None
+        if not tables or path is not None and path.exists():
+            return
+        conn.send(("building", None))
+        for t in sorted(tables):
+            build_quantizer_table(t)
+        built.update(tables)
+        conn.send(("built", None))
+
+    execute.prepare_inputs = build_tables
     try:
         # load what every case needs now, so that a case's timeout counts its own run
         # only, not the imports of the first case a fresh worker gets
@@ -78,10 +188,10 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
         msg = conn.recv()
         if msg is None:
             break
-        mode, seed, min_seconds, strict, tasks = msg
+        mode, seed, min_seconds, strict, ref_cache, tasks = msg
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            result = run_one(device, case, mode, seed, min_seconds, strict)
+            result = run_one(device, case, mode, seed, min_seconds, strict, ref_cache)
             conn.send(("result", seq, result))
     device.close()
 
@@ -94,7 +204,7 @@ def reap_children() -> None:
     """Leave no process of ours behind: the workers still alive (a pool not closed on some
     path) are killed and waited for, and multiprocessing's resource tracker, which spawning
     a worker starts and which otherwise outlives `ops` by a moment, is stopped and waited for."""
-    for p in mp.active_children():
+    for p in [*mp.active_children(), *_forked.values()]:
         p.kill()
         p.join(5)
     from multiprocessing import resource_tracker
@@ -112,10 +222,12 @@ class _Worker:
     conn: object
     log_path: str
     device: str = ""                # the device this worker opened
+    slot: int = 0                   # its place in the pool: a worker replacing it takes it
     # (seq, case) sent and not answered yet, oldest first: the worker runs them in this
     # order, so the oldest is the one it runs now, since `started`
     tasks: deque = field(default_factory=deque)
     started: float = 0.0
+    limit: float | None = None      # the current wait's own limit (a table build), else the timeout
 
     @property
     def task(self) -> tuple | None:
@@ -158,6 +270,59 @@ def _tail(path: str, n: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(own + lines[fatal:][:max(3, n - len(own))])
 
 
+class _Queue:
+    """The cases not sent yet, in seq order, in lanes by the costly quantizer table they
+    need (cases/inputs.py): a table is built by the first worker that gets one of its
+    cases, and that worker's slot gets the rest of them, so that no other worker spends
+    seconds building it again (a crash or a timeout does not move a slot's tables: the
+    worker replacing it builds them again). Without such tables: any worker, in order."""
+
+    def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int], by_table: bool = True):
+        from cannops.cases.inputs import quantizer_table
+        self.table = quantizer_table if by_table else (lambda vars: None)
+        self.lanes: dict[str | None, deque] = {}
+        for seq, case in tasks:
+            self.lanes.setdefault(self.table(case.vars), deque()).append((seq, case))
+        self.owner: dict[str, int] = {}   # table -> the slot that builds it
+        self.dropped = dropped            # the pool's slots gone for good: their lanes are free
+
+    def __len__(self) -> int:
+        return sum(map(len, self.lanes.values()))
+
+    def _open(self, table: str | None, slot: int) -> bool:
+        owner = self.owner.get(table)
+        return table is None or owner is None or owner == slot or owner in self.dropped
+
+    def has_work_for(self, w: "_Worker") -> bool:
+        return any(lane and self._open(t, w.slot) for t, lane in self.lanes.items())
+
+    def take(self, w: "_Worker", n: int) -> list[tuple[int, Case]]:
+        """Up to n cases for w, the lowest seq first among the lanes open to it."""
+        if len(self.lanes) == 1 and None in self.lanes:   # no case needs a costly table
+            lane = self.lanes[None]
+            return [lane.popleft() for _ in range(min(n, len(lane)))]
+        batch = []
+        while len(batch) < n:
+            heads = [(lane[0][0], t) for t, lane in self.lanes.items() if lane and self._open(t, w.slot)]
+            if not heads:
+                break
+            _, table = min(heads)
+            if table is not None:
+                self.owner[table] = w.slot
+            batch.append(self.lanes[table].popleft())
+        return batch
+
+    def put_back(self, tasks: list[tuple[int, Case]]) -> None:
+        """Cases taken and not run go back to the front of their lanes, in order."""
+        for seq, case in reversed(tasks):
+            self.lanes.setdefault(self.table(case.vars), deque()).appendleft((seq, case))
+
+    def drain(self) -> list[tuple[int, Case]]:
+        rest = sorted((t for lane in self.lanes.values() for t in lane), key=lambda t: t[0])
+        self.lanes.clear()
+        return rest
+
+
 class WorkerPool:
     """N workers for one device, or spread round-robin over the devices of one kind (worker
     k opens members[k % len(members)]); their results are reported under `label`, with
@@ -177,6 +342,7 @@ class WorkerPool:
         self.info: DeviceInfo | None = None
         self._spawned = 0
         self.broken: str | None = None   # why no worker could replace a crashed one
+        self.dropped: set[int] = set()   # slots that no worker could take again
 
     # --- lifecycle ---
     def _spawn(self, slot: int) -> _Worker:
@@ -184,11 +350,17 @@ class WorkerPool:
         log_path = os.path.join(self.logdir.name, f"worker{self._spawned}.log")
         self._spawned += 1
         device = self.members[slot % len(self.members)]
-        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
-                             daemon=True)
         # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
         # Ctrl-C while it starts is the main process's to handle, with no traceback from it
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if self._forkable():
+            try:
+                p = _Forked(_worker_main, (child, device, log_path, self.threads), (child.fileno(),), self.env)
+            finally:
+                signal.signal(signal.SIGINT, handler)
+            return self._started(p, parent, child, log_path, device, slot)
+        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
+                             daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
         if self.threads:
@@ -205,8 +377,30 @@ class WorkerPool:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+        return self._started(p, parent, child, log_path, device, slot)
+
+    def _forkable(self) -> bool:
+        """Whether this pool's workers are forked (FORKABLE): its devices, this process's
+        BLAS set up for them, and no other thread here (a fork copies only the caller's:
+        a lock another one holds would stay locked in the worker)."""
+        if _fork_threads is None or _fork_threads != self.threads or threading.active_count() > 1 \
+                or not all(m in FORKABLE for m in self.members):
+            return False
+        # what the worker imports before it opens the device, imported here once
+        from cannops.backend import reference
+        from cannops.backend.base import list_devices
+        from cannops.cases import catalog
+
+        from . import execute  # noqa: F401
+        catalog._load_all()
+        reference._load_all()
+        list_devices()
+        return True
+
+    def _started(self, p, parent, child, log_path: str, device: str, slot: int = 0) -> _Worker:
+        """Wait for a new worker to open its device."""
         child.close()
-        w = _Worker(p, parent, log_path, device=device)
+        w = _Worker(p, parent, log_path, device=device, slot=slot)
         # wait for the device to open in the worker
         limit = max(MIN_START_SECONDS, self.timeout)
         if not parent.poll(limit):
@@ -277,9 +471,12 @@ class WorkerPool:
         slot = self.workers.index(w)
         try:
             self.workers[slot] = self._spawn(slot)
+            self.workers[slot].slot = w.slot
         except WorkerStartError as e:
             self.workers.pop(slot)
             self.broken = f"{str(e).splitlines()[0]} (after a crash)"
+            self.dropped.add(w.slot)
+
 
     def _label(self, w: _Worker, result: CaseResult) -> CaseResult:
         if len(self.members) > 1:
@@ -296,61 +493,76 @@ class WorkerPool:
                                               seconds=time.monotonic() - w.started))
 
     def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
-            min_seconds: float = 1.0, strict: bool = False) -> Iterator[tuple[int, CaseResult]]:
+            min_seconds: float = 1.0, strict: bool = False,
+            ref_cache: str | None = None) -> Iterator[tuple[int, CaseResult]]:
         """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
-        this process read the result of the one before it (or sent it to an idle worker)."""
-        queue = deque(tasks)
+        this process read the result of the one before it (or sent it to an idle worker).
+        ref_cache: the reference cache's directory (cli/refcache.py; None: off)."""
+        queue = _Queue(tasks, self.dropped, by_table=mode != "support")   # a probe quantizes nothing
         depth = PIPELINE.get(mode, 1)
         while queue or any(w.tasks for w in self.workers):
             if not self.workers:
                 # the device cannot be reopened: what is left is skipped, with the reason
-                while queue:
-                    seq, case = queue.popleft()
+                for seq, case in queue.drain():
                     yield seq, CaseResult(self.device_name, case.op, case.vars, SKIPPED,
                                           reason=f"not run: {self.broken}")
                 return
             for w in list(self.workers):
-                self._top_up(w, queue, depth, (mode, seed, min_seconds, strict))
+                self._top_up(w, queue, depth, (mode, seed, min_seconds, strict, ref_cache))
             busy = [w for w in self.workers if w.tasks]
             if not busy:
                 continue   # every worker died idle and was replaced: send again
             now = time.monotonic()
-            deadline = min(w.started + self.timeout for w in busy)
+            deadline = min(w.started + self._limit(w) for w in busy)
             ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
                          timeout=max(0.0, deadline - now))
             for w in busy:
                 if w.conn in ready:
-                    try:
-                        _, seq, result = w.conn.recv()
-                    except (EOFError, OSError):
-                        yield self._crashed(w, queue)
-                        continue
-                    w.tasks.popleft()
-                    w.started = time.monotonic()
-                    result.reason = clean_text(result.reason)
-                    yield seq, self._label(w, result)
+                    # every message waiting is read before the next wait(): a probe answers
+                    # thousands of cases a second, and each wait() sets up a selector anew
+                    while True:
+                        try:
+                            kind, seq, *result = w.conn.recv()
+                        except (EOFError, OSError):
+                            yield self._crashed(w, queue)
+                            break
+                        w.started = time.monotonic()
+                        if kind != "result":
+                            # a quantizer table build starts ("building": its own limit) or ends
+                            w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
+                        else:
+                            w.tasks.popleft()
+                            result = result[0]
+                            result.reason = clean_text(result.reason)
+                            yield seq, self._label(w, result)
+                        if not w.tasks or not w.conn.poll(0):
+                            break
                 elif w.process.sentinel in ready:
                     yield self._crashed(w, queue)
-                elif time.monotonic() >= w.started + self.timeout:
-                    out = self._crash_result(w, f"timeout: no result after {self.timeout:g} s")
+                elif time.monotonic() >= w.started + self._limit(w):
+                    what = "quantizer table built" if w.limit else "result"
+                    out = self._crash_result(w, f"timeout: no {what} after {self._limit(w):g} s")
                     self._requeue(w, queue)
                     self._replace(w)
                     yield out
 
-    def _top_up(self, w: _Worker, queue: deque, depth: int, how: tuple) -> None:
-        """Send w the next cases of the queue, up to `depth` held, in one message."""
-        n = min(depth - len(w.tasks), len(queue))
-        if n <= 0:
+    def _limit(self, w: _Worker) -> float:
+        return w.limit or self.timeout
+
+    def _top_up(self, w: _Worker, queue: "_Queue", depth: int, how: tuple) -> None:
+        """Send w the next cases of the queue, up to `depth` held, in one message, once it
+        holds half of that or less (a message per case cost the probe more than its cases)."""
+        if len(w.tasks) > depth // 2 or not queue.has_work_for(w):
             return
         if not w.process.is_alive():
             if not w.tasks:
                 self._replace(w)   # it died idle: no case to blame
             return                 # else wait() finds its sentinel and blames its case
-        batch = [queue.popleft() for _ in range(n)]
+        batch = queue.take(w, depth - len(w.tasks))
         try:
             w.conn.send((*how, batch))
         except OSError:   # it died since: the cases were not sent, they go back
-            queue.extendleft(reversed(batch))
+            queue.put_back(batch)
             if not w.tasks:
                 self._replace(w)   # it died idle: no case to blame
             return
@@ -358,14 +570,14 @@ class WorkerPool:
             w.started = time.monotonic()
         w.tasks.extend(batch)
 
-    def _requeue(self, w: _Worker, queue: deque) -> None:
+    def _requeue(self, w: _Worker, queue: "_Queue") -> None:
         """The cases a failed worker held behind the one it failed on never ran: they go
         back to the front of the queue, in order."""
         rest = list(w.tasks)[1:]
         w.tasks.clear()
-        queue.extendleft(reversed(rest))
+        queue.put_back(rest)
 
-    def _crashed(self, w: _Worker, queue: deque) -> tuple[int, CaseResult]:
+    def _crashed(self, w: _Worker, queue: "_Queue") -> tuple[int, CaseResult]:
         w.process.join(5)
         out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
         self._requeue(w, queue)

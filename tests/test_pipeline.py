@@ -35,3 +35,50 @@ def test_a_crash_or_timeout_blames_the_running_case_and_reruns_the_queued_ones(f
             assert r.status == "FAIL" and want in r.reason, r.reason
         else:
             assert r.status == "OK", r.reason
+
+
+class _Case:
+    def __init__(self, vars):
+        self.vars = vars
+
+
+class _W:
+    def __init__(self, slot):
+        self.slot = slot
+
+
+def test_cases_of_a_costly_quantizer_table_go_to_the_slot_that_built_it():
+    kinds = ["type=f32", "type_a=iq1_s", "type=f16", "type_a=iq2_xs", "type_a=iq1_m", "type=q4_0",
+             "type_a=iq2_xs", "type_a=iq1_s"]
+    queue = workers._Queue(enumerate(_Case(v) for v in kinds), dropped=set())
+    a, b = _W(0), _W(1)
+    assert [s for s, _ in queue.take(a, 2)] == [0, 1]          # a builds the iq1 table
+    assert [s for s, _ in queue.take(b, 3)] == [2, 3, 5]       # b the iq2_xs one; iq1_m is a's
+    assert [s for s, _ in queue.take(a, 1)] == [4]             # iq1_m shares iq1_s' table
+    queue.put_back([(4, _Case("type_a=iq1_m"))])               # a crashed before running it
+    assert not [s for s, _ in queue.take(b, 4) if s in (4, 7)]
+    assert [s for s, _ in queue.take(a, 4)] == [4, 7]
+    assert len(queue) == 0
+
+
+def test_a_dropped_slots_tables_go_to_the_others():
+    dropped = set()
+    queue = workers._Queue(enumerate(_Case(v) for v in ["type_a=iq1_s"] * 3), dropped)
+    a, b = _W(0), _W(1)
+    queue.take(a, 1)
+    assert not queue.has_work_for(b)
+    dropped.add(0)                      # no worker could take slot 0 again
+    assert [s for s, _ in queue.take(b, 5)] == [1, 2]
+
+
+def test_building_a_quantizer_table_is_not_the_cases_time():
+    """iq1_s' table takes seconds of CPU to build (8.8 s on the wheel's libggml): its first
+    case is not a timeout for it, however short the timeout."""
+    case = [c for c in cases_of("MUL_MAT") if "type_a=iq1_s" in c.vars][0]
+    pool = WorkerPool("GGML-CPU", jobs=1, timeout=2)
+    pool.start()
+    try:
+        (_, r), = pool.run([(0, case)], "test", 0)
+    finally:
+        pool.close()
+    assert r.status == "OK", r.reason

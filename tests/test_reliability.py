@@ -98,8 +98,10 @@ def _cmdline(pid: int) -> str:
 
 
 def _children(pid: int) -> list[int]:
-    """The worker processes of a running `ops` (from /proc: Linux)."""
-    return [p for p, fields in proc_stats() if int(fields[1]) == pid and "spawn_main" in _cmdline(p)]
+    """The worker processes of a running `ops` (from /proc: Linux): spawned ones, or forked
+    ones (cli/workers.py FORKABLE, their command line the main's), not the resource tracker."""
+    return [p for p, fields in proc_stats() if int(fields[1]) == pid
+            and "resource_tracker" not in _cmdline(p)]
 
 
 def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path):
@@ -121,7 +123,7 @@ def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path
     assert not res.exists()
     # its workers, one of them hung in a case, stop by themselves
     deadline = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{w}") and "spawn_main" in _cmdline(w) for w in workers):
+    while any(_cmdline(w) for w in workers):   # gone (a zombie has no command line)
         assert time.monotonic() < deadline, "orphaned workers still run"
         time.sleep(0.2)
     journal = tmp_path / "r.json.partial.jsonl"

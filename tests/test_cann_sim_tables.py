@@ -90,3 +90,69 @@ def test_simulator_takes_what_a2_lists(dev, op):
     extra = {d for d in taken - listed if (op, d) not in NOT_LISTED}
     assert not missing, f"aclnn{op} {param}: listed for A2 ({OPS[op]['page']}), refused: {sorted(missing)}"
     assert not extra, f"aclnn{op} {param}: taken, not listed for A2: {sorted(extra)}"
+
+
+# ------------------------------------------------- operators the 310P's pages do not offer ----
+
+def _page_path(entry: str) -> str:
+    return entry.split(":", 1)[1] if ":" in entry else entry.split(" ", 1)[1]
+
+
+def test_310p_unoffered_operators_follow_the_pages():
+    """soc.UNOFFERED["310P"] (the simulator's and the rules' table) is exactly the operators
+    whose extracted page marks the Atlas inference series 不支持 or has no row for it, each
+    with its own page."""
+    from cannops.backend.cann.soc import UNOFFERED
+    pages = {n: e["page"] for n, e in OPS.items() if e["page"] and not e["support"].get("310P")}
+    assert set(UNOFFERED["310P"]) == set(pages)
+    assert {n: _page_path(p) for n, p in UNOFFERED["310P"].items()} == \
+        {n: _page_path(p) for n, p in pages.items()}
+    assert all(e["support"].get("A2") for e in OPS.values() if e["page"])   # the 910B offers all
+
+
+def _prepare_on(monkeypatch, soc_name, op, allowed=frozenset()):
+    """aclnn<op>GetWorkspaceSize's framework checks with every argument nullptr, on SoC
+    soc_name: the SimError's (code, message), or (0, "") where the operator's own checks
+    are reached and pass."""
+    from cannops.backend.cann.sim import aclnn, runtime
+    from cannops.native._aclnn import ffi
+    monkeypatch.setattr(runtime.STATE, "soc", soc_name)
+    monkeypatch.setattr(runtime.STATE, "allowed", frozenset(allowed))
+    import inspect
+    n = len(inspect.signature(aclnn.OPS[op]).parameters)
+    args = [ffi.NULL] * n + [ffi.new("uint64_t *"), ffi.new("aclOpExecutor **")]
+    try:
+        aclnn._prepare(op, args)
+        return 0, ""
+    except runtime.SimError as e:
+        return e.code, str(e)
+    except Exception as e:  # noqa: BLE001 - an operator's checks stumbling on nullptr
+        return -1, repr(e)
+
+
+def _unoffered():
+    from cannops.backend.cann.soc import UNOFFERED
+    return sorted(UNOFFERED["310P"])
+
+
+@pytest.mark.parametrize("op", _unoffered())
+def test_simulator_refuses_unoffered_operators_on_310p(dev, monkeypatch, op):
+    from cannops.backend.cann.soc import UNOFFERED
+    from cannops.native._aclnn import lib
+    code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
+    assert code == lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, msg
+    assert f"aclnn{op}GetWorkspaceSize" in msg and UNOFFERED["310P"][op] in msg
+    # on the 910B the same call reaches the operator's own checks (its nullptr refusal)
+    code, msg = _prepare_on(monkeypatch, "Ascend910B3", op)
+    assert "not offered" not in msg
+    # and CANN_SIM_ALLOW=unoffered-operator lets a foreign client (ggml-cann's 310P build) by
+    code, msg = _prepare_on(monkeypatch, "Ascend310P3", op, {"unoffered-operator"})
+    assert "not offered" not in msg
+
+
+def test_offered_operators_pass_on_310p(dev, monkeypatch):
+    """An operator the 310P's page offers (aclnnMul, aclnnAdds, aclnnReduceSum) is not
+    refused there for its availability."""
+    for op in ("Mul", "Adds", "ReduceSum", "Repeat", "Roll"):
+        code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
+        assert "not offered" not in msg, msg

@@ -23,5 +23,6 @@ RULES.update({
     "DIV": _binary("Div"),
     # as ggml-cann v0.20.2, which refuses a bias (the handler would add it with InplaceAdds)
     "SCALE": Rule(("Muls", "InplaceAdds"), {"src0": FLOAT, "dst": FLOAT},
-                  ((_no_bias, "a bias (b != 0): ggml-cann v0.20.2 refuses it"),)),
+                  ((_no_bias, "a bias (b != 0): ggml-cann v0.20.2 refuses it"),),
+                  calls={"InplaceAdds": lambda n, soc: not _no_bias(n)}),
 })

@@ -25,5 +25,7 @@ RULES.update({
                      ((same_type, "src0 and dst types differ"),
                       (_mask_ok, "the mask must be f32 or f16"),
                       (_no_sinks, "attention sinks: ggml-cann v0.20.2 refuses them "
-                                  "(the handler's aclnn composition is kept for a later mapping)"))),
+                                  "(the handler's aclnn composition is kept for a later mapping)")),
+                     # the mask is added with aclnnInplaceAdd
+                     calls={"InplaceAdd": lambda n, soc: _src(n, 1) is not None}),
 })

@@ -23,6 +23,7 @@ import numpy as np
 
 from .binding import ffi, lib
 
+from ..soc import unoffered
 from . import dtypes
 from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry,
                       get_stream, guarded, soc_family, tolerate)
@@ -30,10 +31,9 @@ from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqu
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
 # Per simulated SoC family, next to each operator's A2 / A3 checks: the operators its pages
-# list as not supported there ("产品支持情况": "Atlas 推理系列产品：不支持", or no row), and
-# whether its pages' dtype rows leave BFLOAT16 out ("Atlas 推理系列产品：不支持BFLOAT16" on
-# aclnnCast, aclnnAbs, aclnnCat, aclnnGatherV2, aclnnRmsNorm, aclnnReduceSum, aclnnMm, ...)
-ABSENT = {"310P": frozenset({"RotaryPositionEmbedding", "FusedInferAttentionScoreV2", "MaxPool"})}
+# do not offer there (soc.UNOFFERED, with each page), and whether its pages' dtype rows
+# leave BFLOAT16 out ("Atlas 推理系列产品：不支持BFLOAT16" on aclnnCast, aclnnAbs, aclnnCat,
+# aclnnGatherV2, aclnnRmsNorm, aclnnReduceSum, aclnnMm, ...)
 NO_BF16 = frozenset({"310P"})
 WS_ALIGN = 512
 
@@ -241,10 +241,13 @@ def _prepare(name: str, args) -> Plan:
     if prepare is None:
         raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, f"aclnn{name} is not simulated")
     soc = soc_family()
-    if name in ABSENT.get(soc, ()):
-        raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
-                       f"aclnn{name}GetWorkspaceSize: not supported on {STATE.soc} (its page "
-                       f"lists no {soc} / Atlas inference series)")
+    page = unoffered(soc, name)
+    if page:
+        why = (f"aclnn{name}GetWorkspaceSize: not offered on {STATE.soc}: its page ({page}) "
+               f"does not support the Atlas inference series")
+        if "unoffered-operator" not in STATE.allowed:
+            raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, why)
+        tolerate("unoffered-operator", why)
     try:
         plan = prepare(*params)
         if soc in NO_BF16 and any(dtypes.short(t.dtype) == "bf16" for t in (*plan.inputs, *plan.outputs)):

@@ -105,6 +105,30 @@ def table_params(sec: str) -> dict[str, list[str]]:
     return params
 
 
+def table_dims(sec: str) -> dict[str, list[int]]:
+    """Parameter -> [lowest, highest] rank of the page's 维度(shape) column where it states
+    them ("1-8", "0-8维", "不超过8维", "2-8维和0维": the highest, and the lowest stated)."""
+    dims: dict[str, list[int]] = {}
+    for table in re.findall(r"<table.*?</table>", sec, re.S):
+        heads = [text_of(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table, re.S)]
+        col = next((i for i, h in enumerate(heads) if h.startswith("维度")), None)
+        if col is None or "参数名" not in heads[:1]:
+            continue
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+            name = re.match(r"[A-Za-z_]\w*", text_of(cells[0])) if cells else None
+            if len(cells) != len(heads) or not name:
+                continue
+            cell = text_of(cells[col])
+            span = re.search(r"(\d)\s*[-~]\s*(\d)", cell)
+            top = re.search(r"(?:不超过|不高于|小于等于|不大于)\s*(\d)\s*维", cell)
+            if span:
+                dims.setdefault(name.group(0), [int(span.group(1)), int(span.group(2))])
+            elif top:
+                dims.setdefault(name.group(0), [0, int(top.group(1))])
+    return dims
+
+
 def bullet_params(sec: str) -> tuple[dict[str, list[str]], list[tuple[str, str, set[str]]]]:
     """Markdown pages: `- self（aclTensor*, ...）：... 数据类型支持X、Y` bullets, and the
     product notes (param or "", note text, products) of the whole section."""
@@ -214,7 +238,8 @@ def extract(mirrors: pathlib.Path) -> dict:
         for p, d in listed.items():
             table.setdefault(p, d)
         table = {p: d for p, d in table.items() if d}
-        entry = {"page": f"{repo}:{path}", "support": support(page), "table": table}
+        entry = {"page": f"{repo}:{path}", "support": support(page), "table": table,
+                 "dims": table_dims(sec)}
         for product in ("A2", "310P"):
             params, texts = apply_notes(table, notes, product)
             entry[product] = params

@@ -13,6 +13,7 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from cannops.backend.cann.sim import dtypes  # noqa: E402
 from test_cann_sim_strict import A, S, T, acl, call_op, dev  # noqa: E402,F401
+from cannops.native._aclnn import lib  # noqa: E402
 
 DATA = json.loads((pathlib.Path(__file__).parent / "data" / "ascend-tables.json").read_text())
 OPS = DATA["operators"]
@@ -156,3 +157,128 @@ def test_offered_operators_pass_on_310p(dev, monkeypatch):
     for op in ("Mul", "Adds", "ReduceSum", "Repeat", "Roll"):
         code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
         assert "not offered" not in msg, msg
+
+
+# ------------------------------------------- documented scalar ranges and shape limits ----
+
+F = "f32"
+# (operator, the page's rule, a call that breaks it, the same call within it): the
+# simulator refuses the first with ACLNN_ERR_PARAM_INVALID and takes the second
+PRECONDITIONS = [
+    ("GroupNorm", "eps > 0",
+     (T(F, 2, 4, 3), T(F, 4), T(F, 4), 2, 4, 3, 2, 0.0, T(F, 2, 4, 3), T(F, 2, 2), T(F, 2, 2)),
+     (T(F, 2, 4, 3), T(F, 4), T(F, 4), 2, 4, 3, 2, 1e-5, T(F, 2, 4, 3), T(F, 2, 2), T(F, 2, 2))),
+    ("GroupNorm", "group > 0",
+     (T(F, 2, 4, 3), T(F, 4), T(F, 4), 2, 4, 3, 0, 1e-5, T(F, 2, 4, 3), T(F, 2, 2), T(F, 2, 2)),
+     (T(F, 2, 4, 3), T(F, 4), T(F, 4), 2, 4, 3, 1, 1e-5, T(F, 2, 4, 3), T(F, 2, 1), T(F, 2, 1))),
+    ("Arange", "step > 0 needs start < end",
+     (S(F, 4.0), S(F, 0.0), S(F, 1.0), T(F, 4)), (S(F, 0.0), S(F, 4.0), S(F, 1.0), T(F, 4))),
+    ("Arange", "step != 0",
+     (S(F, 0.0), S(F, 4.0), S(F, 0.0), T(F, 4)), (S(F, 4.0), S(F, 0.0), S(F, -1.0), T(F, 4))),
+    ("Slice", "step > 0", (T(F, 4, 2), 0, 0, 4, 0, T(F, 4, 2)), (T(F, 4, 2), 0, 0, 4, 2, T(F, 2, 2))),
+    ("Slice", "dim in [-n, n-1]", (T(F, 4, 2), 2, 0, 4, 1, T(F, 4, 2)), (T(F, 4, 2), -2, 0, 4, 1, T(F, 4, 2))),
+    ("RepeatInterleaveIntWithDim", "repeats >= 0",
+     (T(F, 3, 2), -1, 0, -3, T(F, 0, 2)), (T(F, 3, 2), 2, 0, 6, T(F, 6, 2))),
+    ("ArgMax", "dim in [-n, n)", (T(F, 2, 4), 2, False, T("s64", 2)), (T(F, 2, 4), -1, False, T("s64", 2))),
+    ("Cumsum", "dim in [-n, n-1]", (T(F, 2, 4), 2, acl(F), T(F, 2, 4)), (T(F, 2, 4), -2, acl(F), T(F, 2, 4))),
+    ("ReduceSum", "dims in [-n, n-1]",
+     (T(F, 2, 4), A(2), True, acl(F), T(F, 2, 1)), (T(F, 2, 4), A(-1), True, acl(F), T(F, 2, 1))),
+    ("Softmax", "dim in [-n, n-1]", (T(F, 2, 4), 2, T(F, 2, 4)), (T(F, 2, 4), -2, T(F, 2, 4))),
+    ("Roll", "dims in [-n, n-1]", (T(F, 2, 4), A(1), A(2), T(F, 2, 4)), (T(F, 2, 4), A(1), A(-1), T(F, 2, 4))),
+    ("GatherV2", "dim in [-n, n-1]",
+     (T(F, 4, 2), 2, T("s32", 2), T(F, 2, 2)), (T(F, 4, 2), -2, T("s32", 2), T(F, 2, 2))),
+    ("SwiGlu", "dim in [-n, n-1], that dim even",
+     (T(F, 2, 3), -1, T(F, 2, 1)), (T(F, 2, 4), -1, T(F, 2, 2))),
+    ("Norm", "dims not repeated", (T(F, 2, 4), S(F, 2.0), A(1, 1), False, T(F, 2)),
+     (T(F, 2, 4), S(F, 2.0), A(1), False, T(F, 2))),
+    ("InplaceIndexFillTensor", "dim in [-n, n)", (T(F, 2, 4), 2, A(0), S(F, 1.0)), (T(F, 2, 4), 1, A(0), S(F, 1.0))),
+    ("AvgPool2d", "kernelSize > 0",
+     (T(F, 1, 4, 4, fmt=lib.ACL_FORMAT_NCL), A(0, 2), A(2, 2), A(0, 0), False, True, 0, 0,
+      T(F, 1, 2, 2, fmt=lib.ACL_FORMAT_NCL)),
+     (T(F, 1, 4, 4, fmt=lib.ACL_FORMAT_NCL), A(2, 2), A(2, 2), A(0, 0), False, True, 0, 0,
+      T(F, 1, 2, 2, fmt=lib.ACL_FORMAT_NCL))),
+    ("Convolution", "groups in [1, 65535]",
+     (T(F, 1, 2, 5, fmt=lib.ACL_FORMAT_NCL), T(F, 3, 2, 2, fmt=lib.ACL_FORMAT_NCL), None, A(1), A(0), A(1), False,
+      A(0), 0, T(F, 1, 3, 4, fmt=lib.ACL_FORMAT_NCL), 0),
+     (T(F, 1, 2, 5, fmt=lib.ACL_FORMAT_NCL), T(F, 3, 2, 2, fmt=lib.ACL_FORMAT_NCL), None, A(1), A(0), A(1), False,
+      A(0), 1, T(F, 1, 3, 4, fmt=lib.ACL_FORMAT_NCL), 0)),
+    ("Convolution", "stride > 0",
+     (T(F, 1, 2, 5, fmt=lib.ACL_FORMAT_NCL), T(F, 3, 2, 2, fmt=lib.ACL_FORMAT_NCL), None, A(0), A(0), A(1), False,
+      A(0), 1, T(F, 1, 3, 4, fmt=lib.ACL_FORMAT_NCL), 0),
+     (T(F, 1, 2, 5, fmt=lib.ACL_FORMAT_NCL), T(F, 3, 2, 2, fmt=lib.ACL_FORMAT_NCL), None, A(1), A(0), A(1), False,
+      A(0), 1, T(F, 1, 3, 4, fmt=lib.ACL_FORMAT_NCL), 0)),
+    # scalar dtypes
+    ("Norm", "pScalar FLOAT", (T(F, 2, 4), S("s32", 2), A(1), False, T(F, 2)),
+     (T(F, 2, 4), S(F, 2.0), A(1), False, T(F, 2))),
+    ("InplaceAdds", "other: no complex", (T(F, 4), S("c64", 1.0), S(F, 1.0)), (T(F, 4), S(F, -1.0), S(F, 1.0))),
+    ("Muls", "other: converts with self", (T("s32", 4), S("c64", 1.0), T("s32", 4)),
+     (T("s32", 4), S("s32", 3), T("s32", 4))),
+    ("LeakyRelu", "negativeSlope FLOAT", (T(F, 4), S("c64", 0.1), T(F, 4)), (T(F, 4), S(F, 0.1), T(F, 4))),
+]
+
+
+@pytest.mark.parametrize("op, rule, bad, good", PRECONDITIONS,
+                         ids=[f"{op}: {rule}" for op, rule, *_ in PRECONDITIONS])
+def test_documented_preconditions_are_checked(dev, op, rule, bad, good):
+    from cannops.native._aclnn import lib
+    assert call_op(dev, op, *good) == 0, f"aclnn{op}: a call within '{rule}' is refused"
+    assert call_op(dev, op, *bad) == lib.ACLNN_ERR_PARAM_INVALID, f"aclnn{op}: '{rule}' is not checked"
+
+
+def _shape(rank):
+    return (1,) * (rank - 1) + (4,) if rank else ()
+
+
+def _same(n, tail=()):
+    """A call with n tensors of one shape (then `tail`'s arguments)."""
+    return lambda s: tuple(T(F, *s) for _ in range(n)) + tail
+
+
+# operator -> (its parameter in the page's 维度(shape) column, its call for a shape): the
+# shape-agnostic operators, whose ranks the pages state
+RANK_PROBES = {
+    **{op: ("self", _same(2)) for op in ("Abs", "Neg", "Relu", "Sigmoid", "Silu", "Gelu", "FastGelu",
+                                         "Hardsigmoid", "Hardswish", "Sqrt", "Log")},
+    "Elu": ("self", lambda s: (T(F, *s), S(F, 1.0), S(F, 1.0), S(F, 1.0), T(F, *s))),
+    "GeluV2": ("x", lambda s: (T(F, *s), 0, T(F, *s))),
+    "LeakyRelu": ("self", lambda s: (T(F, *s), S(F, 0.1), T(F, *s))),
+    "Softplus": ("self", lambda s: (T(F, *s), S(F, 1.0), S(F, 20.0), T(F, *s))),
+    "Add": ("self", lambda s: (T(F, *s), T(F, *s), S(F, 1), T(F, *s))),
+    "Sub": ("self", lambda s: (T(F, *s), T(F, *s), S(F, 1), T(F, *s))),
+    "EqTensor": ("self", lambda s: (T(F, *s), T(F, *s), T("bool", *s))),
+    "Cast": ("self", lambda s: (T(F, *s), acl("f16"), T("f16", *s))),
+    "Adds": ("self", lambda s: (T(F, *s), S(F, 1.0), S(F, 1.0), T(F, *s))),
+    "InplaceAdds": ("selfRef", lambda s: (T(F, *s), S(F, 1.0), S(F, 1.0))),
+    "InplaceSubs": ("selfRef", lambda s: (T(F, *s), S(F, 1.0), S(F, 1.0))),
+    "InplaceAdd": ("selfRef", lambda s: (T(F, *s), T(F, *s), S(F, 1.0))),
+    "InplaceSub": ("selfRef", lambda s: (T(F, *s), T(F, *s), S(F, 1.0))),
+    "InplaceCopy": ("selfRef", _same(2)),
+    "GtScalar": ("self", lambda s: (T(F, *s), S(F, 0.0), T("bool", *s))),
+    "Clamp": ("self", lambda s: (T(F, *s), S(F, 0.0), S(F, 1.0), T(F, *s))),
+    "Softmax": ("self", lambda s: (T(F, *s), -1 if s else 0, T(F, *s))),
+    "Roll": ("x", lambda s: (T(F, *s), A(1), A(len(s) - 1 if s else 0), T(F, *s))),
+    "InplaceIndexFillTensor": ("selfRef", lambda s: (T(F, *s), 0, A(0), S(F, 1.0))),
+}
+
+
+# operator -> why a rank below the page's lowest is taken
+LOWEST_RANK_NOT_CHECKED = {
+    "Clamp": "the 维度 column says 1-8, but the page's return codes and op_api's CheckShape "
+             "(OP_CHECK_MAX_DIM only) refuse only more than 8 dims: the source followed",
+    "Log": "the 维度 column says 1-8, but the return codes name only 'more than 8' and op_api "
+           "checks the same shape of self and out only: the source followed",
+}
+
+
+@pytest.mark.parametrize("op", sorted(RANK_PROBES))
+def test_simulator_ranks_follow_the_pages(dev, op):
+    """The page's 维度(shape) column: its highest rank is taken and one more refused; where
+    it states a lowest rank above 0, one less is refused."""
+    param, make = RANK_PROBES[op]
+    lo, hi = OPS[op]["dims"][param]
+    assert call_op(dev, op, *make(_shape(hi))) == 0, f"aclnn{op}: {hi}-D {param} refused"
+    assert call_op(dev, op, *make(_shape(hi + 1))) == lib.ACLNN_ERR_PARAM_INVALID, \
+        f"aclnn{op}: {hi + 1}-D {param} taken ({OPS[op]['page']}: {lo}-{hi})"
+    if lo > 0 and op not in LOWEST_RANK_NOT_CHECKED:
+        assert call_op(dev, op, *make(_shape(lo - 1))) == lib.ACLNN_ERR_PARAM_INVALID, \
+            f"aclnn{op}: {lo - 1}-D {param} taken ({OPS[op]['page']}: {lo}-{hi})"

@@ -24,6 +24,7 @@ OUT = ROOT / "tests" / "data" / "ascend-tables.json"
 
 # the pages' dtype names -> the simulator's short names (docs/cann-sim-dtypes.md)
 DTYPES = {"FLOAT": "f32", "FLOAT32": "f32", "FLOAT16": "f16", "BFLOAT16": "bf16", "DOUBLE": "f64",
+          "FLOAT64": "f64",
           "INT8": "s8", "INT16": "s16", "INT32": "s32", "INT64": "s64", "UINT8": "u8",
           "UINT16": "u16", "UINT32": "u32", "UINT64": "u64", "BOOL": "bool",
           "COMPLEX64": "c64", "COMPLEX128": "c128", "COMPLEX32": "c32", "INT4": "s4",

@@ -12,7 +12,7 @@ import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")
 from cannops.backend.cann.sim import dtypes  # noqa: E402
-from test_cann_sim_strict import A, S, T, acl, call_op, dev  # noqa: E402,F401
+from test_cann_sim_strict import A, L, S, T, acl, call_op, dev  # noqa: E402,F401
 from cannops.native._aclnn import lib  # noqa: E402
 
 DATA = json.loads((pathlib.Path(__file__).parent / "data" / "ascend-tables.json").read_text())
@@ -23,6 +23,7 @@ ALL = sorted({dtypes.short(a) for a in dtypes.BY_NAME.values()} & {
 
 
 FLOATS = {"f32", "f16", "bf16", "f64", "c64", "c128"}
+NCL = lib.ACL_FORMAT_NCL
 
 
 def unary(d):
@@ -65,6 +66,65 @@ PROBES = {
     "ArgMax": ("self", lambda d: (T(d, 2, 4), 1, False, T("s64", 2))),
     "LeakyRelu": ("self", lambda d: (T(d, 4), S("f32", 0.1), T(d, 4))),
     "RmsNorm": ("x", lambda d: (T(d, 2, 4), T(d, 4), 1e-6, T(d, 2, 4), T("f32", 2))),
+    # the other operators with a dtype table (issue 19, item 4)
+    "AddRmsNorm": ("x1", lambda d: (T(d, 2, 4), T(d, 2, 4), T(d, 4), 1e-6, T(d, 2, 4), T("f32", 2, 1),
+                                    T(d, 2, 4))),
+    "Adds": ("self", lambda d: (T(d, 4), S(d, 1), S(d, 1), T(d, 4))),
+    "Muls": ("self", lambda d: (T(d, 4), S(d, 1), T(d, 4))),
+    "InplaceAdd": ("selfRef", lambda d: (T(d, 4), T(d, 4), S(d, 1))),
+    "InplaceSub": ("selfRef", lambda d: (T(d, 4), T(d, 4), S(d, 1))),
+    "InplaceMul": ("selfRef", lambda d: (T(d, 4), T(d, 4))),
+    "InplaceDiv": ("selfRef", lambda d: (T(d, 4), T(d, 4))),
+    "InplaceAdds": ("selfRef", lambda d: (T(d, 4), S(d, 1), S(d, 1))),
+    "InplaceSubs": ("selfRef", lambda d: (T(d, 4), S(d, 1), S(d, 1))),
+    "InplaceMuls": ("selfRef", lambda d: (T(d, 4), S(d, 1))),
+    "InplaceDivs": ("selfRef", lambda d: (T(d, 4), S(d, 1))),
+    "InplacePowTensorTensor": ("self", lambda d: (T(d, 4), T(d, 4))),
+    "PowScalarTensor": ("exponent", lambda d: (S(d, 2), T(d, 4), T(d, 4))),
+    "InplaceExp": ("selfRef", lambda d: (T(d, 4),)),
+    "InplaceSin": ("selfRef", lambda d: (T(d, 4),)),
+    "InplaceCos": ("inputRef", lambda d: (T(d, 4),)),
+    "InplaceFillScalar": ("selfRef", lambda d: (T(d, 4), S(d, 1))),
+    "InplaceTriu": ("selfRef", lambda d: (T(d, 3, 3), 0)),
+    "InplaceThreshold": ("selfRef", lambda d: (T(d, 4), S(d, 0), S(d, 0))),
+    "InplaceClampMax": ("selfRef", lambda d: (T(d, 4), S(d, 1))),
+    "Clamp": ("self", lambda d: (T(d, 4), S(d, 0), S(d, 1), T(d, 4))),
+    "ClampMin": ("self", lambda d: (T(d, 4), S(d, 0), T(d, 4))),
+    "GtScalar": ("self", lambda d: (T(d, 4), S(d, 0), T("bool", 4))),
+    "Elu": ("self", lambda d: (T(d, 4), S("f32", 1), S("f32", 1), S("f32", 1), T(d, 4))),
+    "Softplus": ("self", lambda d: (T(d, 4), S("f32", 1), S("f32", 20), T(d, 4))),
+    "SwiGlu": ("x", lambda d: (T(d, 2, 4), -1, T(d, 2, 2))),
+    "GeGluV3": ("self", lambda d: (T(d, 2, 4), -1, 0, False, T(d, 2, 2), T(d, 2, 2))),
+    "Mean": ("self", lambda d: (T(d, 2, 4), A(1), True, acl(d), T(d, 2, 1))),
+    "Norm": ("self", lambda d: (T(d, 2, 4), S("f32", 2), A(1), False, T(d, 2))),
+    "LayerNorm": ("input", lambda d: (T(d, 2, 4), A(4), None, None, 1e-5, T(d, 2, 4), T(d, 2, 1), T(d, 2, 1))),
+    "GroupNorm": ("self", lambda d: (T(d, 2, 4, 3), T(d, 4), T(d, 4), 2, 4, 3, 2, 1e-5, T(d, 2, 4, 3),
+                                     T(d, 2, 2), T(d, 2, 2))),
+    "SoftmaxCrossEntropyWithLogits": ("features", lambda d: (T(d, 2, 4), T(d, 2, 4), T(d, 2), T(d, 2, 4))),
+    "Mm": ("self", lambda d: (T(d, 2, 3), T(d, 3, 4), T(d, 2, 4), 0)),
+    "Matmul": ("self", lambda d: (T(d, 2, 3), T(d, 3, 4), T(d, 2, 4), 0)),
+    "BatchMatMul": ("self", lambda d: (T(d, 2, 2, 3), T(d, 2, 3, 4), T(d, 2, 2, 4), 0)),
+    "Mv": ("self", lambda d: (T(d, 2, 3), T(d, 3), T(d, 2), 0)),
+    "Slice": ("self", lambda d: (T(d, 4, 2), 0, 0, 2, 1, T(d, 2, 2))),
+    "ConstantPadNd": ("self", lambda d: (T(d, 2, 2), A(1, 1), S(d, 0), T(d, 2, 4))),
+    "ReflectionPad1d": ("self", lambda d: (T(d, 2, 4), A(1, 1), T(d, 2, 6))),
+    "CircularPad2d": ("self", lambda d: (T(d, 1, 3, 3), A(1, 1, 1, 1), T(d, 1, 5, 5))),
+    "RepeatInterleaveIntWithDim": ("self", lambda d: (T(d, 3, 2), 2, 0, 6, T(d, 6, 2))),
+    "InplaceIndexCopy": ("selfRef", lambda d: (T(d, 4, 2), 0, T("s32", 2), T(d, 2, 2))),
+    "InplaceIndexFillTensor": ("selfRef", lambda d: (T(d, 2, 4), 1, A(0), S(d, 1))),
+    "Im2col": ("self", lambda d: (T(d, 1, 1, 3, 3), A(2, 2), A(1, 1), A(0, 0), A(1, 1), T(d, 1, 4, 4))),
+    "AvgPool2d": ("self", lambda d: (T(d, 1, 4, 4, fmt=NCL), A(2, 2), A(2, 2), A(0, 0), False, True, 0, 0,
+                                     T(d, 1, 2, 2, fmt=NCL))),
+    "MaxPool": ("self", lambda d: (T(d, 1, 1, 4, 4), A(2, 2), A(2, 2), 0, A(0, 0), A(1, 1), 0,
+                                   T(d, 1, 1, 2, 2))),
+    "TriangularSolve": ("self", lambda d: (T(d, 3, 2), T(d, 3, 3), True, False, False, T(d, 3, 2), T(d, 3, 3))),
+    "TransMatmulWeight": ("mmWeightRef", lambda d: (T(d, 32, 32),)),
+    "Cat": ("tensors", lambda d: (L(T(d, 2, 2), T(d, 2, 2)), 0, T(d, 4, 2))),
+    "Arange": ("out", lambda d: (S("s32", 0), S("s32", 4), S("s32", 1), T(d, 4))),
+    "Convolution": ("input", lambda d: (T(d, 1, 2, 5, fmt=NCL), T(d, 3, 2, 2, fmt=NCL), None, A(1), A(0), A(1),
+                                        False, A(0), 1, T(d, 1, 3, 4, fmt=NCL), 0)),
+    "RotaryPositionEmbedding": ("x", lambda d: (T(d, 1, 2, 1, 4), T(d, 1, 2, 1, 4), T(d, 1, 2, 1, 4), 0,
+                                                T(d, 1, 2, 1, 4))),
 }
 
 # (operator, dtype) -> why the simulator and the A2 data differ
@@ -282,3 +342,56 @@ def test_simulator_ranks_follow_the_pages(dev, op):
     if lo > 0 and op not in LOWEST_RANK_NOT_CHECKED:
         assert call_op(dev, op, *make(_shape(lo - 1))) == lib.ACLNN_ERR_PARAM_INVALID, \
             f"aclnn{op}: {lo - 1}-D {param} taken ({OPS[op]['page']}: {lo}-{hi})"
+
+
+# (operator, dtype) -> why the simulator on 310P and the 310P data differ
+_BF16_SOURCE = ("the page lists BFLOAT16 with no Atlas inference series note; op_api takes BF16 "
+                "on DAV_2201 / regbase only (aclnn_sigmoid.cpp CheckSocVersionIsSupportBf16, "
+                "aclnn_norm.cpp, elu.cpp, aclnn_argsort.cpp): the source followed, no BF16 on 310P")
+NOT_TAKEN_310P = {
+    **{(op, "bf16"): _BF16_SOURCE for op in ("Elu", "GroupNorm", "InplaceCopy", "InplaceMuls", "Norm",
+                                             "Roll", "Sigmoid", "Argsort")},
+    **{("Argsort", d): "the page's A2 / A3 note removes UINT16/32/64 and names no 310P; "
+                       "aclnn_argsort.cpp's default (310P) list has none of them: source followed"
+       for d in ("u16", "u32", "u64")},
+    **{("Cat", d): "the page's 310P note removes BFLOAT16 only; aclnn_cat.cpp's DAV_2002 list has no "
+                   "UINT16/32/64 (the A2 / A3 note removes them too): source followed"
+       for d in ("u16", "u32", "u64")},
+    ("Convolution", "bf16"): "the page's constraint table (约束说明, not extracted) says the Atlas "
+                             "inference series takes no BFLOAT16 input / weight",
+}
+NOT_LISTED_310P = {}
+# cubeMathType 0 (KEEP_DTYPE) is not offered for FLOAT on the 310P's cube: the 310P probes
+# of the cube operators ask for 1, as ggml-cann's ASCEND_310P branches do
+PROBES_310P = {
+    "Mm": ("self", lambda d: (T(d, 2, 3), T(d, 3, 4), T(d, 2, 4), 1)),
+    "Matmul": ("self", lambda d: (T(d, 2, 3), T(d, 3, 4), T(d, 2, 4), 1)),
+    "BatchMatMul": ("self", lambda d: (T(d, 2, 2, 3), T(d, 2, 3, 4), T(d, 2, 2, 4), 1)),
+    "Mv": ("self", lambda d: (T(d, 2, 3), T(d, 3), T(d, 2), 1)),
+    "AvgPool2d": ("self", lambda d: (T(d, 1, 4, 4, fmt=NCL), A(2, 2), A(2, 2), A(0, 0), False, True, 0, 1,
+                                     T(d, 1, 2, 2, fmt=NCL))),
+    "Convolution": ("input", lambda d: (T(d, 1, 2, 5, fmt=NCL), T(d, 3, 2, 2, fmt=NCL), None, A(1), A(0), A(1),
+                                        False, A(0), 1, T(d, 1, 3, 4, fmt=NCL), 1)),
+}
+
+
+def _offered_on_310p():
+    from cannops.backend.cann.soc import UNOFFERED
+    return sorted(op for op in PROBES if op not in UNOFFERED["310P"] and OPS[op].get("310P"))
+
+
+@pytest.mark.parametrize("op", _offered_on_310p())
+def test_simulator_takes_what_310p_lists(dev, monkeypatch, op):
+    """The same probes on the simulated Ascend310P3 (its operator checks, then the SoC's
+    own, aclnn.check_soc), against the page's Atlas 推理系列产品 dtypes."""
+    from cannops.backend.cann.sim import aclnn, runtime
+    monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
+    prepare = aclnn.OPS[op]
+    monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, prepare(*a)))
+    param, make = PROBES_310P.get(op, PROBES[op])
+    listed = set(OPS[op]["310P"][param])
+    taken = {d for d in ALL if call_op(dev, op, *make(d)) == 0}
+    missing = {d for d in listed & set(ALL) - taken if (op, d) not in NOT_TAKEN_310P}
+    extra = {d for d in taken - listed if (op, d) not in NOT_LISTED_310P}
+    assert not missing, f"aclnn{op} {param}: listed for 310P ({OPS[op]['page']}), refused: {sorted(missing)}"
+    assert not extra, f"aclnn{op} {param}: taken on 310P, not listed: {sorted(extra)}"

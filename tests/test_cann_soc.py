@@ -73,8 +73,8 @@ def test_support_column_per_soc(tmp_path):
 
 
 @pytest.mark.parametrize("op, want, operator", [
-    ("ADD", {"type": "f32"}, "Add"),
-    ("SUB", {"type": "f32"}, "Sub"),
+    ("DIV", {"type": "f32"}, "Div"),
+    ("ADD_ID", {}, "Add"),
     ("EXP", {}, "Exp"),
     ("IM2COL", {}, "Im2col"),
     ("SET_ROWS", {}, "InplaceIndexCopy"),
@@ -97,7 +97,7 @@ def _one(op, pred):
 def test_310p_refuses_only_the_paths_that_call_unoffered_operators():
     """Rule.calls: an operator a handler calls for some nodes only refuses those nodes."""
     pairs = [   # (op, a case without the operator, a case with it, the operator)
-        ("SOFT_MAX", lambda p: not p.get("mask"), lambda p: p.get("mask"), "InplaceAdd"),
+        ("TRI", lambda p: p["tri_type"] in (0, 1), lambda p: p["tri_type"] in (2, 3), "Tril"),
         ("PAD", lambda p: not p.get("circular"), lambda p: p.get("circular"), "CircularPad2d"),
         ("POOL_1D", lambda p: p["pool_type"] == "avg", lambda p: p["pool_type"] == "max", "MaxPool"),
         ("ROPE", lambda p: p["mode"] == 2 and p["n_dims"] == p["ne_a"][0] and not p["ff"]
@@ -108,6 +108,19 @@ def test_310p_refuses_only_the_paths_that_call_unoffered_operators():
         assert rules.supports(_one(op, without), soc="310P"), op
         why = rules.supports(_one(op, with_), soc="310P")
         assert not why and f"aclnn{operator} on 310P" in why.reason, (op, why.reason)
+
+
+def test_310p_add_sub_and_masked_softmax_sum_a_pair(tmp_path):
+    """ADD, SUB and SOFT_MAX's mask add run on 310P without aclnnAdd / aclnnSub /
+    aclnnInplaceAdd (refused there): aclnnReduceSum over a pair of copies, to --strict."""
+    proc = _ops("test", "-b", "CANN-SIM", "--soc", "310P", "--strict", "-o", "ADD,SUB,SOFT_MAX", "-p",
+                r"^type=f(32|16),ne=\[10,5,4,3\],nr=\[2,2,2,2\],nf=1,perm1=0|ne=\[15,15,1,1\],mask=1,sinks=0,"
+                r"m_prec=f(32|16),nr23=\[(1,1|2,3)\],scale=1.000000,max_bias=(0|8).000000",
+                tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for op in ("ADD", "SUB", "SOFT_MAX"):
+        assert f"{op}(" in proc.stdout and "FAIL" not in proc.stdout, proc.stdout[-2000:]
+    assert " OK" in proc.stdout
 
 
 def test_310p_get_rows_of_many_slices_gathers_slice_by_slice(tmp_path):

@@ -131,3 +131,14 @@ def test_310p_get_rows_of_many_slices_gathers_slice_by_slice(tmp_path):
                 "GET_ROWS(type=f32,n=256,m=5,r=4,be1=20,be2=1,v=0)", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "1/1 tests passed" in proc.stdout
+
+
+def test_310p_neg_and_relu_take_muls_and_clamp_min(tmp_path):
+    """NEG, RELU and REGLU on 310P, whose pages offer no aclnnNeg / aclnnRelu: aclnnMuls
+    by -1 and aclnnClampMin at 0 (both offered there), exact to --strict."""
+    proc = _ops("test", "-b", "CANN-SIM", "--soc", "310P", "--strict", "-o", "NEG,RELU,REGLU", "-p",
+                r"^type=f(32|16),ne_a=\[(128,2,2,2|5,7,11,13)\],v=0(,swapped=0)?$", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for op in ("NEG", "RELU", "REGLU"):
+        assert f"  {op}(" in proc.stdout, proc.stdout[-2000:]
+    assert "not supported" not in proc.stdout and "FAIL" not in proc.stdout

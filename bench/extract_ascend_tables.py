@@ -1,6 +1,7 @@
 """Extract, for every aclnn operator the CANN simulator implements, Ascend's own dtype
 tables from the hicann op repositories: the page's parameter table (docs/aclnn*.md), its
-per-product notes for Atlas A2 and Atlas 推理系列 (310P), and the dtype combinations of
+per-product notes for Atlas A2 and Atlas 推理系列 (310P), its product table's state for
+each (offered, not offered, not documented), and the dtype combinations of
 its system tests (tests/st/aclnn<Name>/*.json), into tests/data/ascend-tables.json.
 
     .venv/bin/python bench/extract_ascend_tables.py [--mirrors /work/.mirror] [--out PATH]
@@ -81,12 +82,21 @@ def section(page: str, name: str) -> str:
     return page[m.start(): m.end() + nxt.start()] if nxt else page[m.start():]
 
 
-def support(page: str) -> dict[str, bool]:
+# a product's state on a page's 产品支持情况 (table "| <term>..</term> | √ |" or bullet
+# "- <term>..</term>：支持"): a row that offers it, a row that refuses it (× / 不支持), or no
+# row at all, which says nothing either way (the open repositories document the kernels
+# they ship; the Atlas inference series' come in CANN's closed 310P kernel package)
+OFFERED, NOT_OFFERED, NOT_DOCUMENTED = "offered", "not offered", "not documented"
+
+
+def support(page: str) -> dict[str, str]:
+    """Product ("A2", "310P") -> OFFERED, NOT_OFFERED or NOT_DOCUMENTED."""
     head = page.split("## 功能说明")[0]
-    out = {}
+    out = {"A2": NOT_DOCUMENTED, "310P": NOT_DOCUMENTED}
     for line in head.splitlines():
         for p in products(line):
-            out[p] = "不支持" not in line.split("</term>")[-1]
+            verdict = text_of(line.split("</term>")[-1])
+            out[p] = NOT_OFFERED if "不支持" in verdict or "×" in verdict else OFFERED
     return out
 
 

@@ -159,16 +159,28 @@ def _page_path(entry: str) -> str:
     return entry.split(":", 1)[1] if ":" in entry else entry.split(" ", 1)[1]
 
 
+STATES = {"offered", "not offered", "not documented"}
+
+
+def _on_310p(state: str) -> dict[str, str]:
+    return {n: e["page"] for n, e in OPS.items() if e["page"] and e["support"]["310P"] == state}
+
+
 def test_310p_unoffered_operators_follow_the_pages():
-    """soc.UNOFFERED["310P"] (the simulator's and the rules' table) is exactly the operators
-    whose extracted page marks the Atlas inference series 不支持 or has no row for it, each
-    with its own page."""
-    from cannops.backend.cann.soc import UNOFFERED
-    pages = {n: e["page"] for n, e in OPS.items() if e["page"] and not e["support"].get("310P")}
+    """Each page gives A2 and the 310P one of three states; soc.UNOFFERED["310P"] (the
+    simulator's and the rules' table) is exactly the operators whose page says 不支持 / ×
+    for the Atlas inference series, and those whose page is silent (no row) but which
+    ggml-cann's own 310P build avoids (soc.UNDOCUMENTED_AVOIDED), each with its own page."""
+    from cannops.backend.cann.soc import UNDOCUMENTED_AVOIDED, UNOFFERED
+    assert all(set(e["support"]) == {"A2", "310P"} and set(e["support"].values()) <= STATES
+               for e in OPS.values() if e["page"])
+    refused, silent = _on_310p("not offered"), _on_310p("not documented")
+    assert set(UNDOCUMENTED_AVOIDED["310P"]) <= set(silent)   # a page that gains a row shows
+    pages = {**refused, **{n: p for n, p in silent.items() if n in UNDOCUMENTED_AVOIDED["310P"]}}
     assert set(UNOFFERED["310P"]) == set(pages)
     assert {n: _page_path(p) for n, p in UNOFFERED["310P"].items()} == \
         {n: _page_path(p) for n, p in pages.items()}
-    assert all(e["support"].get("A2") for e in OPS.values() if e["page"])   # the 910B offers all
+    assert all(e["support"]["A2"] == "offered" for e in OPS.values() if e["page"])   # the 910B offers all
 
 
 def _prepare_on(monkeypatch, soc_name, op, allowed=frozenset()):
@@ -203,6 +215,8 @@ def test_simulator_refuses_unoffered_operators_on_310p(dev, monkeypatch, op):
     code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
     assert code == lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, msg
     assert f"aclnn{op}GetWorkspaceSize" in msg and UNOFFERED["310P"][op] in msg
+    said = OPS[op]["support"]["310P"]   # the page's own words, or its silence and why refused
+    assert ("is not supported" if said == "not offered" else "has no row") in msg, msg
     # on the 910B the same call reaches the operator's own checks (its nullptr refusal)
     code, msg = _prepare_on(monkeypatch, "Ascend910B3", op)
     assert "not offered" not in msg
@@ -395,3 +409,24 @@ def test_simulator_takes_what_310p_lists(dev, monkeypatch, op):
     extra = {d for d in taken - listed if (op, d) not in NOT_LISTED_310P}
     assert not missing, f"aclnn{op} {param}: listed for 310P ({OPS[op]['page']}), refused: {sorted(missing)}"
     assert not extra, f"aclnn{op} {param}: taken on 310P, not listed: {sorted(extra)}"
+
+
+def test_undocumented_operator_is_offered_on_310p_without_bf16(dev, monkeypatch):
+    """A page silent on the 310P offers its operator there with its dtypes less BFLOAT16.
+    No such operator is used today (the two silent pages' operators are avoided by
+    ggml-cann's 310P build): aclnnRotaryPositionEmbedding, taken off UNDOCUMENTED_AVOIDED,
+    stands in for one."""
+    from cannops.backend.cann import soc
+    from cannops.backend.cann.sim import aclnn, runtime
+    op = "RotaryPositionEmbedding"
+    assert OPS[op]["support"]["310P"] == "not documented"
+    code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
+    assert "has no row" in msg, msg   # as it stands: refused
+    monkeypatch.setitem(soc.UNOFFERED, "310P", {k: v for k, v in soc.UNOFFERED["310P"].items() if k != op})
+    monkeypatch.setitem(soc.UNDOCUMENTED_AVOIDED, "310P", {})
+    monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
+    prepare = aclnn.OPS[op]
+    monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, aclnn.check_soc(op) or prepare(*a)))
+    param, make = PROBES[op]
+    taken = {d for d in ALL if call_op(dev, op, *make(d)) == 0}
+    assert taken == set(OPS[op]["table"][param]) & set(ALL) - {"bf16"}, sorted(taken)

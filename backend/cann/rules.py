@@ -80,9 +80,9 @@ class Rule:
             if not ok(node):
                 return reason
         for op in self.aclnn:
-            page = unoffered(soc, op)
-            if page and (op not in self.calls or self.calls[op](node, soc)):
-                return f"aclnn{op} on {soc}: its page ({page}) does not offer the Atlas inference series"
+            why = unoffered(soc, op)
+            if why and (op not in self.calls or self.calls[op](node, soc)):
+                return f"aclnn{op} on {soc}: {why}"
         return None
 
 

@@ -27,15 +27,22 @@ def parse(text: str) -> list[str]:
     return out
 
 
-# Per SoC family, the simulated aclnn operators its pages do not offer there: operator ->
-# the page ("产品支持情况": "<term>Atlas 推理系列产品</term>：不支持", or no row for the
-# Atlas inference series at all: FusedInferAttentionScoreV2, RotaryPositionEmbedding).
-# M / N / X: hicann/ops-math, ops-nn, ops-transformer at the commits of
-# tests/data/ascend-tables.json, whose `support` column tests/test_cann_sim_tables.py checks
-# this table against. The simulator refuses these operators on that SoC; the rules refuse
-# an op whose handler would call one (Rule.calls says when a handler calls an operator only
-# for some nodes). The pages are the same for every CANN release read (hiascend.com 82RC1,
-# 83RC1 aclnnRelu / aclnnAdd: no Atlas inference series either).
+# Per SoC family, the simulated aclnn operators not offered there: operator -> its page.
+# A page's 产品支持情况 gives each product one of three states (the `support` column of
+# tests/data/ascend-tables.json, which tests/test_cann_sim_tables.py checks this table
+# against; M / N / X: hicann/ops-math, ops-nn, ops-transformer at its commits):
+# - offered (√ / 支持): the page's dtypes, less what its product notes leave out;
+# - not offered (× / 不支持: the doc says no): here, refused. At those commits every page
+#   of this table but two says "<term>Atlas 推理系列产品</term>：不支持". Older copies were
+#   silent: aclnnAdd's and aclnnRelu's pages had A2 / A3 rows only until their × rows of
+#   2026-01-23 (ops-math 8bd9f6f29) and 2026-01-27 (ops-nn dea19dca2);
+# - not documented (no row: the doc is silent; the open repositories document the kernels
+#   they ship, the Atlas inference series' come in CANN's closed 310P package): offered,
+#   with the page's dtypes less BFLOAT16 (the 310P has none), as ggml-cann's ASCEND_310P
+#   build uses such operators; unless that build itself avoids the operator there, which
+#   UNDOCUMENTED_AVOIDED records, with ggml-cann's words, and which then is refused too.
+# The simulator refuses these operators on that SoC; the rules refuse an op whose handler
+# would call one (Rule.calls says when a handler calls an operator only for some nodes).
 UNOFFERED: dict[str, dict[str, str]] = {
     "310P": {
         "Add": "M math/add/docs/aclnnAdd&aclnnInplaceAdd.md",
@@ -77,6 +84,24 @@ UNOFFERED: dict[str, dict[str, str]] = {
 }
 
 
+# the operators of UNOFFERED whose page has no row for the SoC: why they stay refused
+UNDOCUMENTED_AVOIDED: dict[str, dict[str, str]] = {
+    "310P": {
+        "FusedInferAttentionScoreV2": "ggml-cann's supports_op refuses FLASH_ATTN_EXT there "
+                                      "(\"FA not support on 310p device\")",
+        "RotaryPositionEmbedding": "ggml-cann's ROPE takes its own path there (\"Special ROPE "
+                                   "operation for 310P\": aclnnRoll, aclnnMul, aclnnAdd)",
+    },
+}
+
+
 def unoffered(family_: str, operator: str) -> str | None:
-    """The page that does not offer aclnn`operator` on SoC family `family_`, else None."""
-    return UNOFFERED.get(family_, {}).get(operator)
+    """Why aclnn`operator` is not offered on SoC family `family_` (its page, and what the
+    page says or why its silence is not taken), else None."""
+    page = UNOFFERED.get(family_, {}).get(operator)
+    if page is None:
+        return None
+    avoided = UNDOCUMENTED_AVOIDED.get(family_, {}).get(operator)
+    if avoided:
+        return f"its page ({page}) has no row for the Atlas inference series and {avoided}"
+    return f"its page ({page}) says the Atlas inference series is not supported"

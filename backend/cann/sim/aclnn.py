@@ -247,10 +247,9 @@ def check_soc(name: str, plan: Plan | None = None) -> Plan | None:
     tensors where the SoC's dtype rows leave BFLOAT16 out. Returns the plan."""
     soc = soc_family()
     if plan is None:
-        page = unoffered(soc, name)
-        if page:
-            why = (f"aclnn{name}GetWorkspaceSize: not offered on {STATE.soc}: its page ({page}) "
-                   f"does not support the Atlas inference series")
+        reason = unoffered(soc, name)
+        if reason:
+            why = f"aclnn{name}GetWorkspaceSize: not offered on {STATE.soc}: {reason}"
             if "unoffered-operator" not in STATE.allowed:
                 raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, why)
             tolerate("unoffered-operator", why)

@@ -1,6 +1,7 @@
 """Extract, for every aclnn operator the CANN simulator implements, Ascend's own dtype
 tables from the hicann op repositories: the page's parameter table (docs/aclnn*.md), its
-per-product notes for Atlas A2 and Atlas 推理系列 (310P), and the dtype combinations of
+per-product notes for Atlas A2 and Atlas 推理系列 (310P), its product table's state for
+each (offered, not offered, not documented), and the dtype combinations of
 its system tests (tests/st/aclnn<Name>/*.json), into tests/data/ascend-tables.json.
 
     .venv/bin/python bench/extract_ascend_tables.py [--mirrors /work/.mirror] [--out PATH]
@@ -24,6 +25,7 @@ OUT = ROOT / "tests" / "data" / "ascend-tables.json"
 
 # the pages' dtype names -> the simulator's short names (docs/cann-sim-dtypes.md)
 DTYPES = {"FLOAT": "f32", "FLOAT32": "f32", "FLOAT16": "f16", "BFLOAT16": "bf16", "DOUBLE": "f64",
+          "FLOAT64": "f64",
           "INT8": "s8", "INT16": "s16", "INT32": "s32", "INT64": "s64", "UINT8": "u8",
           "UINT16": "u16", "UINT32": "u32", "UINT64": "u64", "BOOL": "bool",
           "COMPLEX64": "c64", "COMPLEX128": "c128", "COMPLEX32": "c32", "INT4": "s4",
@@ -80,12 +82,21 @@ def section(page: str, name: str) -> str:
     return page[m.start(): m.end() + nxt.start()] if nxt else page[m.start():]
 
 
-def support(page: str) -> dict[str, bool]:
+# a product's state on a page's 产品支持情况 (table "| <term>..</term> | √ |" or bullet
+# "- <term>..</term>：支持"): a row that offers it, a row that refuses it (× / 不支持), or no
+# row at all, which says nothing either way (the open repositories document the kernels
+# they ship; the Atlas inference series' come in CANN's closed 310P kernel package)
+OFFERED, NOT_OFFERED, NOT_DOCUMENTED = "offered", "not offered", "not documented"
+
+
+def support(page: str) -> dict[str, str]:
+    """Product ("A2", "310P") -> OFFERED, NOT_OFFERED or NOT_DOCUMENTED."""
     head = page.split("## 功能说明")[0]
-    out = {}
+    out = {"A2": NOT_DOCUMENTED, "310P": NOT_DOCUMENTED}
     for line in head.splitlines():
         for p in products(line):
-            out[p] = "不支持" not in line.split("</term>")[-1]
+            verdict = text_of(line.split("</term>")[-1])
+            out[p] = NOT_OFFERED if "不支持" in verdict or "×" in verdict else OFFERED
     return out
 
 
@@ -103,6 +114,30 @@ def table_params(sec: str) -> dict[str, list[str]]:
             if len(cells) == len(heads) and name:   # "self（aclTensor*）" -> self
                 params.setdefault(name.group(0), dtypes_in(text_of(cells[col])))
     return params
+
+
+def table_dims(sec: str) -> dict[str, list[int]]:
+    """Parameter -> [lowest, highest] rank of the page's 维度(shape) column where it states
+    them ("1-8", "0-8维", "不超过8维", "2-8维和0维": the highest, and the lowest stated)."""
+    dims: dict[str, list[int]] = {}
+    for table in re.findall(r"<table.*?</table>", sec, re.S):
+        heads = [text_of(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table, re.S)]
+        col = next((i for i, h in enumerate(heads) if h.startswith("维度")), None)
+        if col is None or "参数名" not in heads[:1]:
+            continue
+        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+            name = re.match(r"[A-Za-z_]\w*", text_of(cells[0])) if cells else None
+            if len(cells) != len(heads) or not name:
+                continue
+            cell = text_of(cells[col])
+            span = re.search(r"(\d)\s*[-~]\s*(\d)", cell)
+            top = re.search(r"(?:不超过|不高于|小于等于|不大于)\s*(\d)\s*维", cell)
+            if span:
+                dims.setdefault(name.group(0), [int(span.group(1)), int(span.group(2))])
+            elif top:
+                dims.setdefault(name.group(0), [0, int(top.group(1))])
+    return dims
 
 
 def bullet_params(sec: str) -> tuple[dict[str, list[str]], list[tuple[str, str, set[str]]]]:
@@ -214,7 +249,8 @@ def extract(mirrors: pathlib.Path) -> dict:
         for p, d in listed.items():
             table.setdefault(p, d)
         table = {p: d for p, d in table.items() if d}
-        entry = {"page": f"{repo}:{path}", "support": support(page), "table": table}
+        entry = {"page": f"{repo}:{path}", "support": support(page), "table": table,
+                 "dims": table_dims(sec)}
         for product in ("A2", "310P"):
             params, texts = apply_notes(table, notes, product)
             entry[product] = params

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Deviation, Family, new_params, register, Since, unique_params
-from .tolerances import dot_products
+from .tolerances import CUBE_F16_310P, dot_products
 from .graph import Tensor, cont, new_op, permute, reshape, view
 from .image import im2col
 from .matmul import mul_mat
@@ -159,7 +159,7 @@ def conv_2d_flops(out, p):
 
 register(Family(
     name="conv_2d",
-    strict=dot_products(lambda p: p["type_kernel"]),
+    strict=dot_products(lambda p: p["type_kernel"]) + CUBE_F16_310P,
     build=build_conv_2d,
     vars=("ne_input", "ne_kernel", "type_kernel", "stride0", "stride1", "padding0", "padding1",
           "dilation0", "dilation1", "cwhn"),
@@ -193,7 +193,7 @@ def _dw(ne_input, ne_kernel, type_kernel, stride, padding, dilation, cwhn):
 
 register(Family(
     name="conv_2d_dw",
-    strict=dot_products(lambda p: p["type_kernel"]),
+    strict=dot_products(lambda p: p["type_kernel"]) + CUBE_F16_310P,
     build=build_conv_2d_dw,
     vars=("ne_input", "ne_kernel", "type_kernel", "stride", "padding", "dilation", "cwhn"),
     op="CONV_2D_DW",

@@ -44,6 +44,21 @@ CANN_CUBE_F32 = Tolerance(
     rtol=2 ** -10, atol_rms=2 ** -9, device="CANN")
 
 
+def on_310p(reason: str, rtol: float = 0.0, atol_rms: float = 0.0,
+             when: Callable[[Params], bool] = lambda params: True) -> tuple[Tolerance, ...]:
+    """A bound for the 310P's CANN devices only (the simulated one and a real one)."""
+    return tuple(Tolerance(reason, rtol=rtol, atol_rms=atol_rms, when=when, device=dev)
+                 for dev in ("CANN-SIM:310P", "CANN0:310P"))
+
+
+# convolutions on the 310P: the layer (as ggml-cann's ASCEND_310P branches) asks
+# aclnnConvolution for cubeMathType 1, which the 310P's cube (no f32 there) computes in f16
+# for f32 operands: operands rounded to f16 (2^-11 relative), the result written in f16
+CUBE_F16_310P = on_310p(
+    "310P: aclnnConvolution under cubeMathType 1 computes f32 operands in f16 (operands and "
+    "result rounded to f16, 2^-11 relative each)", rtol=2 ** -10, atol_rms=2 ** -8)
+
+
 RUNNING_SUMS = Tolerance(
     "running sums along rows of up to ~376,000 elements, accumulated in f32", atol_rms=2 ** -13)
 

@@ -219,6 +219,10 @@ def A(*values):
     return ("array", values)
 
 
+def L(*tensors):
+    return ("list", tensors)
+
+
 def call_op(dev, name, *specs) -> int:
     """The simulated aclnn<name>GetWorkspaceSize checks on descriptors made from specs:
     0 where they pass, else the SimError code."""
@@ -240,6 +244,12 @@ def call_op(dev, name, *specs) -> int:
             obj = RUNTIME["aclCreateTensor"](dims, len(shape), acl(dt), ffi.NULL, 0,
                                              fmt or lib.ACL_FORMAT_ND, dims, len(shape), p)
             made.append(("aclDestroyTensor", obj))
+        elif spec[0] == "list":   # the list owns its tensors: destroyed with it, not apart
+            n = len(made)
+            items = [build(s) for s in spec[1]]
+            del made[n:]
+            obj = RUNTIME["aclCreateTensorList"](ffi.new("aclTensor *[]", items), len(items))
+            made.append(("aclDestroyTensorList", obj))
         elif spec[0] == "scalar":
             value = np.array([spec[2]], dtypes.numpy_dtype(acl(spec[1])))
             buffers.append(value)

@@ -9,7 +9,9 @@ operators it calls accept on Atlas A2/A3.
 
 The SoC of the device judged ("910B": Atlas A2 / A3, "310P": Atlas inference series; see
 soc.py) adds the checks of ggml-cann's `#ifdef ASCEND_310P` branches, per rule in its `soc`
-field, and for every rule those of SOC_CHECKS: the aclnn pages' limits on that SoC.
+field, for every rule those of SOC_CHECKS (the aclnn pages' limits on that SoC), and refuses
+a node whose handler would call an operator the SoC's pages do not offer (soc.UNOFFERED;
+`calls` says which operators a handler calls only for some nodes).
 
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
@@ -28,7 +30,7 @@ from cannops.cases.graph import Graph, Tensor
 from cannops.cases.plugins import load_plugins
 from cannops.cases.versions import at_or_after, current
 
-from .soc import DEFAULT as DEFAULT_SOC
+from .soc import DEFAULT as DEFAULT_SOC, unoffered
 
 FLOAT = frozenset({"f32", "f16", "bf16"})
 ELEMENTS = FLOAT | {"f64", "i8", "i16", "i32", "i64"}   # types with an element aclDataType
@@ -55,6 +57,10 @@ class Rule:
     soc: Mapping[str, tuple[Check, ...]] = field(default_factory=dict)
 
     changes: tuple[From, ...] = ()     # ggml-cann's later versions
+    # operator -> whether the handler calls it for this node on this SoC family, for the
+    # operators of `aclnn` a handler calls only on some paths (the others: always); an
+    # operator called that the SoC's pages do not offer (soc.UNOFFERED) refuses the node
+    calls: Mapping[str, Callable[[Tensor, str], bool]] = field(default_factory=dict)
 
     def checks_at(self, version: str) -> tuple[Check, ...]:
         """The checks of the rule as ggml-cann of `version` has them."""
@@ -73,6 +79,10 @@ class Rule:
         for ok, reason in checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()):
             if not ok(node):
                 return reason
+        for op in self.aclnn:
+            why = unoffered(soc, op)
+            if why and (op not in self.calls or self.calls[op](node, soc)):
+                return f"aclnn{op} on {soc}: {why}"
         return None
 
 

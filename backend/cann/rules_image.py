@@ -62,6 +62,9 @@ def _not_max(node) -> bool:
     return node.param_i32(0) != POOL_MAX
 
 
+_MAX_ONLY = {"MaxPool": lambda node, soc: not _not_max(node)}
+
+
 RULES.update({
     # aclnnIm2col into scratch, then aclnnInplaceCopy / aclnnCast into dst's transposed view
     "IM2COL": Rule(("Im2col", "InplaceCopy", "Cast"), {"src1": FLOAT, "dst": FLOAT},
@@ -72,11 +75,11 @@ RULES.update({
                     ((_pool2d_padding, "paddings must be at most half the kernel"),),
                     soc={"310P": ((_not_max, "max pooling on 310P: ggml-cann's ASCEND_310P branch "
                                              "refuses it (aclnnMaxPool's page: Atlas inference "
-                                             "series not supported)"),)}),
+                                             "series not supported)"),)},
+                    calls=_MAX_ONLY),
     "POOL_1D": Rule(("AvgPool2d", "ConstantPadNd", "MaxPool"), {"src0": F32, "dst": F32},
                     ((_pool1d_avg_padding, "average pooling: padding must be at most half the kernel"),),
-                    soc={"310P": ((_not_max, "max pooling on 310P: aclnnMaxPool's page lists the "
-                                             "Atlas inference series as not supported"),)},
+                    calls=_MAX_ONLY,
                     beyond="every case: ggml-cann v0.20.2 has no POOL_1D; the POOL_2D operators over "
                            "1-row images, the average without count_include_pad (ggml's 1-D "
                            "average divides by the values in the window)"),

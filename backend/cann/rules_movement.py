@@ -11,6 +11,7 @@ from __future__ import annotations
 from .rules import ELEMENTS, FLOAT, RULES, Rule, same_type, no_bf16
 
 I32 = frozenset({"i32"})
+TRI_LOWER_DIAG, TRI_LOWER = 2, 3   # enum ggml_tri_type: aclnnTril; UPPER(_DIAG): aclnnTriu
 F32 = frozenset({"f32"})
 # aclnnRoll: no DOUBLE
 ROLL_TYPES = FLOAT | {"i8", "i16", "i32", "i64"}
@@ -70,6 +71,9 @@ RULES.update({
     "GET_ROWS": Rule(("GatherV2", "Cast", "Mul", "Arange", "Add"),
                      {"src0": FLOAT | I32 | {"q8_0"}, "src1": I32, "dst": FLOAT | I32},
                      ((_get_rows_types, "src0 does not convert to dst"),),
+                     # the batched gather's aclnnAdd: not on 310P, whose handler gathers slice
+                     # by slice (aclnnAdd's page does not offer it)
+                     calls={"Add": lambda n, soc: soc != "310P"},
                      beyond="i32 rows: ggml-cann v0.20.2 gathers floats and q8_0 only; "
                             "aclnnGatherV2 documents INT32 self",
                      soc={"310P": ((no_bf16, "bf16 rows on 310P: ggml-cann's ASCEND_310P branch "
@@ -79,6 +83,7 @@ RULES.update({
                  (_circular_ok, "circular padding (aclnnCircularPad2d) takes f32 / f16 / bf16 / "
                                 "i8 / i32, pads below each padded dim's size and a bounded "
                                 "innermost output dim")),
+                calls={"CircularPad2d": lambda n, soc: n.param_i32(8) != 0},
                 beyond="circular padding: ggml-cann v0.20.2 refuses it (a TODO there); "
                        "aclnnCircularPad2d is documented for it, within the limits checked above"),
     "PAD_REFLECT_1D": Rule(("ReflectionPad1d",), {"src0": ELEMENTS, "dst": ELEMENTS},
@@ -96,7 +101,9 @@ RULES.update({
     # type, and the aclnn operators document the others (checked on CANN-SIM by hand)
     "FILL": Rule(("InplaceFillScalar",), {"dst": ELEMENTS}, beyond=_F32_ONLY),
     "TRI": Rule(("Tril", "Triu"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
+                ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY,
+                calls={"Tril": lambda n, soc: n.param_i32(0) in (TRI_LOWER_DIAG, TRI_LOWER),
+                       "Triu": lambda n, soc: n.param_i32(0) not in (TRI_LOWER_DIAG, TRI_LOWER)}),
     "DIAG": Rule(("InplaceFillScalar", "InplaceCopy"), {"src0": ELEMENTS, "dst": ELEMENTS},
                  ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
     # the -inf mask needs a float type

@@ -23,6 +23,7 @@ import numpy as np
 
 from .binding import ffi, lib
 
+from ..soc import unoffered
 from . import dtypes
 from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry,
                       get_stream, guarded, soc_family, tolerate)
@@ -30,11 +31,19 @@ from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqu
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8
 # Per simulated SoC family, next to each operator's A2 / A3 checks: the operators its pages
-# list as not supported there ("产品支持情况": "Atlas 推理系列产品：不支持", or no row), and
-# whether its pages' dtype rows leave BFLOAT16 out ("Atlas 推理系列产品：不支持BFLOAT16" on
-# aclnnCast, aclnnAbs, aclnnCat, aclnnGatherV2, aclnnRmsNorm, aclnnReduceSum, aclnnMm, ...)
-ABSENT = {"310P": frozenset({"RotaryPositionEmbedding", "FusedInferAttentionScoreV2", "MaxPool"})}
-NO_BF16 = frozenset({"310P"})
+# do not offer there (soc.UNOFFERED, with each page), and the dtypes its pages' rows leave
+# out there, for every operator ("*") and per operator. The 310P: no BFLOAT16 ("Atlas 推理
+# 系列产品：不支持BFLOAT16" on aclnnCast, aclnnAbs, aclnnCat, aclnnGatherV2, aclnnRmsNorm,
+# aclnnReduceSum, aclnnMm, ...; where a page lists it with no 310P note, its op_api takes
+# BF16 on DAV_2201 / regbase only: aclnnSigmoid, aclnnNorm, aclnnElu, aclnnArgsort), and
+# the 310P notes of aclnnAbs, aclnnInplaceFillScalar, aclnnReflectionPad1d (their op_api's
+# default lists agree); tests/test_cann_sim_tables.py checks them against the pages.
+SOC_DTYPES_OUT: dict[str, dict[str, frozenset[str]]] = {
+    "310P": {"*": frozenset({"bf16"}),
+             "Abs": frozenset({"c64"}),
+             "InplaceFillScalar": frozenset({"u16", "u32", "u64"}),
+             "ReflectionPad1d": frozenset({"c64", "c128"})},
+}
 WS_ALIGN = 512
 
 
@@ -232,6 +241,28 @@ def in_type(acl: int, fn: Callable[..., object]) -> Callable[..., object]:
 
 # --------------------------------------------------------------- protocol ----
 
+def check_soc(name: str, plan: Plan | None = None) -> Plan | None:
+    """The simulated SoC's refusals on top of an operator's own checks: before them, an
+    operator its pages do not offer (soc.UNOFFERED); after them, the plan's BFLOAT16
+    tensors where the SoC's dtype rows leave BFLOAT16 out. Returns the plan."""
+    soc = soc_family()
+    if plan is None:
+        reason = unoffered(soc, name)
+        if reason:
+            why = f"aclnn{name}GetWorkspaceSize: not offered on {STATE.soc}: {reason}"
+            if "unoffered-operator" not in STATE.allowed:
+                raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, why)
+            tolerate("unoffered-operator", why)
+    else:
+        table = SOC_DTYPES_OUT.get(soc, {})
+        out = table.get("*", frozenset()) | table.get(name, frozenset())
+        for t in (*plan.inputs, *plan.outputs):
+            if dtypes.short(t.dtype) in out:
+                raise invalid(f"{dtypes.name(t.dtype)} is not supported on {STATE.soc} (the Atlas "
+                              f"inference series' dtype rows leave it out)")
+    return plan
+
+
 def _prepare(name: str, args) -> Plan:
     *params, ws_size, executor = args
     if ws_size == ffi.NULL or executor == ffi.NULL:
@@ -240,16 +271,9 @@ def _prepare(name: str, args) -> Plan:
     prepare = OPS.get(name)
     if prepare is None:
         raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, f"aclnn{name} is not simulated")
-    soc = soc_family()
-    if name in ABSENT.get(soc, ()):
-        raise SimError(lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
-                       f"aclnn{name}GetWorkspaceSize: not supported on {STATE.soc} (its page "
-                       f"lists no {soc} / Atlas inference series)")
+    check_soc(name)
     try:
-        plan = prepare(*params)
-        if soc in NO_BF16 and any(dtypes.short(t.dtype) == "bf16" for t in (*plan.inputs, *plan.outputs)):
-            raise invalid(f"BFLOAT16 is not supported on {STATE.soc} (the Atlas inference "
-                          f"series' dtype rows leave it out)")
+        plan = check_soc(name, prepare(*params))
     except SimError as e:
         raise SimError(e.code, f"aclnn{name}GetWorkspaceSize: {e}") from e
     plan.name = name

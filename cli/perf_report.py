@@ -148,6 +148,17 @@ def slower_than_baseline(run: Run, baseline: PerfBaseline, threshold_pct: float)
     return out
 
 
+def slower_note(slower, threshold_pct: float, default: bool) -> list[str]:
+    """For stderr, where stdout holds other tables (--markdown, --output): why the exit
+    status is 1, one line per case, and the threshold that applied."""
+    n = sum(len(v) for v in slower.values())
+    given = "the default --threshold" if default else "--threshold"
+    return [f"ops: {n} case{'s' if n != 1 else ''} more than {threshold_pct:g}% slower than the baseline "
+            f"({given} {threshold_pct:g}), exit status 1:"] + [
+        f"ops:   {dev} {name}: {base:.2f} -> {base * (1 + change / 100):.2f} us/run ({change:+.1f}%)"
+        for dev, cases in slower.items() for name, (base, change) in cases.items()]
+
+
 def slower_lines(slower, threshold_pct: float) -> list[str]:
     n = sum(len(v) for v in slower.values())
     if not n:

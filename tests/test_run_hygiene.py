@@ -251,3 +251,73 @@ def test_a_backend_on_which_nothing_ran_is_not_ok_and_one_device_is_singular():
     assert text.startswith("Testing 1 device\n") and "0/0 tests passed" in text
     assert "Backend CANN-SIM: NOTHING RAN" in text and ": OK" not in text, text
 
+
+@pytest.fixture(scope="module")
+def halves(tmp_path_factory):
+    """The two shards of one run, as files."""
+    d = tmp_path_factory.mktemp("halves")
+    paths = [d / "s1.json", d / "s2.json"]
+    for k, path in enumerate(paths, 1):
+        assert ops("test", "-b", "NUMPY", *TWO, "--shard", f"{k}/2", "--results", str(path)).returncode == 0
+    return paths
+
+
+def edited(path, dest, **change):
+    """A copy of a results file with some run fields changed."""
+    d = json.loads(path.read_text())
+    d.update(change)
+    dest.write_text(json.dumps(d))
+    return str(dest)
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("seed", 7, "--seed 7"), ("mode", "perf", "mode 'perf'"), ("ops_filter", "ABS", "-o 'ABS'"),
+    ("params_filter", None, "-p None"), ("strict", "assert_close", "--strict 'assert_close'"),
+    ("catalog", "0.25.3", "catalog versions"),
+])
+def test_merge_of_different_runs_names_the_field_that_differs(halves, tmp_path, field, value, named):
+    other = edited(halves[1], tmp_path / "s2.json", **{field: value})
+    one_line_error(ops("merge", str(halves[0]), other), named)
+
+
+def test_merging_an_interrupted_shard_warns(halves, tmp_path):
+    cut = edited(halves[1], tmp_path / "s2.json", interrupted=True)
+    p = ops("merge", str(halves[0]), cut)
+    assert p.returncode == 0 and json.loads(p.stdout)["interrupted"] is True, p.stderr
+    assert p.stderr == f"ops: warning: {cut} is of an interrupted run: the cases it did not reach " \
+                       "are missing, and the merged results are marked interrupted\n"
+    quiet = ops("merge", *map(str, halves))
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+@pytest.mark.parametrize("where", ["journal", "results"])
+def test_a_corrupt_resume_file_says_how_to_start_over(tmp_path, where):
+    res = tmp_path / "r.json"
+    if where == "journal":
+        (tmp_path / "r.json.partial.jsonl").write_text('{"journal": "ops-res\n{"result": 1}\n')
+    else:   # json's "Unterminated string starting at" once made "... at at line 1"
+        res.write_text('{"schema": "ops-results/1", "mode": "te')
+    p = ops("test", "-b", "NUMPY", *TWO, "--resume", str(res))
+    one_line_error(p, f"to start over, give --results {res} instead of --resume")
+    assert " at at " not in p.stderr, p.stderr
+    again = ops("test", "-b", "NUMPY", *TWO, "--results", str(res))   # as the message says
+    assert again.returncode == 0 and json.loads(res.read_text())["summary"]["NUMPY"]["OK"] == 2, again.stderr
+
+
+def test_perf_markdown_against_a_baseline_says_on_stderr_why_it_exits_1(tmp_path):
+    sel = ["-b", "NUMPY", "-o", "ADD", "-p", r"nr=\[1,1,1,1\]", "--min-time", "0.01"]
+    old = tmp_path / "old.json"
+    assert ops("perf", *sel, "--results", str(old)).returncode == 0
+    d = json.loads(old.read_text())
+    for r in d["results"]:   # a baseline 100 times faster: every case crossed the threshold
+        r["time_us"] /= 100
+    old.write_text(json.dumps(d))
+    names = [f"NUMPY {r['op']}({r['params']})" for r in d["results"]]
+    p = ops("perf", *sel, "--baseline", str(old), "--markdown")
+    assert p.returncode == 1 and "| Case" in p.stdout, p.stderr
+    head, *lines = p.stderr.splitlines()
+    assert head == f"ops: {len(names)} case{'s' * (len(names) != 1)} more than 10% slower than the " \
+                   "baseline (the default --threshold 10), exit status 1:", p.stderr
+    assert [ln.split(": ")[1].strip() for ln in lines] == [n.split(": ")[0] for n in names], p.stderr
+    given = ops("perf", *sel, "--baseline", str(old), "--threshold", "50", "--output", "csv")
+    assert given.returncode == 1 and "than the baseline (--threshold 50)" in given.stderr, given.stderr

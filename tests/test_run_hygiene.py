@@ -321,3 +321,15 @@ def test_perf_markdown_against_a_baseline_says_on_stderr_why_it_exits_1(tmp_path
     assert [ln.split(": ")[1].strip() for ln in lines] == [n.split(": ")[0] for n in names], p.stderr
     given = ops("perf", *sel, "--baseline", str(old), "--threshold", "50", "--output", "csv")
     assert given.returncode == 1 and "than the baseline (--threshold 50)" in given.stderr, given.stderr
+
+
+def test_support_piped_prints_plain_lines():
+    p = ops("support", "-b", "NUMPY", "-o", "ABS,SGN")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert not [ln for ln in lines if set(ln) & set("─│┃━┏┓┗┛┡┩└┘┬┴┼╇")], p.stdout   # no box drawing
+    # as the results say: per op, the status and the cases supported / run
+    run = json.loads(ops("support", "-b", "NUMPY", "-o", "ABS,SGN", "--output", "json").stdout)
+    n = {op: sum(r["op"] == op for r in run["results"]) for op in ("ABS", "SGN")}
+    assert lines[:3] == ["Op\tNUMPY", f"ABS\tsupported ({n['ABS']}/{n['ABS']})",
+                         f"SGN\tsupported ({n['SGN']}/{n['SGN']})"], p.stdout

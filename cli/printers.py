@@ -36,6 +36,7 @@ class ConsolePrinter:
         self.progress: Progress | None = None
         self.task = None
         self.failed: list[str] = []
+        self.idle = 0   # backends on which nothing ran
         # plain text is exactly what rich prints without a terminal or colours
         self.plain = not self.console.is_terminal and self.console.color_system is None
 
@@ -84,9 +85,11 @@ class ConsolePrinter:
                 # grad mode names what is missing, as test-backend-ops does (the op, a type)
                 self.line(head, f"not supported [{r.reason}]")
                 return
-            # the reference's own limits are always explained: the device is not at fault
-            why = r.reason and (self.verbose or r.blamed != r.device)
-            self.line(head, f"not supported [{r.blamed}]" + (f" {r.reason}" if why else ""))
+            # the reference's own limits are always explained: the device is not at fault;
+            # so are a device's in grad mode (the backward op it lacks: SILU_BACK)
+            why = r.reason and (self.verbose or r.blamed != r.device or self.mode == "grad")
+            reason = r.reason.removeprefix(f"{r.device}: ") if why else ""
+            self.line(head, f"not supported [{r.blamed}]" + (f" {reason}" if reason else ""))
             return
         if r.status == SKIPPED:
             self.line(head, r.reason)
@@ -139,6 +142,7 @@ class ConsolePrinter:
         if ok and self.mode in ("test", "grad") and results and not any(
                 r.status in (OK, FAIL, DEVIATION) for r in results):
             # nothing ran: not a pass (ops grad -b CANN-SIM said "0/0 tests passed", then OK)
+            self.idle += 1
             self.line(f"  Backend {name}: ", ("NOTHING RAN", "bold yellow"), " (every case not supported)")
         else:
             self.line(f"  Backend {name}: ", ("OK", STYLE[OK]) if ok else ("FAIL", STYLE[FAIL]))
@@ -152,8 +156,13 @@ class ConsolePrinter:
         self.line(("interrupted", "bold yellow"), f": {len(run.results)} case results kept")
 
     def end(self, n_ok: int, n_total: int) -> None:
-        self.line(f"{n_ok}/{n_total} backends passed")
-        self.line(("OK", STYLE[OK]) if n_ok == n_total else ("FAIL", STYLE[FAIL]))
+        # a backend on which nothing ran did not fail, nor did it pass
+        idle = f", {self.idle} on which nothing ran" if self.idle else ""
+        self.line(f"{n_ok - self.idle}/{n_total} backends passed{idle}")
+        if n_ok < n_total:
+            self.line(("FAIL", STYLE[FAIL]))
+        else:
+            self.line(("NOTHING RAN", "bold yellow") if self.idle == n_total else ("OK", STYLE[OK]))
 
 
 def format_flops(f: float) -> str:

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from _proc import proc_stats
+from cannops.backend.base import list_devices
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
@@ -333,3 +334,16 @@ def test_support_piped_prints_plain_lines():
     n = {op: sum(r["op"] == op for r in run["results"]) for op in ("ABS", "SGN")}
     assert lines[:3] == ["Op\tNUMPY", f"ABS\tsupported ({n['ABS']}/{n['ABS']})",
                          f"SGN\tsupported ({n['SGN']}/{n['SGN']})"], p.stdout
+
+
+@pytest.mark.skipif("CANN-SIM" not in [n for n, _ in list_devices()], reason="no CANN-SIM")
+def test_grad_on_cann_sim_where_nothing_runs_says_so_and_why():
+    # SWIGLU's and IM2COL's backward nodes (SILU_BACK, IM2COL_BACK) have no CANN handler
+    p = ops("grad", "-b", "CANN-SIM", "-o", "SWIGLU,IM2COL", "-p", r"ne_a=\[128,2,2,2\],v=0,split|d0=3,d1=0,is_2D=0")
+    assert p.returncode == 0, p.stderr
+    unsupported = [ln for ln in p.stdout.splitlines() if "not supported [CANN-SIM]" in ln]
+    assert unsupported and [ln for ln in unsupported if ln.endswith("[CANN-SIM]")] == [], p.stdout
+    assert all(ln.split("[CANN-SIM] ")[1].split(":")[0] in ("SILU_BACK", "IM2COL_BACK") for ln in unsupported)
+    lines = p.stdout.splitlines()
+    assert "  Backend CANN-SIM: NOTHING RAN (every case not supported)" in lines
+    assert lines[-2:] == ["0/1 backends passed, 1 on which nothing ran", "NOTHING RAN"], p.stdout

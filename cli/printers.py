@@ -7,7 +7,8 @@ import io
 import sys
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.text import Text
 
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
@@ -64,8 +65,11 @@ class ConsolePrinter:
         self.line("")
         self.failed = []
         if self.console.is_terminal:
+            # this device's cases: done, time taken, time left at the recent pace (a whole
+            # catalog is 20,773 cases a device, most of an hour)
             self.progress = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), console=self.console, transient=True)
+                                     TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(),
+                                     TextColumn("left"), console=self.console, transient=True)
             self.progress.start()
             self.task = self.progress.add_task(info.name, total=n_cases)
 

@@ -347,3 +347,27 @@ def test_grad_on_cann_sim_where_nothing_runs_says_so_and_why():
     lines = p.stdout.splitlines()
     assert "  Backend CANN-SIM: NOTHING RAN (every case not supported)" in lines
     assert lines[-2:] == ["0/1 backends passed, 1 on which nothing ran", "NOTHING RAN"], p.stdout
+
+
+def test_the_progress_bar_shows_each_devices_time_left():
+    import io
+    import re
+    from cannops.cli.printers import ConsolePrinter, make_console
+    from cannops.cli.results import OK, CaseResult, DeviceInfo
+    from rich.console import Console
+    printer = ConsolePrinter("test", Console(file=io.StringIO(), force_terminal=True, width=120))
+    shown = []
+    for dev in ("GGML-CPU", "CANN-SIM"):
+        printer.device_start(0, 2, DeviceInfo(dev), 40)
+        for _ in range(3):   # a case every 0.2 s: about 7 s left for the 37 others
+            time.sleep(0.2)
+            printer.case(CaseResult(dev, "ABS", "v=0", OK))
+        out = io.StringIO()
+        Console(file=out, width=120).print(printer.progress.make_tasks_table(printer.progress.tasks))
+        printer.device_end(dev, [], True)
+        shown.append(out.getvalue())
+    for dev, text in zip(("GGML-CPU", "CANN-SIM"), shown):
+        m = re.search(rf"{dev} .* 3/40 0:00:0\d elapsed, (\d):(\d\d):(\d\d) left", text)
+        assert m, text
+        left = int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
+        assert 3 <= left <= 30, text

@@ -2,6 +2,7 @@
 defects found by probing main): one run per results file, no process of a run left when
 `ops` returns, Ctrl-C and SIGTERM honoured by every command, bad input refused before any
 work, fuzzing inside the domain ggml accepts, and the smaller ones."""
+import importlib.util
 import json
 import os
 import signal
@@ -222,20 +223,53 @@ def test_fuzz_draws_few_cases_outside_the_domain(op, tmp_path):
     assert wasted <= 0.2 * sum(why.values()), why
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_the_pytest_plugin_stops_on_an_interrupt_and_never_passes(tmp_path, sig, reaped):
+@pytest.mark.parametrize("sig,to_group,xdist", [
+    ("SIGINT", True, False), ("SIGTERM", True, False),
+    ("SIGINT", True, True), ("SIGINT", False, True), ("SIGTERM", False, True)])
+def test_the_pytest_plugin_stops_on_an_interrupt_and_never_passes(tmp_path, sig, to_group, xdist, reaped):
+    """Every ABS case hangs: the interrupt must stop the session (under pytest-xdist too,
+    whose controller alone may get it), with no process left and a summary that counts
+    what did not run (before: '170 passed' where 1355 had not run)."""
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
-                             "--ops-op", "ABS", "--ops-device", "FAULTY", "--ops-timeout", "600"],
+                             "--ops-op", "ABS", "--ops-device", "FAULTY", "--ops-timeout", "600",
+                             *(["-n", "2"] if xdist else [])],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, OPS_FAULTY="hang=ABS", PYTHONUNBUFFERED="1"),
                             start_new_session=True)
     reaped.append(proc)
-    wait_for(proc, "collected 8 items")
-    time.sleep(1.0)   # the first case hangs in its worker
-    os.killpg(proc.pid, getattr(signal, sig))
+    wait_for(proc, "2 workers [8 items]" if xdist else "collected 8 items")
+    time.sleep(2.0)   # the first cases hang in their workers
+    t0 = time.monotonic()
+    (os.killpg(proc.pid, getattr(signal, sig)) if to_group else proc.send_signal(getattr(signal, sig)))
     rc, left, out, err = finish(proc)
+    took = time.monotonic() - t0
     assert rc == 128 + getattr(signal, sig) and not left, (rc, left, out[-2000:], err[-2000:])
-    assert "passed" not in out.splitlines()[-1], out
+    last = summary_line(out)
+    assert "passed" not in last and "8 not run (interrupted)" in last, out
+    # xdist would wait 10 s for workers that the signal did not reach
+    assert took < 9, f"{took:.1f} s to stop"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="no pytest-xdist")
+def test_the_pytest_plugin_under_xdist_counts_what_an_interrupt_left(tmp_path, reaped):
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+                             "--ops-op", "MUL_MAT", "--ops-device", "NUMPY", "-n", "2", "-v"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+    reaped.append(proc)
+    collected = int(wait_for(proc, " workers [")[-1].split("[")[1].split()[0])
+    before = wait_for(proc, "PASSED")   # cases pass, the queues are full
+    proc.send_signal(signal.SIGINT)   # the controller alone, as a CI's timeout may
+    rc, left, out, err = finish(proc)
+    assert rc == 130 and not left, (rc, left, err[-2000:])
+    passed = ("".join(before) + out).count(" PASSED ")
+    assert summary_line(out).split(" in ")[0].strip("= ") == \
+        f"{passed} passed, {collected - passed} not run (interrupted)", out[-3000:]
+
+
+def summary_line(out: str) -> str:
+    """pytest's closing '=== 3 passed, 5 not run (interrupted) in 1.2s ===' line."""
+    return [ln for ln in out.splitlines() if ln.startswith("=") and " in " in ln][-1]
 
 
 # --- 6. the smaller ones ----------------------------------------------------------------------------

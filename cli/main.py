@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
                       catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       selected_devices, selection_options, worker_count)
@@ -317,7 +317,7 @@ def fuzz(ops, backends, examples, seed, timeout):
     seed = random.randrange(2**31) if seed is None else seed
     say = click.echo
     failed = False
-    say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {examples} examples each, "
+    say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {plural(examples, 'example')} each, "
         f"--seed {seed} (examples database: {cache_dir()})")
     with stop_on_signals() as stopped:
         try:
@@ -440,7 +440,7 @@ def merge(results, out_path, allow_partial):
         check_writable(out_path)
         write_or_fail(out_path, merged.write_json, out_path)
         for dev, c in merged.summary().items():
-            _Stdout.write(click.echo, f"{dev}: {c['total']} cases, {c['OK']} OK, "
+            _Stdout.write(click.echo, f"{dev}: {plural(c['total'], 'case')}, {c['OK']} OK, "
                                       f"{c['not supported']} not supported, {c['FAIL']} FAIL")
     else:
         from .printers import write_json

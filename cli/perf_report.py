@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+from . import plural
 from .results import OK, CaseResult, Run, load_run
 from .support import run_devices
 
@@ -153,7 +154,7 @@ def slower_note(slower, threshold_pct: float, default: bool) -> list[str]:
     status is 1, one line per case, and the threshold that applied."""
     n = sum(len(v) for v in slower.values())
     given = "the default --threshold" if default else "--threshold"
-    return [f"ops: {n} case{'s' if n != 1 else ''} more than {threshold_pct:g}% slower than the baseline "
+    return [f"ops: {plural(n, 'case')} more than {threshold_pct:g}% slower than the baseline "
             f"({given} {threshold_pct:g}), exit status 1:"] + [
         f"ops:   {dev} {name}: {base:.2f} -> {base * (1 + change / 100):.2f} us/run ({change:+.1f}%)"
         for dev, cases in slower.items() for name, (base, change) in cases.items()]
@@ -167,7 +168,7 @@ def slower_lines(slower, threshold_pct: float) -> list[str]:
     for dev, cases in slower.items():
         for name, (base, change) in cases.items():
             rows.append([dev, name, f"{base:.2f}", f"{base * (1 + change / 100):.2f}", f"{change:+.1f}%"])
-    return ["", f"{n} cases more than {threshold_pct:g}% slower than the baseline:", "",
+    return ["", f"{plural(n, 'case')} more than {threshold_pct:g}% slower than the baseline:", "",
             *md_table(["Device", "Case", "Baseline us/run", "Now us/run", "Change"], rows, {2, 3, 4})]
 
 

@@ -11,6 +11,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 from rich.text import Text
 
+from . import plural
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 
 STYLE = {OK: "bold green", FAIL: "bold red", DEVIATION: "bold yellow", NOT_SUPPORTED: "", "SUPPORTED": "bold green"}
@@ -53,7 +54,7 @@ class ConsolePrinter:
 
     # --- run ---
     def start(self, n_devices: int) -> None:
-        self.line(f"Testing {n_devices} device{'s' if n_devices != 1 else ''}")
+        self.line(f"Testing {plural(n_devices, 'device')}")
         self.line("")
 
     def device_start(self, i: int, n: int, info: DeviceInfo, n_cases: int) -> None:
@@ -157,7 +158,7 @@ class ConsolePrinter:
             self.progress.stop()
             self.progress = None
         self.line("")
-        self.line(("interrupted", "bold yellow"), f": {len(run.results)} case results kept")
+        self.line(("interrupted", "bold yellow"), f": {plural(len(run.results), 'case result')} kept")
 
     def end(self, n_ok: int, n_total: int) -> None:
         # a backend on which nothing ran did not fail, nor did it pass

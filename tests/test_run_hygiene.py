@@ -173,7 +173,8 @@ def test_j_above_the_cases_or_the_cores_starts_no_idle_workers():
     t0 = time.monotonic()
     p = ops("test", "-b", "NUMPY", *TWO, "-j", "1000")
     assert p.returncode == 0 and time.monotonic() - t0 < 60, p.stderr
-    assert p.stderr == f"ops: note: -j 1000 capped at {cap} workers ({JOBS_PER_CORE} per core, {os.cpu_count()} cores)\n"
+    cores = f"{os.cpu_count()} core{'s' * (os.cpu_count() != 1)}"
+    assert p.stderr == f"ops: note: -j 1000 capped at {cap} workers ({JOBS_PER_CORE} per core, {cores})\n"
 
 
 # --- 2. ops fuzz draws only cases ggml accepts ----------------------------------------------------
@@ -405,3 +406,17 @@ def test_the_progress_bar_shows_each_devices_time_left():
         assert m, text
         left = int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
         assert 3 <= left <= 30, text
+
+
+def test_a_count_of_one_is_singular(tmp_path):
+    import re
+    one = "ABS(type=f32,ne_a=[5,7,11,13],v=0)"
+    res = tmp_path / "r.json"
+    assert ops("test", "-b", "NUMPY", "-o", one, "--results", str(res)).returncode == 0
+    merged = ops("merge", str(res), "--out", str(tmp_path / "m.json"))
+    fuzzed = ops("fuzz", "-o", "ABS", "-b", "NUMPY", "--examples", "1", "--seed", "1",
+                 env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert merged.stdout == "NUMPY: 1 case, 1 OK, 0 not supported, 0 FAIL\n", merged.stdout
+    assert fuzzed.stdout.startswith("Fuzzing ABS on NUMPY: 1 example each, --seed 1 "), fuzzed.stdout
+    for text in (merged.stdout, fuzzed.stdout):
+        assert not re.search(r"\b1 (cases|examples|devices|cores|case results)\b", text), text

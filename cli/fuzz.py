@@ -8,9 +8,10 @@ permutations are swapped and whose other params (types, flags, modes) take any v
 grid holds for them (generic_domain). A family may declare a tighter domain
 (Family.fuzz_domain). The rules of the domain are those of `ops test -o NAME` off the grid:
 the graph model's (graph.check_shape: ggml_new_tensor's) and the family's build() (its
-test struct's asserts); a draw they refuse is outside the domain (rejected, not a failure). Each case runs as `ops test` runs it, in a
-worker process (a crash is a FAIL, the fuzzer goes on); a FAIL is shrunk by Hypothesis to a
-minimal case, printed as a case line that `ops test -o 'NAME'` reproduces.
+test struct's asserts); a draw they refuse is outside the domain (rejected, not a failure).
+Each case runs as `ops test` runs it, in a worker process (a crash is a FAIL, the fuzzer
+goes on); a FAIL is shrunk by Hypothesis to a minimal case, printed as a case line that
+`ops test -o 'NAME'` reproduces.
 """
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
     perms = {k for k in seen if all(_is_perm(p[k]) for p in grid if k in p)}
     ne_of = [{n for t in g.tensors for n in t.ne} for g in graphs]
     shapes = {k for k in seen if k not in perms and all(
-        _is_shape(p[k]) and (isinstance(p[k], list) or p[k] <= 1 or p[k] in ne)
+        _is_shape(p[k]) and (isinstance(p[k], (list, tuple)) or p[k] <= 1 or p[k] in ne)
         for p, ne in zip(grid, ne_of) if k in p)}
     types = {k for k, vals in seen.items() if all(isinstance(v, str) and v in TYPES for v in vals.values())}
     kept = {k: {i for i in range(max(len(p[k]) for p in grid if k in p))
@@ -168,7 +169,9 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
         if not _builds(family, params):
             params.update({k: template[k] for k in template if k not in perms and k not in shapes
                            and k not in types})
-        if hidden and _builds(family, params):
+            if not _builds(family, params):
+                return params   # outside the domain: explore() rejects it
+        if hidden:
             try:
                 named = case_from_name(Case(family, params).name)
             except ValueError:

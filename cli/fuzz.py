@@ -117,9 +117,10 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
     points built), inside what ggml's constructors take, so that few draws are wasted:
     - a row (ne[0] of a tensor allocated) is drawn in whole blocks of the block types
       drawn; a grid point with a row of 1, which no block type fills, keeps to types of
-      blocks of 1 (graph.check_shape is the rule);
-    - an int param is a dim when each of its grid values is a dim of its grid point's
-      tensors; any other (ROPE's mode) takes the values the grid holds, as types and flags;
+      blocks of 1 (graph.check_shape is the rule); a dim even in the grid point stays even;
+    - an int param is a dim when most of its grid values are a dim of their grid point's
+      tensors (ROPE's n_dims); any other (ROPE's mode, a conv's padding) takes the values
+      the grid holds, as types and flags;
     - a permutation is one the grid holds or a swap of two axes, never of an axis every
       grid point keeps in place (test_mul_mat's dim 0), nor of axis 0 under a block type;
     - types, flags and modes drawn from the whole grid that the family's build() refuses
@@ -128,9 +129,11 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
     seen = printed_values(grid)
     perms = {k for k in seen if all(_is_perm(p[k]) for p in grid if k in p)}
     ne_of = [{n for t in g.tensors for n in t.ne} for g in graphs]
-    shapes = {k for k in seen if k not in perms and all(
-        _is_shape(p[k]) and (isinstance(p[k], (list, tuple)) or p[k] <= 1 or p[k] in ne)
-        for p, ne in zip(grid, ne_of) if k in p)}
+    shapes = {k for k in seen if k not in perms and all(_is_shape(p[k]) for p in grid if k in p)}
+    for k in [k for k in shapes if all(type(p[k]) is int for p in grid if k in p)]:
+        as_dim = [p[k] in ne for p, ne in zip(grid, ne_of) if k in p and p[k] > 1]
+        if sum(as_dim) * 2 <= len(as_dim):
+            shapes.discard(k)
     types = {k for k, vals in seen.items() if all(isinstance(v, str) and v in TYPES for v in vals.values())}
     kept = {k: {i for i in range(max(len(p[k]) for p in grid if k in p))
                 if all(not any(p[k]) or p[k][i] == i for p in grid if k in p)} for k in perms}
@@ -156,7 +159,9 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
             params[k] = draw_(st.sampled_from(values))
         # rows hold whole blocks of each drawn type: rounded up to them
         block = math.lcm(1, *(ggml_type(params[k]).blck_size for k in types if k in params))
-        new = {i: -(-n // block) * block if i in row else n for i, n in drawn.items()}
+        # and a dim even in the grid point stays even (ROPE's rotated pairs)
+        step = {i: math.lcm(block if i in row else 1, 2 - i % 2) for i in drawn}
+        new = {i: -(-n // step[i]) * step[i] for i, n in drawn.items()}
         for k, v in template.items():
             if k in perms:
                 fixed = kept[k] | ({0} if block > 1 else set())

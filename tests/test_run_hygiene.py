@@ -161,6 +161,9 @@ def test_a_directory_as_an_output_file_is_refused_at_start(tmp_path, flag):
     ("GET_ROWS(type=q4_0,n=31,m=5,r=3,be1=1,be2=1,v=0)", "whole blocks of 32"),
     ("MUL_MAT(type_a=f32,type_b=f32,m=1,n=2,k=1,bs=[1,1],nr=[1,1],per=[3,0,1,2],k_v=0,o=1)",
      "test_mul_mat swaps two dims"),
+    # ops fuzz's n_dims > ne[0]: an IndexError in the reference, an abort in ggml's kernels
+    ("ROPE(type=f32,ne_a=[1,1,1,1],n_dims=128,mode=0,n_ctx=512,fs=1.000000,ef=0.000000,af=1.000000,ff=0,v=0,"
+     "inplace=0)", "ROPE rotates an even n_dims of at most ne[0] = 1"),
 ])
 def test_an_off_grid_name_outside_the_domain_is_one_line(name, message):
     one_line_error(ops("test", "-b", "NUMPY", "-o", name), message)

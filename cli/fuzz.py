@@ -117,7 +117,8 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
     points built), inside what ggml's constructors take, so that few draws are wasted:
     - a row (ne[0] of a tensor allocated) is drawn in whole blocks of the block types
       drawn; a grid point with a row of 1, which no block type fills, keeps to types of
-      blocks of 1 (graph.check_shape is the rule); a dim even in the grid point stays even;
+      blocks of 1 (graph.check_shape is the rule); a size an int param gives stays even
+      where it is even (ROPE's n_dims rotates pairs);
     - an int param is a dim when most of its grid values are a dim of their grid point's
       tensors (ROPE's n_dims); any other (ROPE's mode, a conv's padding) takes the values
       the grid holds, as types and flags;
@@ -132,7 +133,7 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
     shapes = {k for k in seen if k not in perms and all(_is_shape(p[k]) for p in grid if k in p)}
     for k in [k for k in shapes if all(type(p[k]) is int for p in grid if k in p)]:
         as_dim = [p[k] in ne for p, ne in zip(grid, ne_of) if k in p and p[k] > 1]
-        if sum(as_dim) * 2 <= len(as_dim):
+        if as_dim and sum(as_dim) * 2 <= len(as_dim):
             shapes.discard(k)
     types = {k for k, vals in seen.items() if all(isinstance(v, str) and v in TYPES for v in vals.values())}
     kept = {k: {i for i in range(max(len(p[k]) for p in grid if k in p))
@@ -147,6 +148,7 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
         at = draw_(st.integers(0, len(grid) - 1))
         template, row = grid[at], rows[at]
         dims = sorted({i for k in shapes if k in template for i in _ints(template[k]) if i > 1})
+        scalars = {template[k] for k in shapes if type(template.get(k)) is int}
         # a drawn value for each distinct dim: 1 upward, so that a case shrinks to small shapes
         drawn = {i: draw_(st.integers(1, max(2 * i, 16)), label=f"dim {i}") for i in dims}
         params = {}
@@ -159,8 +161,8 @@ def generic_domain(st, family, grid: list[Params], graphs: list):
             params[k] = draw_(st.sampled_from(values))
         # rows hold whole blocks of each drawn type: rounded up to them
         block = math.lcm(1, *(ggml_type(params[k]).blck_size for k in types if k in params))
-        # and a dim even in the grid point stays even (ROPE's rotated pairs)
-        step = {i: math.lcm(block if i in row else 1, 2 - i % 2) for i in drawn}
+        # a size an int param gives (ROPE's n_dims, MUL_MAT's k) stays even where it is even
+        step = {i: math.lcm(block if i in row else 1, 2 if i % 2 == 0 and i in scalars else 1) for i in drawn}
         new = {i: -(-n // step[i]) * step[i] for i, n in drawn.items()}
         for k, v in template.items():
             if k in perms:

@@ -42,7 +42,10 @@ def build_mul_mat(g, type_a, type_b, m, n, k, bs, nr, per, k_v, o, src_overlap=F
     ne_a = [k, m, bs[0], bs[1]]
     ne_b = [k, n, bs[0] * nr[0], bs[1] * nr[1]]
     if list(per) != [0, 1, 2, 3]:
-        # created in permuted order, then permuted back to {k, m|n, ...}
+        # created in permuted order, then permuted back to {k, m|n, ...}: two dims swapped,
+        # as test_mul_mat asserts (a block type's dim 0 stays: graph.permute refuses it)
+        if sum(p != i for i, p in enumerate(per)) != 2:
+            raise ValueError(f"test_mul_mat swaps two dims: per={list(per)} moves more")
         assert k_v == 0 and m_v == 0
         a = g.new_tensor(type_a, [ne_a[p] for p in per], "a")
         b = g.new_tensor(type_b, [ne_b[p] for p in per], "b")

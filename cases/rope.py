@@ -25,6 +25,9 @@ def rope(a: Tensor, pos: Tensor, freq: Tensor | None, n_dims: int, mode: int, n_
     at words 5..10, i32 sections[4] at 11..14 (zero unless an M-RoPE mode gave them).
     pos holds ne2 positions, or 4 * ne2 (t, h, w, e blocks) when mode has the M-RoPE bit."""
     assert mode & 1 == 0
+    if not (0 < n_dims <= a.ne[0] and n_dims % 2 == 0):
+        # what every ggml backend's ROPE kernel asserts (ggml_rope_impl itself does not)
+        raise ValueError(f"ROPE rotates an even n_dims of at most ne[0] = {a.ne[0]}: n_dims = {n_dims}")
     assert pos.type == I32 and pos.ne[1:] == (1, 1, 1)
     assert pos.ne[0] == a.ne[2] * (4 if mode & MROPE else 1)
     assert freq is None or (freq.type == F32 and freq.ne[0] >= n_dims // 2)

@@ -2,29 +2,37 @@
 
 The fixed grids of test-backend-ops miss shapes (odd sizes, other broadcast patterns); the
 fuzzer draws cases around them. A family's domain is, by default, derived from its grid
-points: a drawn grid point whose shape ints are replaced (each distinct value > 1 by a drawn
-one, so that dims equal in the grid point stay equal), whose permutations are permuted and
-whose other params (types, flags, modes) take any value the grid holds for them. A family
-may declare a tighter domain (Family.fuzz_domain). A draw the family's build() refuses is
-outside the domain (rejected, not a failure). Each case runs as `ops test` runs it, in a
-worker process (a crash is a FAIL, the fuzzer goes on); a FAIL is shrunk by Hypothesis to a
-minimal case, printed as a case line that `ops test -o 'NAME'` reproduces.
+points: a drawn grid point whose dims are replaced (each distinct value > 1 by a drawn one,
+so that dims equal in the grid point stay equal; a row in whole blocks of its types), whose
+permutations are swapped and whose other params (types, flags, modes) take any value the
+grid holds for them (generic_domain). A family may declare a tighter domain
+(Family.fuzz_domain). The rules of the domain are those of `ops test -o NAME` off the grid:
+the graph model's (graph.check_shape: ggml_new_tensor's) and the family's build() (its
+test struct's asserts); a draw they refuse is outside the domain (rejected, not a failure).
+Each case runs as `ops test` runs it, in a worker process (a crash is a FAIL, the fuzzer
+goes on); a FAIL is shrunk by Hypothesis to a minimal case, printed as a case line that
+`ops test -o 'NAME'` reproduces.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import os
 import signal
 from dataclasses import dataclass, field
 
 from cannops.cases.catalog import Case, Params
 from cannops.cases.names import case_from_name, cases_by_op, printed_values
+from cannops.cases.types import TYPES, ggml_type
 
 from .results import FAIL, CaseResult
 from .workers import WorkerPool
 
-MAX_BYTES = 64 << 20   # a drawn case's tensors: at most this, or 4x its grid point's
+# a drawn case's tensors, counted as f32 (what the reference and a quantizer cost grows with
+# elements, not packed bytes): at most this, or the family's largest grid point (an iq3_xxs
+# MUL_MAT of 2.5 times that took 160 s on a loaded machine: a timeout, not a fault)
+MAX_BYTES = 64 << 20
 INPUT_SEED = 0         # the inputs of `ops test`'s default --seed: the case line reproduces as printed
 
 
@@ -81,7 +89,9 @@ def _is_shape(v) -> bool:
 
 
 def _is_perm(v) -> bool:
-    return isinstance(v, (list, tuple)) and _is_shape(v) and sorted(v) == list(range(len(v)))
+    """A permutation of axes, or all zeros (CPY's 'no permutation')."""
+    return (isinstance(v, (list, tuple)) and _is_shape(v)
+            and (sorted(v) == list(range(len(v))) or not any(v)))
 
 
 def _remap(v, new: dict[int, int]):
@@ -90,28 +100,101 @@ def _remap(v, new: dict[int, int]):
     return new.get(v, v)
 
 
-def generic_domain(st, grid: list[Params]):
-    """Params drawn around the grid points (see the module's docstring)."""
+def _swaps(n: int, fixed: set[int]) -> list[list[int]]:
+    """The permutations of n axes that swap two of them, none of `fixed`."""
+    out = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            if i not in fixed and j not in fixed:
+                p = list(range(n))
+                p[i], p[j] = j, i
+                out.append(p)
+    return out
+
+
+def generic_domain(st, family, grid: list[Params], graphs: list):
+    """Params drawn around the grid points (see the module's docstring; `graphs`: the grid
+    points built), inside what ggml's constructors take, so that few draws are wasted:
+    - a row (ne[0] of a tensor allocated) is drawn in whole blocks of the block types
+      drawn; a grid point with a row of 1, which no block type fills, keeps to types of
+      blocks of 1 (graph.check_shape is the rule); a size an int param gives stays even
+      where it is even (ROPE's n_dims rotates pairs);
+    - an int param is a dim when most of its grid values are a dim of their grid point's
+      tensors (ROPE's n_dims); any other (ROPE's mode, a conv's padding) takes the values
+      the grid holds, as types and flags;
+    - a permutation is one the grid holds or a swap of two axes, never of an axis every
+      grid point keeps in place (test_mul_mat's dim 0), nor of axis 0 under a block type;
+    - types, flags and modes drawn from the whole grid that the family's build() refuses
+      together (SOFT_MAX's ALiBi without a mask) are the grid point's own; those the case
+      name does not print are the ones its name gives back."""
     seen = printed_values(grid)
     perms = {k for k in seen if all(_is_perm(p[k]) for p in grid if k in p)}
+    ne_of = [{n for t in g.tensors for n in t.ne} for g in graphs]
     shapes = {k for k in seen if k not in perms and all(_is_shape(p[k]) for p in grid if k in p)}
+    for k in [k for k in shapes if all(type(p[k]) is int for p in grid if k in p)]:
+        as_dim = [p[k] in ne for p, ne in zip(grid, ne_of) if k in p and p[k] > 1]
+        if as_dim and sum(as_dim) * 2 <= len(as_dim):
+            shapes.discard(k)
+    types = {k for k, vals in seen.items() if all(isinstance(v, str) and v in TYPES for v in vals.values())}
+    kept = {k: {i for i in range(max(len(p[k]) for p in grid if k in p))
+                if all(not any(p[k]) or p[k][i] == i for p in grid if k in p)} for k in perms}
+    rows = [{t.ne[0] for t in g.tensors if not t.is_view()} for g in graphs]
+    # params the case name does not print (the op of a binary family, ADD's inplace): those
+    # of the case the name gives back (names.case_from_name)
+    hidden = set(seen) - set(family.vars) if isinstance(family.vars, tuple) else set()
 
     @st.composite
     def draw(draw_):
-        template = draw_(st.sampled_from(grid))
+        at = draw_(st.integers(0, len(grid) - 1))
+        template, row = grid[at], rows[at]
         dims = sorted({i for k in shapes if k in template for i in _ints(template[k]) if i > 1})
+        scalars = {template[k] for k in shapes if type(template.get(k)) is int}
         # a drawn value for each distinct dim: 1 upward, so that a case shrinks to small shapes
-        new = {i: draw_(st.integers(1, max(2 * i, 16)), label=f"dim {i}") for i in dims}
+        drawn = {i: draw_(st.integers(1, max(2 * i, 16)), label=f"dim {i}") for i in dims}
         params = {}
         for k, v in template.items():
+            if k in perms or k in shapes:
+                continue
+            values = [v] if k in hidden else list(seen[k].values())
+            if k in types and 1 in row:
+                values = [t for t in values if ggml_type(t).blck_size == 1] or [v]
+            params[k] = draw_(st.sampled_from(values))
+        # rows hold whole blocks of each drawn type: rounded up to them
+        block = math.lcm(1, *(ggml_type(params[k]).blck_size for k in types if k in params))
+        # a size an int param gives (ROPE's n_dims, MUL_MAT's k) stays even where it is even
+        step = {i: math.lcm(block if i in row else 1, 2 if i % 2 == 0 and i in scalars else 1) for i in drawn}
+        new = {i: -(-n // step[i]) * step[i] for i, n in drawn.items()}
+        for k, v in template.items():
             if k in perms:
-                params[k] = type(v)(draw_(st.permutations(list(v))))
+                fixed = kept[k] | ({0} if block > 1 else set())
+                choices = [p for p in map(list, seen[k].values()) if not any(p) or
+                           all(p[i] == i for i in fixed)] + _swaps(len(v), fixed)
+                params[k] = type(v)(draw_(st.sampled_from(sorted({tuple(p) for p in choices}))))
             elif k in shapes:
                 params[k] = _remap(v, new)
-            else:
-                params[k] = draw_(st.sampled_from(list(seen[k].values())))
+        params = {k: params[k] for k in template}
+        if not _builds(family, params):
+            params.update({k: template[k] for k in template if k not in perms and k not in shapes
+                           and k not in types})
+            if not _builds(family, params):
+                return params   # outside the domain: explore() rejects it
+        if hidden:
+            try:
+                named = case_from_name(Case(family, params).name)
+            except ValueError:
+                return params
+            if named.family is family:
+                params.update({k: named.params[k] for k in hidden})
         return params
     return draw()
+
+
+def _builds(family, params) -> bool:
+    try:
+        Case(family, params).build()
+        return True
+    except Exception:   # the family's own validation: an assert, a ValueError
+        return False
 
 
 def reproduce_env(device: str) -> str:
@@ -124,7 +207,7 @@ def reproduce_env(device: str) -> str:
 
 
 def graph_bytes(g) -> int:
-    return sum(t.nbytes() for t in g.tensors if not t.is_view())
+    return 4 * sum(t.nelements() for t in g.tensors if not t.is_view())
 
 
 @dataclass
@@ -147,9 +230,12 @@ def domain(st, op: str):
         grids.setdefault(c.family.name, (c.family, []))[1].append(c.params)
     if not grids:
         raise ValueError(f"{op} has no test cases")
-    strategies = [st.tuples(st.just(fam), fam.fuzz_domain(st) if fam.fuzz_domain else generic_domain(st, points))
-                  for fam, points in grids.values()]
-    sizes = {name: max(graph_bytes(Case(fam, p).build()) for p in points) for name, (fam, points) in grids.items()}
+    strategies, sizes = [], {}
+    for name, (fam, points) in grids.items():
+        graphs = [Case(fam, p).build() for p in points]
+        sizes[name] = max(map(graph_bytes, graphs))
+        strategies.append(st.tuples(st.just(fam), fam.fuzz_domain(st) if fam.fuzz_domain
+                                    else generic_domain(st, fam, points, graphs)))
     return st.one_of(strategies), sizes
 
 
@@ -191,7 +277,7 @@ def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None, sto
             outside("build refused it")
         if case.op != op:
             outside("another op")
-        if graph_bytes(g) > max(MAX_BYTES, 4 * grid_bytes[fam.name]):
+        if graph_bytes(g) > max(MAX_BYTES, grid_bytes[fam.name]):
             outside("too large")
         try:
             named = case_from_name(case.name)

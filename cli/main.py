@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
                       catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       selected_devices, selection_options, worker_count)
@@ -195,7 +195,7 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     """Benchmark each case: runs, us/run, GFLOPS or GB/s; several devices side by side."""
     from .perf_report import (PLOT_FORMATS, PerfBaselineError, load_perf_baseline, markdown_side_by_side,
                               markdown_vs_baseline, plot_perf, side_by_side_lines, slower_lines,
-                              slower_than_baseline)
+                              slower_note, slower_than_baseline)
     if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
         raise BadInput(f"--threshold must be at least 0 (got {threshold_pct:g})")
     check_seconds("--min-time", kw["min_seconds"])
@@ -227,6 +227,10 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     status = run.exit_status
     if status == 0 and slower:
         status = 1
+        if markdown or kw["output"] != "console":   # the table of slower cases is not on stdout
+            from click.core import ParameterSource
+            default = click.get_current_context().get_parameter_source("threshold_pct") == ParameterSource.DEFAULT
+            click.echo("\n".join(slower_note(slower, threshold_pct, default)), err=True)
     sys.exit(_Stdout.status(status))
 
 
@@ -322,7 +326,7 @@ def fuzz(ops, backends, examples, seed, timeout):
     seed = random.randrange(2**31) if seed is None else seed
     say = click.echo
     failed = False
-    say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {examples} examples each, "
+    say(f"Fuzzing {', '.join(names)} on {', '.join(t.label for t in targets)}: {plural(examples, 'example')} each, "
         f"--seed {seed} (examples database: {cache_dir()})")
     with stop_on_signals() as stopped:
         try:
@@ -437,11 +441,15 @@ def merge(results, out_path, allow_partial):
         merged = merge_runs(runs, results, allow_partial)
     except ValueError as e:
         raise BadInput(str(e)) from None
+    for path, run in zip(results, runs):
+        if run.interrupted:
+            click.echo(f"ops: warning: {path} is of an interrupted run: the cases it did not reach "
+                       f"are missing, and the merged results are marked interrupted", err=True)
     if out_path:
         check_writable(out_path)
         write_or_fail(out_path, merged.write_json, out_path)
         for dev, c in merged.summary().items():
-            _Stdout.write(click.echo, f"{dev}: {c['total']} cases, {c['OK']} OK, "
+            _Stdout.write(click.echo, f"{dev}: {plural(c['total'], 'case')}, {c['OK']} OK, "
                                       f"{c['not supported']} not supported, {c['FAIL']} FAIL")
     else:
         from .printers import write_json

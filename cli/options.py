@@ -8,6 +8,7 @@ import re
 
 import click
 
+from . import plural
 from .selection import BadInput, per_soc, select_cases, select_devices, split_ops_filter
 
 OUTPUTS = ("console", "csv", "json", "junit")
@@ -147,7 +148,7 @@ def worker_count(jobs: int, n_cases: int) -> int:
     cap = JOBS_PER_CORE * cores
     if jobs > cap:
         click.echo(f"ops: note: -j {jobs} capped at {cap} workers ({JOBS_PER_CORE} per core, "
-                   f"{cores} cores)", err=True)
+                   f"{plural(cores, 'core')})", err=True)
     return max(1, min(jobs, cap, n_cases))
 
 

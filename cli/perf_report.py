@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
+from . import plural
 from .results import OK, CaseResult, Run, load_run
 from .support import run_devices
 
@@ -182,6 +183,17 @@ def slower_than_baseline(run: Run, baseline: PerfBaseline, threshold_pct: float)
     return out
 
 
+def slower_note(slower, threshold_pct: float, default: bool) -> list[str]:
+    """For stderr, where stdout holds other tables (--markdown, --output): why the exit
+    status is 1, one line per case, and the threshold that applied."""
+    n = sum(len(v) for v in slower.values())
+    given = "the default --threshold" if default else "--threshold"
+    return [f"ops: {plural(n, 'case')} more than {threshold_pct:g}% slower than the baseline "
+            f"({given} {threshold_pct:g}), exit status 1:"] + [
+        f"ops:   {dev} {name}: {base:.2f} -> {base * (1 + change / 100):.2f} us/run ({change:+.1f}%)"
+        for dev, cases in slower.items() for name, (base, change) in cases.items()]
+
+
 def slower_lines(slower, threshold_pct: float) -> list[str]:
     n = sum(len(v) for v in slower.values())
     if not n:
@@ -190,7 +202,7 @@ def slower_lines(slower, threshold_pct: float) -> list[str]:
     for dev, cases in slower.items():
         for name, (base, change) in cases.items():
             rows.append([dev, name, f"{base:.2f}", f"{base * (1 + change / 100):.2f}", f"{change:+.1f}%"])
-    return ["", f"{n} cases more than {threshold_pct:g}% slower than the baseline:", "",
+    return ["", f"{plural(n, 'case')} more than {threshold_pct:g}% slower than the baseline:", "",
             *md_table(["Device", "Case", "Baseline us/run", "Now us/run", "Change"], rows, {2, 3, 4})]
 
 

@@ -9,6 +9,7 @@ adds its options: nothing is imported, nothing collected.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -16,26 +17,62 @@ import pytest
 
 # the signal (SIGINT, SIGTERM) that stopped the session, once one came
 STOPPED: list[int] = []
+# pytest-xdist's workers, in its controller: a signal to the controller alone is theirs too
+XDIST_WORKERS: list[int] = []
+XDIST_WORKER = False   # this process is one of them
 
 
 def _stop(signum, frame):
+    if STOPPED and XDIST_WORKER:
+        return   # the controller passes on the group's signal: one stop is enough
     STOPPED.append(signum)
+    for pid in XDIST_WORKERS:
+        try:
+            os.kill(pid, signum)   # at once, not after xdist's 10 s wait for their queues
+        except OSError:
+            pass
     raise KeyboardInterrupt
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_newgateway(gateway):
+    if signal.getsignal(signal.SIGINT) is _stop:   # with --ops-op
+        XDIST_WORKERS.append(gateway._rinfo().pid)   # as xdist's own reporter reads it
 
 
 def pytest_configure(config):
     """With --ops-op, Ctrl-C and SIGTERM stop the session wherever it is, as `ops test`:
     in a pytest-xdist worker too (which went on through its whole queue, a hung case at a
     time, and reported a pass). Installed in the main thread only, as signal() requires."""
+    global XDIST_WORKER
+    XDIST_WORKER = hasattr(config, "workerinput")
     if config.option.ops_op and threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, _stop)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A session stopped by a signal never ends as a pass: its status is ops test's."""
-    if STOPPED:
-        session.exitstatus = 128 + STOPPED[0]
+    """A session stopped by a signal never ends as a pass: its status is ops test's, and
+    its summary line counts the items it did not reach ("170 passed, 1355 not run
+    (interrupted)", not "170 passed"), under pytest-xdist too (in the controller)."""
+    if not STOPPED:
+        return
+    session.exitstatus = 128 + STOPPED[0]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        done = {r.nodeid for key in ("passed", "failed", "skipped", "error", "xfailed", "xpassed")
+                for r in reporter.stats.get(key, ()) if hasattr(r, "nodeid")}
+        left = session.testscollected - len(done)
+        if left > 0:
+            reporter.stats["not run (interrupted)"] = [NotRun()] * left
+            # the reporter caches the kinds its summary line counts (pytest 7-9): recounted
+            if hasattr(reporter, "_known_types"):
+                reporter._known_types = None
+
+
+class NotRun:
+    """An item an interrupt kept from running, as the summary line counts it."""
+    count_towards_summary = True
 
 
 def pytest_addoption(parser):

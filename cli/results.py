@@ -258,7 +258,7 @@ def load_run(path: str) -> Run:
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON ({e.msg} at line {e.lineno})") from None
+        raise ValueError(f"{path} is not valid JSON ({e.msg}: line {e.lineno} column {e.colno})") from None
     except RecursionError:
         raise ValueError(f"{path} is not valid JSON (nested too deeply)") from None
     try:
@@ -305,21 +305,27 @@ def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> boo
     return bool(missing)
 
 
+# what a merge's runs must share, as the user names it
+SAME_RUN = (("mode", "mode"), ("seed", "--seed"), ("ops_filter", "-o"), ("params_filter", "-p"),
+            ("strict", "--strict"))
+
+
 def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: bool = False) -> Run:
     """One run from shards: same mode and seed; results keyed by (case index, device). A
     merge of some shards only (allow_partial) is marked as interrupted: partial results."""
     if not runs:
         raise ValueError("nothing to merge")
     first = runs[0]
-    for path, r in zip(paths or [f"run {i + 1}" for i in range(len(runs))], runs):
+    paths = paths or [f"run {i + 1}" for i in range(len(runs))]
+    for path, r in zip(paths, runs):
         if r.catalog != first.catalog:
             raise ValueError(f"cannot merge results of different catalog versions: {path} is of "
                              f"{r.catalog}, the first of {first.catalog}")
-    for r in runs[1:]:
-        if (r.mode, r.seed, r.ops_filter, r.params_filter, r.strict) != (
-                first.mode, first.seed, first.ops_filter, first.params_filter, first.strict):
-            raise ValueError("cannot merge results of different runs (mode, seed, filters or --strict differ)")
-    partial = _check_shards(runs, paths or [f"run {i + 1}" for i in range(len(runs))], allow_partial)
+        diff = [f"{what} {getattr(r, k)!r} ({paths[0]}: {getattr(first, k)!r})"
+                for k, what in SAME_RUN if getattr(r, k) != getattr(first, k)]
+        if diff:
+            raise ValueError(f"cannot merge results of different runs: {path} has " + ", ".join(diff))
+    partial = _check_shards(runs, paths, allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
                  params_filter=first.params_filter, version=first.version, catalog=first.catalog,
                  interrupted=partial or any(r.interrupted for r in runs))
@@ -464,8 +470,15 @@ def load_resume(path: str, run: Run) -> Resumed:
         if r.status != SKIPPED:
             out.results[(r.index, r.device)] = r
 
+    def corrupt(why: str) -> ValueError:
+        return ValueError(f"{why}; to start over, give --results {path} instead of --resume "
+                          f"(the run then replaces the file and its journal)")
+
     if os.path.exists(path):
-        prev = load_run(path)
+        try:
+            prev = load_run(path)
+        except ValueError as e:
+            raise corrupt(str(e)) from None
         check({k: getattr(prev, k) for k in RUN_KEYS}, path)
         found = True
         for d in prev.devices:
@@ -479,23 +492,24 @@ def load_resume(path: str, run: Run) -> Resumed:
             with open(jpath, encoding="utf-8") as f:
                 lines = f.read().splitlines()
         except (OSError, UnicodeDecodeError) as e:
-            raise ValueError(f"cannot read {jpath}: {getattr(e, 'strerror', None) or e}") from None
+            raise corrupt(f"cannot read {jpath}: {getattr(e, 'strerror', None) or e}") from None
         for n, line in enumerate(lines, 1):
             try:
                 obj = json.loads(line)
                 if n == 1:
                     if not isinstance(obj, dict) or obj.get("journal") != SCHEMA:
                         raise ValueError("not an ops journal")
-                    check(obj, jpath)
                 elif "device" in obj:
                     d = DeviceInfo(**obj["device"])
                     out.devices[d.name] = d
                 else:
-                    keep(result_from_dict(obj["result"], f"{jpath}: line {n}"))
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                    keep(result_from_dict(obj["result"], f"line {n}"))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
                 if n == len(lines) and n > 1:
                     break  # the line being written when the run was killed
-                raise ValueError(f"{jpath}: line {n}: not a journal line ({e})") from None
+                raise corrupt(f"{jpath}: line {n}: not a journal line ({e})") from None
+            if n == 1:
+                check(obj, jpath)
     if not found:
         raise ValueError(f"--resume {path}: no such results file, nor its journal {jpath}")
     return out

@@ -78,24 +78,31 @@ STYLE = {SUPPORTED: "green", PARTIAL: "yellow", FAILING: "red", UNSUPPORTED: "di
 
 
 def print_support_table(run: Run, console: Console) -> None:
+    """The status of each op on each device: a table on a terminal; piped, plain lines
+    (op, then a tab-separated cell per device), as `ops test` prints plain lines."""
     devices = run_devices(run)
-    table = Table(title="Operator support", show_lines=False)
-    table.add_column("Op")
-    for d in devices:
-        table.add_column(d)
     ops = per_op(run)
     counts = {d: defaultdict(int) for d in devices}
+    rows = []
     for op in run_ops(run):
-        row = [op]
+        cells = []
         for d in devices:
             st = ops.get(op, {}).get(d, [])
             status = op_status(st)
             counts[d][status] += 1
             ran = [s for s in st if s in (OK, FAIL, DEVIATION, NOT_SUPPORTED)]
-            n_sup = sum(s != NOT_SUPPORTED for s in ran)
-            row.append(f"[{STYLE[status]}]{status}[/] ({n_sup}/{len(ran)})")
-        table.add_row(*row)
-    console.print(table)
+            cells.append((status, f"{status} ({sum(s != NOT_SUPPORTED for s in ran)}/{len(ran)})"))
+        rows.append((op, cells))
+    if console.is_terminal:
+        table = Table(title="Operator support", show_lines=False)
+        for head in ("Op", *devices):
+            table.add_column(head)
+        for op, cells in rows:
+            table.add_row(op, *(f"[{STYLE[status]}]{text}[/]" for status, text in cells))
+        console.print(table)
+    else:
+        console.file.write("".join("\t".join((op, *(text for _, text in cells))) + "\n"
+                                   for op, cells in [("Op", [(None, d) for d in devices]), *rows]))
     for d in devices:
         c = counts[d]
         console.print(f"{d}: " + ", ".join(f"{c[s]} {s}" for s in ORDER if c[s]))

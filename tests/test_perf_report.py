@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from cannops.cli import plural
 from cannops.cli.perf_report import slower_than_baseline
 from cannops.cli.results import CaseResult, DeviceInfo, Run
 
@@ -93,7 +94,7 @@ def test_baseline_flags_slower_cases_through_ops(perf_json, tmp_path):
 
     p = ops("perf", "-b", "GGML-CPU", *ADD, "--baseline", str(fast_then))
     assert p.returncode == 1, p.stderr
-    assert f"{n} cases more than 10% slower than the baseline" in p.stdout
+    assert f"{plural(n, 'case')} more than 10% slower than the baseline" in p.stdout
     p = ops("perf", "-b", "GGML-CPU", *ADD, "--baseline", str(slow_then), "--threshold", "5")
     assert p.returncode == 0, p.stderr
     assert "No case is more than 5% slower than the baseline." in p.stdout
@@ -115,7 +116,7 @@ def test_baseline_flags_slower_cases_through_ops(perf_json, tmp_path):
         w.writeheader()
         w.writerows(rows)
     p = ops("perf", "-b", "GGML-CPU", *ADD, "--baseline", str(base_csv))
-    assert p.returncode == 1 and f"{n} cases more than 10% slower" in p.stdout
+    assert p.returncode == 1 and f"{plural(n, 'case')} more than 10% slower" in p.stdout
 
 
 @pytest.mark.parametrize("content,message", [

@@ -13,3 +13,12 @@ def proc_stats():
                     yield int(d), f.read().rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue
+
+
+def cmdline(pid: int) -> str:
+    """The command line of process `pid`, its arguments joined by spaces ("" once gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

@@ -144,13 +144,19 @@ def test_data_covers_every_simulated_operator(dev):
 
 @pytest.mark.parametrize("op", sorted(PROBES))
 def test_simulator_takes_what_a2_lists(dev, op):
-    param, make = PROBES[op]
-    listed = set(OPS[op]["A2"][param])
+    _probe_against_page(dev, op, "A2", PROBES[op], NOT_TAKEN, NOT_LISTED)
+
+
+def _probe_against_page(dev, op, product, probe, not_taken, not_listed):
+    """Every dtype the page lists for `product` is taken by the simulator and no other,
+    but for the (op, dtype) pairs judged in `not_taken` / `not_listed`."""
+    param, make = probe
+    listed = set(OPS[op][product][param])
     taken = {d for d in ALL if call_op(dev, op, *make(d)) == 0}
-    missing = {d for d in listed & set(ALL) - taken if (op, d) not in NOT_TAKEN}
-    extra = {d for d in taken - listed if (op, d) not in NOT_LISTED}
-    assert not missing, f"aclnn{op} {param}: listed for A2 ({OPS[op]['page']}), refused: {sorted(missing)}"
-    assert not extra, f"aclnn{op} {param}: taken, not listed for A2: {sorted(extra)}"
+    missing = {d for d in listed & set(ALL) - taken if (op, d) not in not_taken}
+    extra = {d for d in taken - listed if (op, d) not in not_listed}
+    assert not missing, f"aclnn{op} {param}: listed for {product} ({OPS[op]['page']}), refused: {sorted(missing)}"
+    assert not extra, f"aclnn{op} {param}: taken on {product}, not listed: {sorted(extra)}"
 
 
 # ------------------------------------------------- operators the 310P's pages do not offer ----
@@ -402,13 +408,7 @@ def test_simulator_takes_what_310p_lists(dev, monkeypatch, op):
     monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
     prepare = aclnn.OPS[op]
     monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, prepare(*a)))
-    param, make = PROBES_310P.get(op, PROBES[op])
-    listed = set(OPS[op]["310P"][param])
-    taken = {d for d in ALL if call_op(dev, op, *make(d)) == 0}
-    missing = {d for d in listed & set(ALL) - taken if (op, d) not in NOT_TAKEN_310P}
-    extra = {d for d in taken - listed if (op, d) not in NOT_LISTED_310P}
-    assert not missing, f"aclnn{op} {param}: listed for 310P ({OPS[op]['page']}), refused: {sorted(missing)}"
-    assert not extra, f"aclnn{op} {param}: taken on 310P, not listed: {sorted(extra)}"
+    _probe_against_page(dev, op, "310P", PROBES_310P.get(op, PROBES[op]), NOT_TAKEN_310P, NOT_LISTED_310P)
 
 
 def test_undocumented_operator_is_offered_on_310p_without_bf16(dev, monkeypatch):

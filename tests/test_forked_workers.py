@@ -7,17 +7,9 @@ import subprocess
 import sys
 import time
 
-from _proc import proc_stats
+from _proc import cmdline as _cmdline, proc_stats
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _open_files(pid: int) -> list[str]:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from _proc import proc_stats
+from _proc import cmdline as _cmdline, proc_stats
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
@@ -88,14 +88,6 @@ def test_a_regular_file_is_replaced_atomically_keeping_its_mode(tmp_path):
 
 
 # --- 10. kill -9, then --resume ---------------------------------------------------------------
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
 
 def _children(pid: int) -> list[int]:
     """The worker processes of a running `ops` (from /proc: Linux): spawned ones, or forked

@@ -1,8 +1,9 @@
 """Extract, for every aclnn operator the CANN simulator implements, Ascend's own dtype
 tables from the hicann op repositories: the page's parameter table (docs/aclnn*.md), its
 per-product notes for Atlas A2 and Atlas 推理系列 (310P), its product table's state for
-each (offered, not offered, not documented), and the dtype combinations of
-its system tests (tests/st/aclnn<Name>/*.json), into tests/data/ascend-tables.json.
+each (offered, not offered, not documented), the dtype combinations of its system tests
+(tests/st/aclnn<Name>/*.json) and the SoCs its kernel registrations name
+(op_host/*_def.cpp), into tests/data/ascend-tables.json.
 
     .venv/bin/python bench/extract_ascend_tables.py [--mirrors /work/.mirror] [--out PATH]
 
@@ -232,6 +233,17 @@ def system_tests(mirrors: pathlib.Path, repo: str, doc: str, name: str) -> dict 
             "ranks": sorted(ranks)}
 
 
+def registered(mirrors: pathlib.Path, repo: str, doc: str) -> list[str]:
+    """The SoCs the operator's kernel registrations (op_host/*_def.cpp: AddConfig) name,
+    over its directory; [] where it registers none (an AICPU or composed operator)."""
+    d = mirrors / f"hicann+{repo}" / "repo"
+    socs = set()
+    for f in git(d, "ls-tree", "-r", "--name-only", "HEAD", doc.split("/docs/")[0]).splitlines():
+        if f.endswith("_def.cpp"):
+            socs |= set(re.findall(r'AddConfig\("(\w+)"', git(d, "show", f"HEAD:{f}")))
+    return sorted(socs)
+
+
 def extract(mirrors: pathlib.Path) -> dict:
     index = pages(mirrors)
     out = {"generated_by": "bench/extract_ascend_tables.py",
@@ -256,6 +268,7 @@ def extract(mirrors: pathlib.Path) -> dict:
             entry[product] = params
             entry[f"{product}_notes"] = texts
         entry["st"] = system_tests(mirrors, repo, path, name)
+        entry["registered"] = registered(mirrors, repo, path)
         out["operators"][name] = entry
     return out
 

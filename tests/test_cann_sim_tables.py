@@ -152,6 +152,8 @@ def _probe_against_page(dev, op, product, probe, not_taken, not_listed):
     but for the (op, dtype) pairs judged in `not_taken` / `not_listed`."""
     param, make = probe
     listed = set(OPS[op][product][param])
+    if OPS[op]["support"][product] != "offered":   # no 310P rows: the page's A2 dtypes less
+        listed = set(OPS[op]["A2"][param]) - {"bf16"}   # BFLOAT16 (soc.py)
     taken = {d for d in ALL if call_op(dev, op, *make(d)) == 0}
     missing = {d for d in listed & set(ALL) - taken if (op, d) not in not_taken}
     extra = {d for d in taken - listed if (op, d) not in not_listed}
@@ -172,20 +174,29 @@ def _on_310p(state: str) -> dict[str, str]:
     return {n: e["page"] for n, e in OPS.items() if e["page"] and e["support"]["310P"] == state}
 
 
-def test_310p_unoffered_operators_follow_the_pages():
+def _source_refuses_310p(entry: dict) -> bool:
+    """The operator's kernel registrations (op_host/*_def.cpp) name Atlas A2 SoCs but not
+    ascend310p: the source, too, has no 310P kernel."""
+    reg = entry["registered"]
+    return "ascend310p" not in reg and any(s.startswith("ascend910") for s in reg)
+
+
+def test_310p_unoffered_operators_follow_pages_and_sources():
     """Each page gives A2 and the 310P one of three states; soc.UNOFFERED["310P"] (the
-    simulator's and the rules' table) is exactly the operators whose page says 不支持 / ×
-    for the Atlas inference series, and those whose page is silent (no row) but which
-    ggml-cann's own 310P build avoids (soc.UNDOCUMENTED_AVOIDED), each with its own page."""
-    from cannops.backend.cann.soc import UNDOCUMENTED_AVOIDED, UNOFFERED
+    simulator's and the rules' table) is exactly the operators whose page does not offer
+    the Atlas inference series (不支持, or no row) and whose kernel registration leaves it
+    out too, each with its own page. A page's "no" that the source does not back (no A2
+    kernel registered either, or an ascend310p one) is overruled: offered."""
+    from cannops.backend.cann.soc import UNOFFERED
     assert all(set(e["support"]) == {"A2", "310P"} and set(e["support"].values()) <= STATES
                for e in OPS.values() if e["page"])
-    refused, silent = _on_310p("not offered"), _on_310p("not documented")
-    assert set(UNDOCUMENTED_AVOIDED["310P"]) <= set(silent)   # a page that gains a row shows
-    pages = {**refused, **{n: p for n, p in silent.items() if n in UNDOCUMENTED_AVOIDED["310P"]}}
-    assert set(UNOFFERED["310P"]) == set(pages)
+    pages = {n: e["page"] for n, e in OPS.items()
+             if e["page"] and e["support"]["310P"] != "offered" and _source_refuses_310p(e)}
     assert {n: _page_path(p) for n, p in UNOFFERED["310P"].items()} == \
         {n: _page_path(p) for n, p in pages.items()}
+    overruled = {n for n, e in OPS.items() if e["page"] and e["support"]["310P"] != "offered"} - set(pages)
+    assert {"Add", "Div", "Exp", "LayerNorm", "InplaceIndexCopy", "Im2col"} <= overruled
+    assert "ascend310p" in OPS["LayerNorm"]["registered"]   # the page's 不支持 against its own source
     assert all(e["support"]["A2"] == "offered" for e in OPS.values() if e["page"])   # the 910B offers all
 
 
@@ -221,8 +232,7 @@ def test_simulator_refuses_unoffered_operators_on_310p(dev, monkeypatch, op):
     code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
     assert code == lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, msg
     assert f"aclnn{op}GetWorkspaceSize" in msg and UNOFFERED["310P"][op] in msg
-    said = OPS[op]["support"]["310P"]   # the page's own words, or its silence and why refused
-    assert ("is not supported" if said == "not offered" else "has no row") in msg, msg
+    assert "names Atlas A2 SoCs but not ascend310p" in msg, msg
     # on the 910B the same call reaches the operator's own checks (its nullptr refusal)
     code, msg = _prepare_on(monkeypatch, "Ascend910B3", op)
     assert "not offered" not in msg
@@ -412,18 +422,16 @@ def test_simulator_takes_what_310p_lists(dev, monkeypatch, op):
 
 
 def test_undocumented_operator_is_offered_on_310p_without_bf16(dev, monkeypatch):
-    """A page silent on the 310P offers its operator there with its dtypes less BFLOAT16.
-    No such operator is used today (the two silent pages' operators are avoided by
-    ggml-cann's 310P build): aclnnRotaryPositionEmbedding, taken off UNDOCUMENTED_AVOIDED,
-    stands in for one."""
+    """A page silent on the 310P offers its operator there with its dtypes less BFLOAT16
+    unless the source registers no 310P kernel. No silent page's operator is offered today:
+    aclnnRotaryPositionEmbedding (registered for A2 only), taken off UNOFFERED, stands in."""
     from cannops.backend.cann import soc
     from cannops.backend.cann.sim import aclnn, runtime
     op = "RotaryPositionEmbedding"
     assert OPS[op]["support"]["310P"] == "not documented"
     code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
-    assert "has no row" in msg, msg   # as it stands: refused
+    assert "not ascend310p" in msg, msg   # as it stands: refused
     monkeypatch.setitem(soc.UNOFFERED, "310P", {k: v for k, v in soc.UNOFFERED["310P"].items() if k != op})
-    monkeypatch.setitem(soc.UNDOCUMENTED_AVOIDED, "310P", {})
     monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
     prepare = aclnn.OPS[op]
     monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, aclnn.check_soc(op) or prepare(*a)))

@@ -21,7 +21,7 @@ import re
 import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REPOS = ("ops-math", "ops-nn", "ops-transformer")
+REPOS = ("ops-math", "ops-nn", "ops-transformer", "ops-cv")
 OUT = ROOT / "tests" / "data" / "ascend-tables.json"
 
 # the pages' dtype names -> the simulator's short names (docs/cann-sim-dtypes.md)
@@ -161,7 +161,9 @@ def bullet_params(sec: str) -> tuple[dict[str, list[str]], list[tuple[str, str, 
         if "<term>" in line:   # notes of other products matter too ("仅支持该产品")
             body = text_of(line.split("</term>")[-1]).lstrip("：:").strip()
             if not body:   # "- <term>A2</term>、<term>A3</term>：" then its own bullets
-                for more in lines[i + 1:]:
+                for more in lines[i + 1:]:   # (ops-cv's pages leave a blank line first)
+                    if not more.strip() and not body:
+                        continue
                     if not more.strip() or len(more) - len(more.lstrip()) <= indent:
                         break
                     body += text_of(more).lstrip("- ") + "；"

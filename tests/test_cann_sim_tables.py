@@ -23,7 +23,7 @@ ALL = sorted({dtypes.short(a) for a in dtypes.BY_NAME.values()} & {
 
 
 FLOATS = {"f32", "f16", "bf16", "f64", "c64", "c128"}
-NCL = lib.ACL_FORMAT_NCL
+NCL, NCHW, NHWC = lib.ACL_FORMAT_NCL, lib.ACL_FORMAT_NCHW, lib.ACL_FORMAT_NHWC
 
 
 def unary(d):
@@ -125,6 +125,10 @@ PROBES = {
                                         False, A(0), 1, T(d, 1, 3, 4, fmt=NCL), 0)),
     "RotaryPositionEmbedding": ("x", lambda d: (T(d, 1, 2, 1, 4), T(d, 1, 2, 1, 4), T(d, 1, 2, 1, 4), 0,
                                                 T(d, 1, 2, 1, 4))),
+    # ops-cv's image pages; NHWC, where the bilinear page takes DOUBLE (NCHW: no DOUBLE)
+    "UpsampleNearest2d": ("self", lambda d: (T(d, 1, 1, 2, 2, fmt=NCHW), A(4, 4), T(d, 1, 1, 4, 4, fmt=NCHW))),
+    "UpsampleBilinear2d": ("self", lambda d: (T(d, 1, 2, 2, 1, fmt=NHWC), A(4, 4), False, 0.0, 0.0,
+                                              T(d, 1, 4, 4, 1, fmt=NHWC))),
 }
 
 # (operator, dtype) -> why the simulator and the A2 data differ
@@ -138,8 +142,7 @@ def test_data_covers_every_simulated_operator(dev):
     from cannops.backend.cann.sim.aclnn import OPS as SIM
     assert set(SIM) == set(OPS), "rerun bench/extract_ascend_tables.py"
     assert all(len(sha) == 40 for sha in DATA["sources"].values())
-    # pages the mirrors lack (ops-nn carries no aclnnUpsample{Nearest,Bilinear}2d page)
-    assert {n for n, e in OPS.items() if not e["page"]} <= {"UpsampleNearest2d", "UpsampleBilinear2d"}
+    assert all(e["page"] for e in OPS.values()), "an operator without a page in the mirrors"
 
 
 @pytest.mark.parametrize("op", sorted(PROBES))
@@ -379,8 +382,8 @@ _BF16_SOURCE = ("the page lists BFLOAT16 with no Atlas inference series note; op
                 "on DAV_2201 / regbase only (aclnn_sigmoid.cpp CheckSocVersionIsSupportBf16, "
                 "aclnn_norm.cpp, elu.cpp, aclnn_argsort.cpp): the source followed, no BF16 on 310P")
 NOT_TAKEN_310P = {
-    **{(op, "bf16"): _BF16_SOURCE for op in ("Elu", "GroupNorm", "InplaceCopy", "InplaceMuls", "Norm",
-                                             "Roll", "Sigmoid", "Argsort")},
+    **{(op, "bf16"): _BF16_SOURCE for op in ("Elu", "InplaceCopy", "InplaceMuls", "Norm", "Roll", "Sigmoid",
+                                             "Argsort")},
     **{("Argsort", d): "the page's A2 / A3 note removes UINT16/32/64 and names no 310P; "
                        "aclnn_argsort.cpp's default (310P) list has none of them: source followed"
        for d in ("u16", "u32", "u64")},
@@ -390,7 +393,11 @@ NOT_TAKEN_310P = {
     ("Convolution", "bf16"): "the page's constraint table (约束说明, not extracted) says the Atlas "
                              "inference series takes no BFLOAT16 input / weight",
 }
-NOT_LISTED_310P = {}
+NOT_LISTED_310P = {
+    ("UpsampleNearest2d", "f32"): "the page's 310P note refuses FLOAT32 (and BFLOAT16); op_api's default "
+                                  "(DAV_2002) list has FLOAT and sends it to the AI core path as on A2, and "
+                                  "ggml-cann's 310P UPSCALE calls it with f32: source followed",
+}
 # cubeMathType 0 (KEEP_DTYPE) is not offered for FLOAT on the 310P's cube: the 310P probes
 # of the cube operators ask for 1, as ggml-cann's ASCEND_310P branches do
 PROBES_310P = {

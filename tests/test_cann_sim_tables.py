@@ -13,7 +13,7 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from cannops.backend.cann.sim import dtypes  # noqa: E402
 from test_cann_sim_strict import A, L, S, T, acl, call_op, dev  # noqa: E402,F401
-from cannops.native._aclnn import lib  # noqa: E402
+from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 DATA = json.loads((pathlib.Path(__file__).parent / "data" / "ascend-tables.json").read_text())
 OPS = DATA["operators"]
@@ -33,6 +33,15 @@ def unary(d):
 def to_float(d):
     """The pages' integer / bool inputs give a FLOAT out."""
     return T(d, 4), T(d if d in FLOATS else "f32", 4)
+
+
+def _fias(d):
+    """aclnnFusedInferAttentionScoreV2, BSH, B = S = N = 1, D = 16, two keys; query, key,
+    value and attentionOut of one type. An INT8 one is the page's full quantization: INT8
+    in and out with deqScale1, quantScale1, deqScale2 and quantScale2."""
+    quant = (T("u64", 1), T("f32", 1), T("u64", 1), T("f32", 1)) if d == "s8" else (None,) * 4
+    return ((T(d, 1, 1, 16), L(T(d, 1, 2, 16)), L(T(d, 1, 2, 16))) + (None,) * 4 + quant + (None,) * 13
+            + (1, 1.0, 65535, 65535, ffi.new("char[]", b"BSH"), 0, 0, 0, 0, 0, False, 0, 0, T(d, 1, 1, 16), None))
 
 
 # operator -> (the page's parameter the dtype goes to, its call with that dtype everywhere
@@ -129,10 +138,17 @@ PROBES = {
     "UpsampleNearest2d": ("self", lambda d: (T(d, 1, 1, 2, 2, fmt=NCHW), A(4, 4), T(d, 1, 1, 4, 4, fmt=NCHW))),
     "UpsampleBilinear2d": ("self", lambda d: (T(d, 1, 2, 2, 1, fmt=NHWC), A(4, 4), False, 0.0, 0.0,
                                               T(d, 1, 4, 4, 1, fmt=NHWC))),
+    # x, antiquantScale (per channel) and y of one type, an INT8 weight (k, n) = (64, 4)
+    "WeightQuantBatchMatmulV2": ("x", lambda d: (T(d, 2, 64), T("s8", 64, 4), T(d, 4), None, None, None, None,
+                                                 0, T(d, 2, 4))),
+    "FusedInferAttentionScoreV2": ("query", lambda d: _fias(d)),
 }
 
 # (operator, dtype) -> why the simulator and the A2 data differ
 NOT_TAKEN = {   # listed for A2, refused by the simulator
+    ("FusedInferAttentionScoreV2", "s8"): "an INT8 query is the page's full quantization (deqScale1, quantScale1, "
+                                          "deqScale2, quantScale2), which the A2 kernel registration and tiling "
+                                          "check take too; not simulated: refused as ACLNN_ERR_INNER",
 }
 NOT_LISTED = {   # taken by the simulator, not listed for A2
 }
@@ -392,6 +408,8 @@ NOT_TAKEN_310P = {
        for d in ("u16", "u32", "u64")},
     ("Convolution", "bf16"): "the page's constraint table (约束说明, not extracted) says the Atlas "
                              "inference series takes no BFLOAT16 input / weight",
+    ("WeightQuantBatchMatmulV2", "bf16"): "the page's Atlas inference series block (约束说明, not extracted) "
+                                          "says x FLOAT16 only, as op_api's DAV_2002 list does",
 }
 NOT_LISTED_310P = {
     ("UpsampleNearest2d", "f32"): "the page's 310P note refuses FLOAT32 (and BFLOAT16); op_api's default "

@@ -285,8 +285,9 @@ def extract(mirrors: pathlib.Path) -> dict:
         table = {p: d for p, d in table.items() if d}
         entry = {"page": f"{repo}:{path}", "support": support(page), "table": table,
                  "dims": table_dims(sec)}
+        marks = table_marks(sec)
         for product in ("A2", "310P"):
-            params, texts = apply_notes(table, notes, product, table_marks(sec))
+            params, texts = apply_notes(table, notes, product, marks)
             entry[product] = params
             entry[f"{product}_notes"] = texts
         entry["st"] = system_tests(mirrors, repo, path, name)

@@ -36,7 +36,7 @@ def to_float(d):
 
 
 def _fias(d):
-    """aclnnFusedInferAttentionScoreV2, BSH, B = S = N = 1, D = 16, two keys; query, key,
+    """aclnnFusedInferAttentionScoreV2, BSH, B = Q_S = N = 1, KV_S = 2, D = 16; query, key,
     value and attentionOut of one type. An INT8 one is the page's full quantization: INT8
     in and out with deqScale1, quantScale1, deqScale2 and quantScale2."""
     quant = (T("u64", 1), T("f32", 1), T("u64", 1), T("f32", 1)) if d == "s8" else (None,) * 4
@@ -141,7 +141,7 @@ PROBES = {
     # x, antiquantScale (per channel) and y of one type, an INT8 weight (k, n) = (64, 4)
     "WeightQuantBatchMatmulV2": ("x", lambda d: (T(d, 2, 64), T("s8", 64, 4), T(d, 4), None, None, None, None,
                                                  0, T(d, 2, 4))),
-    "FusedInferAttentionScoreV2": ("query", lambda d: _fias(d)),
+    "FusedInferAttentionScoreV2": ("query", _fias),
 }
 
 # (operator, dtype) -> why the simulator and the A2 data differ

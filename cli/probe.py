@@ -30,18 +30,18 @@ def _entry(device: str) -> str | None:
     return f"probe-{h.hexdigest()[:24]}.pickle"
 
 
-def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) -> Run | None:
+def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None, sample=None) -> Run | None:
     """The probe's Run from the cache, exactly as the workers would have made it; None when
     a device or a case is not cached (or the cache is off). Bad input raises as run_mode."""
     check_common(jobs, timeout, seed)
     ops = ops_text(ops)
     if cache.cache_dir() is None:
         return None
-    cases = checked_selection("support", ops, params, shard, names_only=True)
+    cases = checked_selection("support", ops, params, shard, names_only=True, sample=sample)
     targets = selected_devices(backends, soc=soc)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
-    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__,
+    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, sample=sample, version=__version__,
               catalog=current())
     for target in targets:
         # one CANN-SIM per SoC (--soc 910B,310P) is probed anew: the key names one SoC only

@@ -60,26 +60,32 @@ static aclTensor *row_bytes(struct ops_cann_ctx *ctx, const struct ggml_tensor *
 
 /* A q4_0 / q8_0 tensor (or a view of one) in ggml-cann's device layout
  * (backend/cann/layout.py): *q its quants as bytes (ne0 / 2 or ne0 per row), *s its f16
- * scales (ne0 / 32 per row), both in the two regions of its base's memory. */
-static void split_regions(struct ops_cann_ctx *ctx, const struct ggml_tensor *t, aclTensor **q,
-                          aclTensor **s) {
+ * scales (ne0 / 32 per row), both in the two regions of its base's memory. `blocked`
+ * (q8_0): 5-D instead, [32 quants | 1 scale] x blocks x ne1 x ne2 x ne3, which broadcast
+ * against each other. */
+static void split_regions(struct ops_cann_ctx *ctx, const struct ggml_tensor *t, int blocked,
+                          aclTensor **q, aclTensor **s) {
     const struct ggml_tensor *base = t->view_src ? t->view_src : t;
     const size_t  ts = t->type == GGML_TYPE_Q4_0 ? 18 : 2 + QK8_0, qb = ts - 2;  /* bytes per block */
     const size_t  first = t->view_offs / ts;                /* the view's first block */
     char         *scales = (char *) base->data + (size_t) (ops_nelements(base) / QK8_0) * qb;
-    int64_t q_ne[GGML_MAX_DIMS], s_ne[GGML_MAX_DIMS];
-    size_t  q_nb[GGML_MAX_DIMS], s_nb[GGML_MAX_DIMS];
-    for (int i = 0; i < GGML_MAX_DIMS; i++) {
-        q_ne[i] = s_ne[i] = t->ne[i];
-        q_nb[i] = t->nb[i] / ts * qb;   /* a row's blocks become its quants, and its scales */
-        s_nb[i] = t->nb[i] / ts * 2;
+    const int     nd = GGML_MAX_DIMS + (blocked ? 1 : 0), o = blocked ? 1 : 0;
+    int64_t q_ne[GGML_MAX_DIMS + 1], s_ne[GGML_MAX_DIMS + 1];
+    size_t  q_nb[GGML_MAX_DIMS + 1], s_nb[GGML_MAX_DIMS + 1];
+    for (int i = 1; i < GGML_MAX_DIMS; i++) {
+        q_ne[i + o] = s_ne[i + o] = t->ne[i];
+        q_nb[i + o] = t->nb[i] / ts * qb;   /* a row's blocks become its quants, and its scales */
+        s_nb[i + o] = t->nb[i] / ts * 2;
     }
-    q_ne[0] = t->ne[0] / QK8_0 * (int64_t) qb;   q_nb[0] = 1;
-    s_ne[0] = t->ne[0] / QK8_0;                  s_nb[0] = 2;
-    *q = ops_tensor_ex(ctx, (char *) base->data + first * qb, GGML_TYPE_I8, q_ne, q_nb,
-                       GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
-    *s = ops_tensor_ex(ctx, scales + first * 2, GGML_TYPE_F16, s_ne, s_nb, GGML_MAX_DIMS,
-                       ACL_FORMAT_ND, 0);
+    if (blocked) {
+        q_ne[0] = (int64_t) qb;  q_nb[0] = 1;  s_ne[0] = 1;  s_nb[0] = 2;
+        q_ne[1] = s_ne[1] = t->ne[0] / QK8_0;  q_nb[1] = qb;  s_nb[1] = 2;
+    } else {
+        q_ne[0] = t->ne[0] / QK8_0 * (int64_t) qb;  q_nb[0] = 1;
+        s_ne[0] = t->ne[0] / QK8_0;                 s_nb[0] = 2;
+    }
+    *q = ops_tensor_ex(ctx, (char *) base->data + first * qb, GGML_TYPE_I8, q_ne, q_nb, nd, ACL_FORMAT_ND, 0);
+    *s = ops_tensor_ex(ctx, scales + first * 2, GGML_TYPE_F16, s_ne, s_nb, nd, ACL_FORMAT_ND, 0);
 }
 
 /* CONCAT: aclnnCat of the two sources along aclnn dim 3 - dim (block-quantized ones as
@@ -91,8 +97,8 @@ static int op_concat(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
         return ops_fail(ctx, ACLNN_ERR_PARAM_INVALID, "CONCAT: dim %d out of range", (int) dim);
     if (dst->type == GGML_TYPE_Q4_0 || dst->type == GGML_TYPE_Q8_0) {
         aclTensor *q[2], *s[2], *yq, *ys;
-        for (int i = 0; i < 2; i++) split_regions(ctx, dst->src[i], &q[i], &s[i]);
-        split_regions(ctx, dst, &yq, &ys);
+        for (int i = 0; i < 2; i++) split_regions(ctx, dst->src[i], 0, &q[i], &s[i]);
+        split_regions(ctx, dst, 0, &yq, &ys);
         if (ctx->rc) return ctx->rc;
         OPS_ACLNN(ctx, Cat, ops_tensor_list(ctx, q, 2), (int64_t) (GGML_MAX_DIMS - 1 - dim), yq);
         OPS_ACLNN(ctx, Cat, ops_tensor_list(ctx, s, 2), (int64_t) (GGML_MAX_DIMS - 1 - dim), ys);
@@ -182,20 +188,13 @@ static int op_get_rows(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     void *conv = ops_scratch(ctx, (size_t) ops_nelements(src) * es);
     if (!conv) return ctx->rc;
     if (src->type == GGML_TYPE_Q8_0) {
-        /* ggml-cann's upload layout (backend/cann/layout.py): every int8 quant in element
-         * order, then every block's f16 scale; 5-D views [32 | 1] x blocks x ne1 x ne2 x ne3 */
-        const int64_t n_blk = ops_nelements(src) / QK8_0;
-        int64_t q_ne[GGML_MAX_DIMS + 1] = { QK8_0, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
-        int64_t s_ne[GGML_MAX_DIMS + 1] = { 1, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
-        size_t  q_nb[GGML_MAX_DIMS + 1], s_nb[GGML_MAX_DIMS + 1];
-        ops_contiguous_nb(q_ne, GGML_MAX_DIMS + 1, 1, q_nb);
-        ops_contiguous_nb(s_ne, GGML_MAX_DIMS + 1, 2, s_nb);
-        aclTensor *quants = ops_tensor_ex(ctx, src->data, GGML_TYPE_I8, q_ne, q_nb,
-                                          GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
-        aclTensor *scales = ops_tensor_ex(ctx, (char *) src->data + n_blk * QK8_0, GGML_TYPE_F16,
-                                          s_ne, s_nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
-        ops_contiguous_nb(q_ne, GGML_MAX_DIMS + 1, es, nb);
-        aclTensor *out = ops_tensor_ex(ctx, conv, dst->type, q_ne, nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
+        /* quants * scales per block, from ggml-cann's upload layout (split_regions: a view
+         * of a q8_0 tensor too, which ggml-cann's own GET_ROWS reads from the wrong place) */
+        aclTensor *quants, *scales;
+        split_regions(ctx, src, 1, &quants, &scales);
+        const int64_t o_ne[GGML_MAX_DIMS + 1] = { QK8_0, src->ne[0] / QK8_0, src->ne[1], src->ne[2], src->ne[3] };
+        ops_contiguous_nb(o_ne, GGML_MAX_DIMS + 1, es, nb);
+        aclTensor *out = ops_tensor_ex(ctx, conv, dst->type, o_ne, nb, GGML_MAX_DIMS + 1, ACL_FORMAT_ND, 0);
         OPS_ACLNN(ctx, Mul, quants, scales, out);
     } else {
         ops_contiguous_nb(src->ne, GGML_MAX_DIMS, es, nb);

@@ -16,6 +16,14 @@ def _experts_known(node) -> bool:
     return node.src[0].type.name in F16_F32 | QUANT
 
 
+PREC_F32 = 10   # enum ggml_prec: GGML_PREC_F32
+
+
+def _no_f32_hint_on_quant(node) -> bool:
+    # ggml_prec_set_src(node, GGML_PREC_F32, 1) (op_params[3]): src1 may not be narrowed
+    return node.src[0].type.name not in QUANT or node.param_i32(3) != PREC_F32
+
+
 def _b_pairs(node) -> bool:
     # aclnnBatchMatMul pairs b's rows with the used slots one to one, or broadcasts one row
     return node.src[1].ne[1] in (1, node.src[2].ne[0])
@@ -35,7 +43,12 @@ RULES.update({
                                       f"up to {MAX_K}"),
                         (_quant_m_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes m "
                                       f"up to {MAX_M} (one expert's rows are not sliced)"),
-                        (_b_pairs, "src1 must hold 1 or n_used rows per token")),
+                        (_b_pairs, "src1 must hold 1 or n_used rows per token"),
+                        # less than ggml-cann, which casts such activations to f16 anyway and
+                        # returns NaN past 65504 (docs/ggml-cann-on-cann-sim.md)
+                        (_no_f32_hint_on_quant, "q4_0 / q8_0 src0 with src1 asked in f32 "
+                                                "(ggml_prec_set_src): aclnnWeightQuantBatchMatmulV2 "
+                                                "takes f16 activations")),
                        soc={"310P": (NO_QUANT_310P,)}),
     # src1 is not checked by ggml-cann; f32 / f16 are the types aclnnMatmul pairs with src0's
     "OUT_PROD": Rule(("Matmul",), {"src0": F16_F32, "src1": F16_F32, "dst": F32},

@@ -327,6 +327,10 @@ class Case:
             g.check_nodes = [out]
         return g
 
+    def resolve(self) -> "Case":
+        """The case itself (a cache.CaseRef, a case by name, resolves to its Case)."""
+        return self
+
     def seed(self, seed: int) -> list[int]:
         """Per-case seed material: the same inputs on every worker and every run."""
         return [seed, zlib.crc32(self.name.encode())]
@@ -359,7 +363,8 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
     return case
 
 
-_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames")   # the case model, not families
+# the case model and its caches, not families
+_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames", "cache", "tables")
 
 
 def _load_all() -> None:
@@ -397,6 +402,11 @@ def family_cases(fam: Family, mode: str = "test") -> list[Case]:
     if fam.version and fam is at_version(fam.name, fam.version):
         return list(_family_cases(fam.name, fam.version, mode))
     return _enumerate_family(fam, mode)
+
+
+def family_case(name: str, version: str, mode: str, k: int) -> Case:
+    """The k-th case of a family in a mode at a catalog version (cache.CaseRef.resolve)."""
+    return _family_cases(name, version, mode)[k]
 
 
 @functools.lru_cache(maxsize=None)

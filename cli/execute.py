@@ -109,7 +109,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
 def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
     """The cache entry of the case's inputs where they are worth keeping (their quantizing
     needs a costly libggml table: cli/refcache.py); None where not."""
-    from cannops.cases.inputs import quantizer_table
+    from cannops.cases.tables import quantizer_table
     if not ref_cache or quantizer_table(case.vars) is None:
         return None
     from . import refcache
@@ -287,7 +287,9 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
 
 def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,
             strict: bool = False, ref_cache: str | None = None) -> CaseResult:
+    """`case`: a Case, or a reference to one (cases/cache.py CaseRef) built here."""
     try:
+        case = case.resolve()
         if mode == "support":
             return support(device, case)
         if mode == "perf":

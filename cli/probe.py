@@ -65,7 +65,7 @@ def remember(run: Run) -> None:
     if run.interrupted or cache.cache_dir() is None:
         return
     from cannops.backend.base import list_devices
-    known = {name for name, _ in list_devices()}
+    known = {name for name, _ in list_devices([info.name for info in run.devices])}
     for info in run.devices:
         if info.name not in known:
             continue   # CANN-SIM:<SOC> (--soc with several SoCs): not a discovered device

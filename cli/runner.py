@@ -10,14 +10,17 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cannops import cli as _pkg
-from cannops.cases.catalog import Case
 from cannops.cases.versions import current
 
 from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
 from .workers import WorkerPool, WorkerStartError
+
+if TYPE_CHECKING:   # a run hands the workers cases.cache.CaseRef's: this process needs no catalog
+    from cannops.cases.catalog import Case
 
 
 class Interrupted(Exception):
@@ -62,10 +65,12 @@ def _raise_interrupt(signum, frame):
 
 
 def new_run(opts: Options) -> Run:
-    from .strict import STANDARD
+    standard = None
+    if opts.strict:   # the checker's module imports NumPy: only a strict run takes its standard
+        from .strict import STANDARD as standard
     return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
                params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__,
-               strict=STANDARD if opts.strict else None, catalog=opts.catalog or current())
+               strict=standard, catalog=opts.catalog or current())
 
 
 def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,

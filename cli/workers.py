@@ -42,9 +42,10 @@ PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-# Workers of these devices are forked from this process, once it has imported what a worker
-# needs (the catalog, the reference, the device's module): a fork is ready in milliseconds
-# where a spawned worker imports NumPy and the catalog again (half a second of CPU each).
+# Workers of these devices are forked from this process: once it has imported what a worker
+# needs (the catalog, the reference, the device's module: _preload), a fork is ready in
+# milliseconds where a spawned worker imports NumPy and the catalog again (half a second of
+# CPU each); the first fork imports them on its own.
 # Discovering these devices here starts no thread and no device runtime (ggml's CPU
 # backend runs no OpenMP region before a graph is computed, and this process computes
 # none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
@@ -68,6 +69,7 @@ def set_up_forking(threads: int) -> None:
 class _Forked:
     """A worker forked from this process, with the part of multiprocessing's Process that
     the pool uses (sentinel, is_alive, kill, join, exitcode)."""
+    count = 0   # forks made by this process
 
     def __init__(self, target, args, keep: tuple[int, ...], env: dict):
         for stream in (sys.stdout, sys.stderr):
@@ -94,6 +96,7 @@ class _Forked:
             finally:
                 os._exit(code)
         os.close(w)
+        _Forked.count += 1
         self.pid, self.sentinel, self.exitcode = pid, r, None
         _forked[pid] = self
 
@@ -126,6 +129,70 @@ class _Forked:
     def join(self, timeout: float | None = None) -> None:
         if self.exitcode is None and wait([self.sentinel], timeout):
             self._reap(True)
+
+
+_ahead: "tuple[_Forked, object] | None" = None   # fork_ahead's worker and its pipe, not taken yet
+
+
+def fork_ahead() -> None:
+    """Fork the run's first worker now, before the cases are chosen and the devices found:
+    it imports NumPy, the catalog and the reference (most of a small run's start-up) while
+    this process does that work, then waits to be told which device to open. The first
+    pool of forked workers takes it (WorkerPool._spawn); any other pool drops it. Only
+    where workers may be forked (set_up_forking) and before any other."""
+    global _ahead
+    if _fork_threads is None or _ahead is not None or _Forked.count or threading.active_count() > 1:
+        return
+    parent, child = mp.Pipe()
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)   # as _spawn: born ignoring it
+    try:
+        _ahead = _Forked(_worker_ahead, (child,), (child.fileno(),), {}), parent
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    child.close()
+
+
+def _take_ahead(keep: bool):
+    """The worker forked ahead, for a pool of forked workers (keep), else dropped (a pool
+    that spawns its workers has no use for it)."""
+    global _ahead
+    ahead, _ahead = _ahead, None
+    if ahead is not None and not keep:
+        p, conn = ahead
+        p.kill()   # it holds nothing yet
+        p.join(5)
+        conn.close()
+        ahead = None
+    return ahead
+
+
+def _worker_ahead(conn) -> None:
+    """A worker forked ahead (fork_ahead): imports, then _worker_main for the device it is
+    given, or exits when given none (or when this process is gone)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _preload()
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        return
+    if msg is not None:
+        device, log_path, threads, env = msg
+        os.environ.update(env)
+        _worker_main(conn, device, log_path, threads)
+
+
+def _preload() -> None:
+    """What a worker imports before it opens its device (NumPy, the catalog, the
+    reference), imported here. The first worker of a run imports it on its own, so that
+    a run of a few cases never imports it in this process; before the next fork (a second
+    worker, one replacing a crashed one), this process does, once, and those forks are
+    ready in milliseconds."""
+    from cannops.backend import reference
+    from cannops.cases import catalog
+
+    from . import execute  # noqa: F401
+    catalog._load_all()
+    reference._load_all()
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -278,7 +345,7 @@ class _Queue:
     worker replacing it builds them again). Without such tables: any worker, in order."""
 
     def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int], by_table: bool = True):
-        from cannops.cases.inputs import quantizer_table
+        from cannops.cases.tables import quantizer_table
         self.table = quantizer_table if by_table else (lambda vars: None)
         self.lanes: dict[str | None, deque] = {}
         for seq, case in tasks:
@@ -346,15 +413,27 @@ class WorkerPool:
 
     # --- lifecycle ---
     def _spawn(self, slot: int) -> _Worker:
-        parent, child = self.ctx.Pipe()
         log_path = os.path.join(self.logdir.name, f"worker{self._spawned}.log")
         self._spawned += 1
         device = self.members[slot % len(self.members)]
+        forkable = self._forkable()
+        ahead = _take_ahead(keep=forkable)
+        if ahead is not None:
+            p, parent = ahead
+            try:
+                parent.send((device, log_path, self.threads, self.env))
+                return self._started(p, parent, None, log_path, device, slot)
+            except OSError:   # it died waiting: a worker is forked as usual
+                p.kill()
+                p.join(5)
+        parent, child = self.ctx.Pipe()
         # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
         # Ctrl-C while it starts is the main process's to handle, with no traceback from it
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if self._forkable():
+        if forkable:
             try:
+                if _Forked.count:
+                    _preload()
                 p = _Forked(_worker_main, (child, device, log_path, self.threads), (child.fileno(),), self.env)
             finally:
                 signal.signal(signal.SIGINT, handler)
@@ -386,20 +465,14 @@ class WorkerPool:
         if _fork_threads is None or _fork_threads != self.threads or threading.active_count() > 1 \
                 or not all(m in FORKABLE for m in self.members):
             return False
-        # what the worker imports before it opens the device, imported here once
-        from cannops.backend import reference
         from cannops.backend.base import list_devices
-        from cannops.cases import catalog
-
-        from . import execute  # noqa: F401
-        catalog._load_all()
-        reference._load_all()
-        list_devices()
+        list_devices(self.members)
         return True
 
     def _started(self, p, parent, child, log_path: str, device: str, slot: int = 0) -> _Worker:
         """Wait for a new worker to open its device."""
-        child.close()
+        if child is not None:
+            child.close()
         w = _Worker(p, parent, log_path, device=device, slot=slot)
         # wait for the device to open in the worker
         limit = max(MIN_START_SECONDS, self.timeout)

@@ -183,6 +183,14 @@ def open_device(name: str) -> Device:
     return _provider_of(name).open_device(name)
 
 
+def open_prober(name: str) -> Device | None:
+    """What decides a device's support without opening it, where its provider has that
+    (a Device whose `supports` needs no runtime, which any process may ask: a probe's
+    forked workers); None where the device itself must be asked."""
+    opener = getattr(_provider_of(name), "open_prober", None)
+    return opener(name) if opener else None
+
+
 def device_details(name: str) -> list[str]:
     """Lines on what a device runs on (its library, version, features), where its
     provider says."""

@@ -39,9 +39,27 @@ def check_indices(graph) -> list[int]:
 
 
 def support(device: Device, case: Case) -> CaseResult:
-    g = case.build()
-    s = device.supports(case, g)
-    return _result(device, case, OK if s else NOT_SUPPORTED, reason=s.reason)
+    (status, reason), = probe(device, case)
+    return _result(device, case, status, reason=reason)
+
+
+def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str]]:
+    """(status, reason) of the device and of each rider (what decides another device's
+    support without it: backend.base.open_prober) for the case, whose graph is built once;
+    an error is that device's FAIL. `case`: a Case or a reference to one."""
+    try:
+        case = case.resolve()
+        g = case.build()
+    except Exception as e:
+        return [(FAIL, f"error: {type(e).__name__}: {e}")] * (1 + len(riders))
+    out = []
+    for d in (device, *riders):
+        try:
+            s = d.supports(case, g)
+            out.append((OK if s else NOT_SUPPORTED, s.reason))
+        except Exception as e:
+            out.append((FAIL, f"error: {type(e).__name__}: {e}"))
+    return out
 
 
 def test(device: Device, case: Case, seed: int, strict: bool = False,

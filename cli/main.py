@@ -284,6 +284,7 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         from .probe import cached_probe, remember
         if click.get_current_context().get_parameter_source("jobs") is click.core.ParameterSource.DEFAULT:
             kw["jobs"] = os.cpu_count() or 1   # a probe is short work per case: every core
+        set_up_workers(kw["jobs"])
         run = None if compute else cached_probe(**kw)
         if run is None:
             mode = "test" if compute else "support"

@@ -66,6 +66,10 @@ def remember(run: Run) -> None:
         return
     from cannops.backend.base import list_devices
     known = {name for name, _ in list_devices([info.name for info in run.devices])}
+    decided: dict[str, list] = {}
+    for r in run.results:
+        if r.status in (OK, NOT_SUPPORTED) and not r.ran_on:
+            decided.setdefault(r.device, []).append(r)
     for info in run.devices:
         if info.name not in known:
             continue   # CANN-SIM:<SOC> (--soc with several SoCs): not a discovered device
@@ -74,6 +78,5 @@ def remember(run: Run) -> None:
             continue
         stored = cache.load(entry) or {"decisions": {}}
         stored["info"] = info
-        stored["decisions"].update((r.name, (r.status, r.reason)) for r in run.results
-                                   if r.device == info.name and r.status in (OK, NOT_SUPPORTED) and not r.ran_on)
+        stored["decisions"].update((f"{r.op}({r.params})", (r.status, r.reason)) for r in decided.get(info.name, ()))
         cache.store(entry, stored)

@@ -51,6 +51,19 @@ def test_names_selection_matches_the_catalogs():
         assert names == full and full
 
 
+@pytest.mark.parametrize("mode", ["test", "support", "perf"])
+def test_case_references_build_the_catalogs_cases(mode):
+    # a worker builds each case from its reference (family, place) and the name the
+    # names cache gives it, without formatting the name again: the params must be those
+    # the catalog's own enumeration gives that name
+    catalog = _catalog(mode)
+    refs = cache.case_refs(mode, list(range(len(catalog))))
+    built = [r.resolve() for r in refs]
+    assert [(c.name, c.family.name, c.params, c.mode) for c in built] == \
+        [(c.name, c.family.name, c.params, c.mode) for c in catalog]
+    assert [c.vars for c in built[::97]] == [c.family.vars_str(c.params) for c in built[::97]]
+
+
 def _support(env_cache, *args):
     env = dict(os.environ, OPS_CACHE_DIR=env_cache)
     p = subprocess.run([*OPS, "support", "--output", "json", *args], capture_output=True, text=True,

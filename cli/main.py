@@ -40,8 +40,10 @@ def set_up_workers(jobs: int) -> None:
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True) -> Run:
-    """Run the cases; write the results file. The caller emits the machine-readable output."""
+             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
+             resumed=None) -> Run:
+    """Run the cases; write the results file. The caller emits the machine-readable output.
+    resumed: results known already (results.Resumed), taken instead of running their cases."""
     check_common(jobs, timeout, seed)
     set_up_workers(jobs)
     from .selection import device_names
@@ -75,7 +77,6 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     except OSError as e:
         raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
     try:
-        resumed = None
         if resume_path:
             try:
                 resumed = load_resume(resume_path, new_run(opts))
@@ -285,12 +286,12 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         if click.get_current_context().get_parameter_source("jobs") is click.core.ParameterSource.DEFAULT:
             kw["jobs"] = os.cpu_count() or 1   # a probe is short work per case: every core
         set_up_workers(kw["jobs"])
-        run = None if compute else cached_probe(**kw)
-        if run is None:
+        run, known = (None, None) if compute else cached_probe(**kw)
+        if run is None:   # the cases not in the cache are probed (all of them with --run)
             mode = "test" if compute else "support"
-            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, **kw)
+            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, resumed=known, **kw)
             if not compute:
-                remember(run)
+                remember(run, known)
     if output == "console" and not markdown:
         _Stdout.write(print_support_table, run, make_console())
     emit(run, output)

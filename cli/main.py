@@ -41,9 +41,10 @@ def set_up_workers(jobs: int) -> None:
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
-             resumed=None) -> Run:
+             resumed=None, cases=None) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output.
-    resumed: results known already (results.Resumed), taken instead of running their cases."""
+    resumed: results known already (results.Resumed), taken instead of running their cases;
+    cases: the selection, where the caller made it already (refs=True)."""
     check_common(jobs, timeout, seed)
     set_up_workers(jobs)
     from .selection import device_names
@@ -58,7 +59,8 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     ops = ops_text(ops)
     results_path = results_path or resume_path
     check_writable(results_path)
-    cases = checked_selection(mode, ops, params, shard, refs=True)
+    if cases is None:
+        cases = checked_selection(mode, ops, params, shard, refs=True)
     jobs = worker_count(jobs, len(cases))
     devices = selected_devices(backends, soc=soc)
     if not devices:
@@ -286,10 +288,11 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         if click.get_current_context().get_parameter_source("jobs") is click.core.ParameterSource.DEFAULT:
             kw["jobs"] = os.cpu_count() or 1   # a probe is short work per case: every core
         set_up_workers(kw["jobs"])
-        run, known = (None, None) if compute else cached_probe(**kw)
+        run, known, cases = (None, None, None) if compute else cached_probe(**kw)
         if run is None:   # the cases not in the cache are probed (all of them with --run)
             mode = "test" if compute else "support"
-            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, resumed=known, **kw)
+            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, resumed=known,
+                           cases=cases, **kw)
             if not compute:
                 remember(run, known)
     if output == "console" and not markdown:

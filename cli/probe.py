@@ -30,17 +30,18 @@ def _entry(device: str) -> str | None:
     return f"probe-{h.hexdigest()[:24]}.pickle"
 
 
-def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) -> tuple[Run | None, Resumed]:
+def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) -> tuple[Run | None, Resumed, list]:
     """The probe's Run from the cache, exactly as the workers would have made it, where
-    every case of every device is there (else None; None too when the cache is off); and
-    the decisions that are there, for a probe of the others only (runner.execute takes
-    them as a resumed run's). Bad input raises as run_mode."""
+    every case of every device is there (else None; None too when the cache is off); the
+    decisions that are there, for a probe of the others only (runner.execute takes them
+    as a resumed run's); and the selected cases (run_mode's `cases`). Bad input raises as
+    run_mode."""
     check_common(jobs, timeout, seed)
     ops = ops_text(ops)
     known = Resumed()
+    cases = checked_selection("support", ops, params, shard, refs=True)
     if cache.cache_dir() is None:
-        return None, known
-    cases = checked_selection("support", ops, params, shard, names_only=True)
+        return None, known, cases
     targets = selected_devices(backends, soc=soc)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
@@ -59,12 +60,12 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) ->
         known.devices[target.label] = stored["info"]
         complete = complete and len(got) == len(cases)
     if not complete:
-        return None, known
+        return None, known, cases
     run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__,
               catalog=current())
     run.results = list(known.results.values())   # device by device, in case order
     run.devices = list(known.devices.values())
-    return run, known
+    return run, known, cases
 
 
 def remember(run: Run, known: Resumed | None = None) -> None:

@@ -77,11 +77,11 @@ def test_cached_probe_gives_the_computed_decisions(cache_dir):
     names = sorted({c.name for c in sample(list(_catalog("support")), 150)})
     args = ["-o", ",".join(names)]
     args_kw = dict(ops=(",".join(names),), params=None, backends=(), jobs=1, timeout=None, seed=0, shard=None)
-    run, known = probe.cached_probe(**args_kw)
+    run, known, _ = probe.cached_probe(**args_kw)
     assert run is None and not known.results              # nothing cached yet
     uncached = _support("off", *args)
     cold = _support(str(cache_dir), *args)                 # computed, and remembered
-    run, known = probe.cached_probe(**args_kw)
+    run, known, _ = probe.cached_probe(**args_kw)
     assert run is not None and len(run.results) == len(uncached[1]) == len(known.results)
     warm = _support(str(cache_dir), *args)                 # answered from the cache
     for got in (cold, warm):
@@ -94,10 +94,10 @@ def test_cached_probe_gives_the_computed_decisions(cache_dir):
     # remembers them
     more = ["-o", ",".join(names) + ",ABS"]
     more_kw = dict(args_kw, ops=(",".join(names) + ",ABS",))
-    run, known = probe.cached_probe(**more_kw)
+    run, known, _ = probe.cached_probe(**more_kw)
     assert run is None and len(known.results) == len(uncached[1])
     assert _support(str(cache_dir), *more) == _support("off", *more)
-    run, known = probe.cached_probe(**more_kw)
+    run, known, _ = probe.cached_probe(**more_kw)
     assert run is not None and len(run.results) == len(uncached[1]) + 2 * 8
 
 

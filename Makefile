@@ -11,8 +11,8 @@ STAMP    := $(VENV)/.installed
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
-.PHONY: all setup native run test bench check-install ggml-cpu tbo-names parity-0.25.3 check-cann-headers \
-	cann-sim-toolkit ggml-cann ggml-cann-check clean
+.PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-check tbo-names parity-0.25.3 \
+	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check clean
 
 all: setup
 
@@ -56,6 +56,23 @@ GGML_CPU_BIN := build/ggml-cpu/prefix/bin/test-backend-ops
 ggml-cpu: $(GGML_CPU_BIN)
 $(GGML_CPU_BIN): | $(STAMP)
 	$(PY) -m cannops.native.ggml_cann_build cpu
+
+# ggml 0.25.3's CPU backend through ops: the bridge rebuilt against that prefix, every op's
+# sample (--sample: the same cases in every run) of the 0.25.3 catalog on GGML-CPU, then
+# of the v0.20.2 catalog (the test suite's, which runs on whichever ggml the bridge has:
+# older case graphs replayed on a newer ggml); the bridge goes back to the wheel's ggml
+# afterwards, whatever happened. Results: build/ggml-cpu-check/<catalog>.json. 600 s a
+# case: the inputs of 128 q4_K experts take 25 s to quantize alone (ggml_quantize_chunk,
+# one thread), over 60 s at -j 2 on 2 loaded cores.
+GGML_CPU_SAMPLE ?= 10
+GGML_CPU_CHECK := --sample $(GGML_CPU_SAMPLE) -j 2 --timeout 600
+ggml-cpu-check: setup $(GGML_CPU_BIN)
+	mkdir -p build/ggml-cpu-check
+	$(MAKE) native GGML_HOME=$(CURDIR)/build/ggml-cpu/prefix && \
+	    $(OPS) list devices | grep 'library: .*(ggml 0\.25\.3,' && \
+	    $(OPS) test -b GGML-CPU --catalog 0.25.3 $(GGML_CPU_CHECK) --results build/ggml-cpu-check/0.25.3.json && \
+	    $(OPS) test -b GGML-CPU --catalog 0.20.2 $(GGML_CPU_CHECK) --results build/ggml-cpu-check/0.20.2.json; \
+	    status=$$?; $(MAKE) native; exit $$status
 
 # test-backend-ops' case names of ggml 0.25.3, listed from its CPU build (TBO_BIN, built
 # above unless given; source TBO_SRC) into build/tbo-names/0.25.3/{support,test}.tsv (about

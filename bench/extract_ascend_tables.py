@@ -1,8 +1,9 @@
 """Extract, for every aclnn operator the CANN simulator implements, Ascend's own dtype
 tables from the hicann op repositories: the page's parameter table (docs/aclnn*.md), its
 per-product notes for Atlas A2 and Atlas 推理系列 (310P), its product table's state for
-each (offered, not offered, not documented), and the dtype combinations of
-its system tests (tests/st/aclnn<Name>/*.json), into tests/data/ascend-tables.json.
+each (offered, not offered, not documented), the dtype combinations of its system tests
+(tests/st/aclnn<Name>/*.json) and the SoCs its kernel registrations name
+(op_host/*_def.cpp), into tests/data/ascend-tables.json.
 
     .venv/bin/python bench/extract_ascend_tables.py [--mirrors /work/.mirror] [--out PATH]
 
@@ -20,7 +21,7 @@ import re
 import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-REPOS = ("ops-math", "ops-nn", "ops-transformer")
+REPOS = ("ops-math", "ops-nn", "ops-transformer", "ops-cv")
 OUT = ROOT / "tests" / "data" / "ascend-tables.json"
 
 # the pages' dtype names -> the simulator's short names (docs/cann-sim-dtypes.md)
@@ -100,43 +101,56 @@ def support(page: str) -> dict[str, str]:
     return out
 
 
-def table_params(sec: str) -> dict[str, list[str]]:
-    """Parameter -> dtypes of the page's HTML parameter table (its 数据类型 column)."""
-    params: dict[str, list[str]] = {}
+def param_cells(sec: str, column: str):
+    """(parameter, the cell's HTML) of each row of the page's HTML parameter tables, in the
+    first column whose head starts with `column` ("数据类型", "维度")."""
     for table in re.findall(r"<table.*?</table>", sec, re.S):
         heads = [text_of(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table, re.S)]
-        if "数据类型" not in heads or "参数名" not in heads[:1]:
+        col = next((i for i, h in enumerate(heads) if h.startswith(column)), None)
+        if col is None or "参数名" not in heads[:1]:
             continue
-        col = heads.index("数据类型")
         for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
             cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
             name = re.match(r"[A-Za-z_]\w*", text_of(cells[0])) if cells else None
             if len(cells) == len(heads) and name:   # "self（aclTensor*）" -> self
-                params.setdefault(name.group(0), dtypes_in(text_of(cells[col])))
+                yield name.group(0), cells[col]
+
+
+def table_params(sec: str) -> dict[str, list[str]]:
+    """Parameter -> dtypes of the page's HTML parameter table (its 数据类型 column)."""
+    params: dict[str, list[str]] = {}
+    for name, cell in param_cells(sec, "数据类型"):
+        params.setdefault(name, dtypes_in(text_of(cell)))
     return params
+
+
+def table_marks(sec: str) -> dict[str, dict[str, list[str]]]:
+    """Parameter -> dtype -> the footnote marks it carries in the 数据类型 column
+    ("FLOAT<sup>2</sup>"), which a product's note refuses ("角标“2”代表该系列不支持的数据类型")."""
+    marks: dict[str, dict[str, list[str]]] = {}
+    for name, cell in param_cells(sec, "数据类型"):
+        if name in marks:   # the first row of a name, as table_params
+            continue
+        marks[name] = {}
+        for m in DTYPE_RE.finditer(cell):
+            sup = re.match(r"\s*<sup>([^<]*)</sup>", cell[m.end():])
+            if sup:
+                marks[name][DTYPES[m.group(1)]] = re.findall(r"\w+", sup.group(1))
+    return {p: m for p, m in marks.items() if m}
 
 
 def table_dims(sec: str) -> dict[str, list[int]]:
     """Parameter -> [lowest, highest] rank of the page's 维度(shape) column where it states
     them ("1-8", "0-8维", "不超过8维", "2-8维和0维": the highest, and the lowest stated)."""
     dims: dict[str, list[int]] = {}
-    for table in re.findall(r"<table.*?</table>", sec, re.S):
-        heads = [text_of(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", table, re.S)]
-        col = next((i for i, h in enumerate(heads) if h.startswith("维度")), None)
-        if col is None or "参数名" not in heads[:1]:
-            continue
-        for row in re.findall(r"<tr>(.*?)</tr>", table, re.S):
-            cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-            name = re.match(r"[A-Za-z_]\w*", text_of(cells[0])) if cells else None
-            if len(cells) != len(heads) or not name:
-                continue
-            cell = text_of(cells[col])
-            span = re.search(r"(\d)\s*[-~]\s*(\d)", cell)
-            top = re.search(r"(?:不超过|不高于|小于等于|不大于)\s*(\d)\s*维", cell)
-            if span:
-                dims.setdefault(name.group(0), [int(span.group(1)), int(span.group(2))])
-            elif top:
-                dims.setdefault(name.group(0), [0, int(top.group(1))])
+    for name, cell in param_cells(sec, "维度"):
+        cell = text_of(cell)
+        span = re.search(r"(\d)\s*[-~]\s*(\d)", cell)
+        top = re.search(r"(?:不超过|不高于|小于等于|不大于)\s*(\d)\s*维", cell)
+        if span:
+            dims.setdefault(name, [int(span.group(1)), int(span.group(2))])
+        elif top:
+            dims.setdefault(name, [0, int(top.group(1))])
     return dims
 
 
@@ -160,7 +174,9 @@ def bullet_params(sec: str) -> tuple[dict[str, list[str]], list[tuple[str, str, 
         if "<term>" in line:   # notes of other products matter too ("仅支持该产品")
             body = text_of(line.split("</term>")[-1]).lstrip("：:").strip()
             if not body:   # "- <term>A2</term>、<term>A3</term>：" then its own bullets
-                for more in lines[i + 1:]:
+                for more in lines[i + 1:]:   # (ops-cv's pages leave a blank line first)
+                    if not more.strip() and not body:
+                        continue
                     if not more.strip() or len(more) - len(more.lstrip()) <= indent:
                         break
                     body += text_of(more).lstrip("- ") + "；"
@@ -168,9 +184,11 @@ def bullet_params(sec: str) -> tuple[dict[str, list[str]], list[tuple[str, str, 
     return params, notes
 
 
-def apply_notes(table: dict[str, list[str]], notes, product: str) -> tuple[dict[str, list[str]], list[str]]:
+def apply_notes(table: dict[str, list[str]], notes, product: str,
+                marks: dict[str, dict[str, list[str]]]) -> tuple[dict[str, list[str]], list[str]]:
     """The product's dtypes per parameter: a note's 数据类型支持 list replaces the table's,
-    its 不支持 list is removed; a note names its parameter or applies to all."""
+    its 不支持 list is removed, and so are the dtypes a footnote mark it refuses stands by
+    (table_marks); a note names its parameter or applies to all."""
     out = {p: list(d) for p, d in table.items()}
     texts = []
     for param, body, prods in notes:
@@ -181,6 +199,11 @@ def apply_notes(table: dict[str, list[str]], notes, product: str) -> tuple[dict[
             continue
         texts.append((param + ": " if param else "") + body)
         for clause in re.split(r"[；;。]", body):
+            mark = re.search(r"角标[“\"]?(\w+)[”\"]?代表该系列不支持", clause)
+            if mark:
+                for k in out:
+                    out[k] = [d for d in out[k] if mark.group(1) not in marks.get(k, {}).get(d, ())]
+                continue
             names = dtypes_in(clause)
             if not names or "当" in clause:   # a condition ("当self为BFLOAT16时，不支持...") lists no dtypes
                 continue
@@ -232,6 +255,17 @@ def system_tests(mirrors: pathlib.Path, repo: str, doc: str, name: str) -> dict 
             "ranks": sorted(ranks)}
 
 
+def registered(mirrors: pathlib.Path, repo: str, doc: str) -> list[str]:
+    """The SoCs the operator's kernel registrations (op_host/*_def.cpp: AddConfig) name,
+    over its directory; [] where it registers none (an AICPU or composed operator)."""
+    d = mirrors / f"hicann+{repo}" / "repo"
+    socs = set()
+    for f in git(d, "ls-tree", "-r", "--name-only", "HEAD", doc.split("/docs/")[0]).splitlines():
+        if f.endswith("_def.cpp"):
+            socs |= set(re.findall(r'AddConfig\("(\w+)"', git(d, "show", f"HEAD:{f}")))
+    return sorted(socs)
+
+
 def extract(mirrors: pathlib.Path) -> dict:
     index = pages(mirrors)
     out = {"generated_by": "bench/extract_ascend_tables.py",
@@ -251,11 +285,13 @@ def extract(mirrors: pathlib.Path) -> dict:
         table = {p: d for p, d in table.items() if d}
         entry = {"page": f"{repo}:{path}", "support": support(page), "table": table,
                  "dims": table_dims(sec)}
+        marks = table_marks(sec)
         for product in ("A2", "310P"):
-            params, texts = apply_notes(table, notes, product)
+            params, texts = apply_notes(table, notes, product, marks)
             entry[product] = params
             entry[f"{product}_notes"] = texts
         entry["st"] = system_tests(mirrors, repo, path, name)
+        entry["registered"] = registered(mirrors, repo, path)
         out["operators"][name] = entry
     return out
 

@@ -80,11 +80,14 @@ def unique_params(cases) -> list:
 @dataclass(frozen=True)
 class Deviation:
     """A known, explained difference: `when` names the cases it concerns; it explains an
-    error up to `max_error` only (None: any size), so that a worse one is still a FAIL."""
+    error up to `max_error` only (None: any size), so that a worse one is still a FAIL.
+    `holds(out, params, *srcs)`: a ceiling in another measure than the metric (test mode),
+    None where the device's output meets it, else why not (then the case is a FAIL)."""
     reason: str
     when: Callable[[Params], bool] = lambda params: True   # the cases it concerns
     max_error: float | None = None
     nonfinite: bool = False   # grad mode: it also explains a non-finite gradient
+    holds: Callable[..., str | None] | None = None
 
 
 # a Deviation keyed by this prefix concerns every device (a limit of the check itself)
@@ -182,7 +185,8 @@ class Family:
     init(tensor, rng, params) -> array | None    custom leaf data (None: uniform [-1, 1])
     max_nmse: threshold of the default NMSE metric (a number or params -> number)
     err: custom metric (ref, out, params) -> float, compared to max_nmse
-    err_srcs: err also receives the checked node's source values, (ref, out, params, *srcs)
+    err_srcs: err (and a Deviation's holds) also receives the checked node's source values,
+              (ref, out, params, *srcs)
               (test_top_k's check of tied values reads its input)
     fused: a test-mode fused case, checked on graph.check_nodes / its output only,
            and absent from support mode (as in test-backend-ops)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .catalog import Deviation, Family, new_params, register, Since, unique_params
-from .tolerances import CUBE_F16_310P, dot_products
+from .tolerances import CANN_CUBE_F32, CUBE_F16_310P, dot_products
 from .graph import Tensor, cont, new_op, permute, reshape, view
 from .image import im2col
 from .matmul import mul_mat
@@ -227,7 +227,9 @@ def build_conv_1d_dw(g, ne_input, ne_kernel, type_kernel, stride, padding, dilat
 
 register(Family(
     name="conv_1d_dw",
-    strict=dot_products(lambda p: p["type_kernel"]),
+    # the product's src0 is the columns (f16 but for a bf16 kernel), into whose type
+    # backends convert the kernel; on CANN an f32 product runs on the cube as MUL_MAT's
+    strict=dot_products(lambda p: "f32" if p["type_kernel"] == "bf16" else "f16") + (CANN_CUBE_F32,),
     build=build_conv_1d_dw,
     vars=("ne_input", "ne_kernel", "type_kernel", "stride", "padding", "dilation"),
     op="CONV_1D_DW",

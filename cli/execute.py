@@ -109,6 +109,11 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         if not ok:
             far = far or worst_elements(ref, got.outputs[i])
     dev = find_deviation(fam.notes, device.notes_name, case.params, worst)
+    if dev and dev.holds and reasons:
+        beyond = [why for i in check if (why := dev.holds(got.outputs[i], case.params, *expected[i][1]))]
+        if beyond:
+            dev = None
+            reasons += beyond
     note = dev.reason if dev else ""
     status = OK
     if reasons:

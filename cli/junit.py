@@ -70,7 +70,7 @@ def junit_xml(run: Run, slower: dict[str, dict[str, tuple[float, float]]] | None
         props = ET.SubElement(suite, "properties")
         for k, v in (("device", device), ("mode", run.mode), ("seed", run.seed),
                      ("ops_filter", run.ops_filter), ("params_filter", run.params_filter),
-                     ("shard", run.shard), ("version", run.version), ("interrupted", run.interrupted),
+                     ("shard", run.shard), ("sample", run.sample), ("version", run.version), ("interrupted", run.interrupted),
                      ("strict", run.strict)):
             if v is not None:
                 text = str(v).lower() if isinstance(v, bool) else str(v)

@@ -12,7 +12,7 @@ import click
 from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
                       catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
-                      selected_devices, selection_options, worker_count)
+                      sample_option, selected_devices, selection_options, worker_count)
 from .selection import BadInput, split_ops_filter
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def set_up_workers(jobs: int) -> None:
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
-             resumed=None, cases=None) -> Run:
+             sample=None, resumed=None, cases=None) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output.
     resumed: results known already (results.Resumed), taken instead of running their cases;
     cases: the selection, where the caller made it already (refs=True)."""
@@ -60,14 +60,14 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     results_path = results_path or resume_path
     check_writable(results_path)
     if cases is None:
-        cases = checked_selection(mode, ops, params, shard, refs=True)
+        cases = checked_selection(mode, ops, params, shard, sample=sample, refs=True)
     jobs = worker_count(jobs, len(cases))
     devices = selected_devices(backends, soc=soc)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
                    min_seconds=min_seconds, ops_filter=ops, params_filter=params, shard=shard,
-                   strict=strict, ref_cache=ref_cache)
+                   sample=sample, strict=strict, ref_cache=ref_cache)
     # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside"),
     # locked from here to the results file's writing: one run per results file
     jpath = (journal_path(results_path) if results_path and
@@ -271,7 +271,8 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         _explain(results_in, compute, markdown, output, **kw)
         return
     if results_in is not None:
-        given = [flag for flag, key in (("-o", "ops"), ("-p", "params"), ("-b", "backends"), ("--shard", "shard"))
+        given = [flag for flag, key in (("-o", "ops"), ("-p", "params"), ("--sample", "sample"), ("-b", "backends"),
+                                            ("--shard", "shard"))
                  if kw[key]] + (["--run"] if compute else [])
         if given:
             raise BadInput(f"--results classifies a saved file: {', '.join(given)} cannot go with it")
@@ -391,7 +392,7 @@ def _print_fuzz(found, say) -> bool:
     return True
 
 
-def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, **_):
+def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, sample=None, **_):
     """ops support --explain: the CANN rules' decision per case and op node (no probing:
     the rules are declarative, backend/cann/rules*.py)."""
     from cannops.backend.cann import rules
@@ -405,7 +406,7 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
         raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
                        "(see `ops list devices`)")
     click.echo(f"CANN rules ({', '.join(targets)}), as ggml-cann v0.20.2's supports_op unless said")
-    for _, case in checked_selection("support", ops_text(ops), params, shard):
+    for _, case in checked_selection("support", ops_text(ops), params, shard, sample=sample):
         click.echo(case.name)
         graph = case.build()
         for s in socs:
@@ -417,16 +418,18 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
 @click.argument("what", type=click.Choice(["ops", "cases", "devices"]))
 @click.option("-o", "ops", metavar="OPS", help="With `cases`: only these ops.")
 @click.option("-p", "params", metavar="REGEX", help="With `cases`: only params matching REGEX.")
+@sample_option
 @click.option("--mode", type=click.Choice(["test", "support", "perf"]), default="test", show_default=True)
 @catalog_option
-def list_(what, ops, params, mode):
+def list_(what, ops, params, sample, mode):
     """List the ops, the cases or the devices."""
     if what == "ops":
         from cannops.cases.cache import op_names
         click.echo("\n".join(op_names()))
     elif what == "cases":
         ops = ops_text((ops,)) if ops is not None else None
-        click.echo("\n".join(c.name for _, c in checked_selection(mode, ops, params, None, names_only=True)))
+        picked = checked_selection(mode, ops, params, None, names_only=True, sample=sample)
+        click.echo("\n".join(c.name for _, c in picked))
     else:
         from cannops.backend.base import device_details, list_devices, unavailable_reasons
         for name, desc in list_devices():

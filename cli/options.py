@@ -68,13 +68,26 @@ def catalog_option(f):
                              "default: that of the ggml the GGML devices run, the newest without one.")(f)
 
 
+def _check_sample(ctx, param, value):
+    if value is not None and value < 1:
+        raise BadInput(f"--sample must be at least 1 (got {value})")
+    return value
+
+
+sample_option = click.option(
+    "--sample", type=int, metavar="N", callback=_check_sample,
+    help="At most N cases per op (after -o and -p), picked by a hash of the case name: the "
+         "same ones in every run, and a grid growing elsewhere does not shift them.")
+
+
 def selection_options(f):
-    """What to run where: -o, -p, -b, -j, --timeout, --seed, --shard, --catalog."""
+    """What to run where: -o, -p, --sample, -b, -j, --timeout, --seed, --shard, --catalog."""
     return _apply(
         f, catalog_option,
         click.option("-o", "ops", metavar="OPS", multiple=True,
                      help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
         click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),
+        sample_option,
         click.option("-b", "backends", metavar="DEVICE", multiple=True,
                      help="Device(s) to use (repeat or comma list); default: every device but NUMPY."),
         click.option("-j", "jobs", type=int, default=1, show_default=True, help="Worker processes."),
@@ -174,14 +187,14 @@ def check_regex(params):
         raise BadInput(f"bad -p regex {params[:40]!r}{'...' if len(params) > 40 else ''}: {why}") from None
 
 
-def checked_selection(mode, ops, params, shard, names_only=False, refs=False):
+def checked_selection(mode, ops, params, shard, names_only=False, sample=None, refs=False):
     """The selected cases (names_only: their names; refs: references that workers build,
     see select_cases); an empty selection is an error (exit 2) that says why."""
     check_regex(params)
-    cases = select_cases(mode, ops, params, shard, names_only, refs)
+    cases = select_cases(mode, ops, params, shard, names_only, sample, refs)
     if cases:
         return cases
-    if shard and select_cases(mode, ops, params, names_only=names_only):
+    if shard and select_cases(mode, ops, params, names_only=names_only, sample=sample):
         return cases  # a shard of a selection smaller than N may be empty
     if ops:
         from cannops.cases.cache import case_names

@@ -30,7 +30,8 @@ def _entry(device: str) -> str | None:
     return f"probe-{h.hexdigest()[:24]}.pickle"
 
 
-def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) -> tuple[Run | None, Resumed, list]:
+def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
+                 sample=None) -> tuple[Run | None, Resumed, list]:
     """The probe's Run from the cache, exactly as the workers would have made it, where
     every case of every device is there (else None; None too when the cache is off); the
     decisions that are there, for a probe of the others only (runner.execute takes them
@@ -39,7 +40,7 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) ->
     check_common(jobs, timeout, seed)
     ops = ops_text(ops)
     known = Resumed()
-    cases = checked_selection("support", ops, params, shard, refs=True)
+    cases = checked_selection("support", ops, params, shard, sample=sample, refs=True)
     if cache.cache_dir() is None:
         return None, known, cases
     targets = selected_devices(backends, soc=soc)
@@ -61,8 +62,8 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None) ->
         complete = complete and len(got) == len(cases)
     if not complete:
         return None, known, cases
-    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, version=__version__,
-              catalog=current())
+    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, sample=sample,
+              version=__version__, catalog=current())
     run.results = list(known.results.values())   # device by device, in case order
     run.devices = list(known.devices.values())
     return run, known, cases

@@ -32,7 +32,7 @@ REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT),
                  "soc": _STR}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
-              "shard": (str, _OPT), "interrupted": (bool,), "version": _STR,
+              "shard": (str, _OPT), "sample": (int, _OPT), "interrupted": (bool,), "version": _STR,
               "strict": (str, _OPT), "catalog": _STR,
               "devices": (list,), "results": (list,)}
 
@@ -143,6 +143,7 @@ class Run:
     ops_filter: str | None = None
     params_filter: str | None = None
     shard: str | None = None
+    sample: int | None = None           # --sample: at most this many cases per op
     devices: list[DeviceInfo] = field(default_factory=list)
     results: list[CaseResult] = field(default_factory=list)
     interrupted: bool = False
@@ -170,7 +171,7 @@ class Run:
         return {
             "schema": SCHEMA, "tool": "ops", "version": self.version, "mode": self.mode,
             "seed": self.seed, "ops_filter": self.ops_filter, "params_filter": self.params_filter,
-            "shard": self.shard, "interrupted": self.interrupted, "strict": self.strict,
+            "shard": self.shard, "sample": self.sample, "interrupted": self.interrupted, "strict": self.strict,
             "catalog": self.catalog,
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
@@ -201,7 +202,7 @@ class Run:
                    for i, x in enumerate(f.get("devices", []))]
         results = [result_from_dict(r, f"results[{i}]") for i, r in enumerate(f.get("results", []))]
         return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
-                   params_filter=f.get("params_filter"), shard=f.get("shard"), devices=devices,
+                   params_filter=f.get("params_filter"), shard=f.get("shard"), sample=f.get("sample"), devices=devices,
                    results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
                    strict=f.get("strict"), catalog=f.get("catalog", OLDEST))
 
@@ -427,7 +428,7 @@ class Journal:
         self.close()
 
 
-RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "strict", "catalog")
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "catalog")
 
 
 def _journal_pid(path: str) -> int | None:

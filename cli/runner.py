@@ -40,6 +40,7 @@ class Options:
     ops_filter: str | None = None
     params_filter: str | None = None
     shard: str | None = None
+    sample: int | None = None  # --sample: at most this many cases per op
     strict: bool = False       # test: the per-element check too (cli/strict.py)
     catalog: str = ""          # the catalog version (cases/versions.py); "": the one in use
     ref_cache: bool = True     # test: keep the reference's outputs on disk (cli/refcache.py)
@@ -69,7 +70,7 @@ def new_run(opts: Options) -> Run:
     if opts.strict:   # the checker's module imports NumPy: only a strict run takes its standard
         from .strict import STANDARD as standard
     return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
-               params_filter=opts.params_filter, shard=opts.shard, version=_pkg.__version__,
+               params_filter=opts.params_filter, shard=opts.shard, sample=opts.sample, version=_pkg.__version__,
                strict=standard, catalog=opts.catalog or current())
 
 

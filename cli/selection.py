@@ -1,8 +1,9 @@
-"""Choosing cases and devices from the command line: -o, -p, -b, --shard."""
+"""Choosing cases and devices from the command line: -o, -p, --sample, --shard, -b."""
 from __future__ import annotations
 
 import difflib
 import re
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,13 +35,32 @@ def _suggest(word: str, choices: list[str]) -> str:
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
+def hash_sample(cases: list, n: int) -> list:
+    """At most n of the cases, those whose names hash lowest (crc32): the same ones in every
+    run, and a grid growing elsewhere does not shift them; in their order."""
+    if len(cases) <= n:
+        return list(cases)
+    keep = set(sorted(range(len(cases)), key=lambda i: zlib.crc32(cases[i].name.encode()))[:n])
+    return [c for i, c in enumerate(cases) if i in keep]
+
+
+def sample_per_op(cases: list, n: int) -> list:
+    """--sample N: at most n cases of each op (hash_sample), in catalog order."""
+    by_op: dict[str, list] = {}
+    for c in cases:
+        by_op.setdefault(c.op, []).append(c)
+    keep = {id(c) for group in by_op.values() for c in hash_sample(group, n)}
+    return [c for c in cases if id(c) in keep]
+
+
 def select_cases(mode: str, ops: str | None = None, params: str | None = None,
                  shard: str | None = None, names_only: bool = False,
-                 refs: bool = False) -> list[tuple[int, Case]]:
+                 sample: int | None = None, refs: bool = False) -> list[tuple[int, Case]]:
     """The selected cases with their position in the unsharded selection (stable across
     -j, shards and merges). names_only: cache.CaseName's (op and vars, from the names
     cache) instead of catalog Cases, in the same order and with the same positions; refs:
-    cache.CaseRef's, which a worker resolves (neither imports NumPy nor the catalog)."""
+    cache.CaseRef's, which a worker resolves (neither imports NumPy nor the catalog).
+    sample: at most that many cases per op, after -o and -p (sample_per_op)."""
     from cannops.cases.cache import case_names
     cases = case_names(mode)
     extra = []
@@ -73,6 +93,9 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
         except re.error as e:
             raise BadInput(f"bad -p regex {params!r}: {e}") from None
         picked = [(pos, c) for pos, c in picked if rx.search(c.vars)]
+    if sample is not None:
+        kept = {id(c) for c in sample_per_op([c for _, c in picked], sample)}
+        picked = [(pos, c) for pos, c in picked if id(c) in kept]
     indexed = list(enumerate(picked))
     if shard:
         k, n = parse_shard(shard)

@@ -46,11 +46,7 @@ RUN_ENV = {"CANN_SIM_MALLOC_ALIGN": "128", "CANN_SIM_ALLOW": ",".join((
 # variant -> (CMake options, run-time environment)
 VARIANTS = {
     "910B": ({"SOC_TYPE": "Ascend910B3"}, {**RUN_ENV, "CANN_SIM_SOC": "Ascend910B3"}),
-    # ggml-cann's ASCEND_310P build calls operators whose pages do not offer the 310P
-    # (aclnnAdd, aclnnExp, aclnnIndexCopy, ...): let through by name, each call printed
-    "310P": ({"SOC_TYPE": "Ascend310P3"},
-             {**RUN_ENV, "CANN_SIM_SOC": "Ascend310P3",
-              "CANN_SIM_ALLOW": RUN_ENV["CANN_SIM_ALLOW"] + ",unoffered-operator"}),
+    "310P": ({"SOC_TYPE": "Ascend310P3"}, {**RUN_ENV, "CANN_SIM_SOC": "Ascend310P3"}),
     "910B-graph": ({"SOC_TYPE": "Ascend910B3", "USE_ACL_GRAPH": "ON"},
                    {**RUN_ENV, "CANN_SIM_SOC": "Ascend910B3", "GGML_CANN_ACL_GRAPH": "1"}),
     "cpu": ({"GGML_CANN": "OFF"}, None),   # None: no simulator, no launcher

@@ -10,12 +10,12 @@ elsewhere, and is returned in catalog order.
 from __future__ import annotations
 
 import functools
-import zlib
 
 from cannops.backend.base import open_device
 from cannops.cases import all_cases
 from cannops.cli.execute import test as run_test
 from cannops.cli.results import DEVIATION, NOT_SUPPORTED, OK
+from cannops.cli.selection import hash_sample as sample   # `ops test --sample`'s pick
 
 
 @functools.lru_cache(maxsize=None)
@@ -27,14 +27,6 @@ def cases_of(*ops: str, mode: str = "test") -> list:
     """Every catalog case of these op names (test mode: fused cases included); the catalog
     is enumerated once per mode and test session."""
     return [c for c in _catalog(mode) if c.op in ops]
-
-
-def sample(cases: list, n: int) -> list:
-    """At most n of the cases, picked by name hash; all of them when there are fewer."""
-    if len(cases) <= n:
-        return list(cases)
-    keep = set(sorted(range(len(cases)), key=lambda i: zlib.crc32(cases[i].name.encode()))[:n])
-    return [c for i, c in enumerate(cases) if i in keep]
 
 
 def run_cases(device_name: str, cases: list, seed: int = 0) -> list:

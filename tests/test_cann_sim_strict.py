@@ -242,7 +242,7 @@ def call_op(dev, name, *specs) -> int:
             blocks.append(p)
             dims = ffi.new("int64_t[]", list(shape) or [1])
             obj = RUNTIME["aclCreateTensor"](dims, len(shape), acl(dt), ffi.NULL, 0,
-                                             fmt or lib.ACL_FORMAT_ND, dims, len(shape), p)
+                                             lib.ACL_FORMAT_ND if fmt is None else fmt, dims, len(shape), p)
             made.append(("aclDestroyTensor", obj))
         elif spec[0] == "list":   # the list owns its tensors: destroyed with it, not apart
             n = len(made)

@@ -13,7 +13,7 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from cannops.backend.cann.sim import dtypes  # noqa: E402
 from test_cann_sim_strict import A, L, S, T, acl, call_op, dev  # noqa: E402,F401
-from cannops.native._aclnn import lib  # noqa: E402
+from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 DATA = json.loads((pathlib.Path(__file__).parent / "data" / "ascend-tables.json").read_text())
 OPS = DATA["operators"]
@@ -23,7 +23,7 @@ ALL = sorted({dtypes.short(a) for a in dtypes.BY_NAME.values()} & {
 
 
 FLOATS = {"f32", "f16", "bf16", "f64", "c64", "c128"}
-NCL = lib.ACL_FORMAT_NCL
+NCL, NCHW, NHWC = lib.ACL_FORMAT_NCL, lib.ACL_FORMAT_NCHW, lib.ACL_FORMAT_NHWC
 
 
 def unary(d):
@@ -33,6 +33,15 @@ def unary(d):
 def to_float(d):
     """The pages' integer / bool inputs give a FLOAT out."""
     return T(d, 4), T(d if d in FLOATS else "f32", 4)
+
+
+def _fias(d):
+    """aclnnFusedInferAttentionScoreV2, BSH, B = Q_S = N = 1, KV_S = 2, D = 16; query, key,
+    value and attentionOut of one type. An INT8 one is the page's full quantization: INT8
+    in and out with deqScale1, quantScale1, deqScale2 and quantScale2."""
+    quant = (T("u64", 1), T("f32", 1), T("u64", 1), T("f32", 1)) if d == "s8" else (None,) * 4
+    return ((T(d, 1, 1, 16), L(T(d, 1, 2, 16)), L(T(d, 1, 2, 16))) + (None,) * 4 + quant + (None,) * 13
+            + (1, 1.0, 65535, 65535, ffi.new("char[]", b"BSH"), 0, 0, 0, 0, 0, False, 0, 0, T(d, 1, 1, 16), None))
 
 
 # operator -> (the page's parameter the dtype goes to, its call with that dtype everywhere
@@ -125,10 +134,21 @@ PROBES = {
                                         False, A(0), 1, T(d, 1, 3, 4, fmt=NCL), 0)),
     "RotaryPositionEmbedding": ("x", lambda d: (T(d, 1, 2, 1, 4), T(d, 1, 2, 1, 4), T(d, 1, 2, 1, 4), 0,
                                                 T(d, 1, 2, 1, 4))),
+    # ops-cv's image pages; NHWC, where the bilinear page takes DOUBLE (NCHW: no DOUBLE)
+    "UpsampleNearest2d": ("self", lambda d: (T(d, 1, 1, 2, 2, fmt=NCHW), A(4, 4), T(d, 1, 1, 4, 4, fmt=NCHW))),
+    "UpsampleBilinear2d": ("self", lambda d: (T(d, 1, 2, 2, 1, fmt=NHWC), A(4, 4), False, 0.0, 0.0,
+                                              T(d, 1, 4, 4, 1, fmt=NHWC))),
+    # x, antiquantScale (per channel) and y of one type, an INT8 weight (k, n) = (64, 4)
+    "WeightQuantBatchMatmulV2": ("x", lambda d: (T(d, 2, 64), T("s8", 64, 4), T(d, 4), None, None, None, None,
+                                                 0, T(d, 2, 4))),
+    "FusedInferAttentionScoreV2": ("query", _fias),
 }
 
 # (operator, dtype) -> why the simulator and the A2 data differ
 NOT_TAKEN = {   # listed for A2, refused by the simulator
+    ("FusedInferAttentionScoreV2", "s8"): "an INT8 query is the page's full quantization (deqScale1, quantScale1, "
+                                          "deqScale2, quantScale2), which the A2 kernel registration and tiling "
+                                          "check take too; not simulated: refused as ACLNN_ERR_INNER",
 }
 NOT_LISTED = {   # taken by the simulator, not listed for A2
 }
@@ -138,8 +158,7 @@ def test_data_covers_every_simulated_operator(dev):
     from cannops.backend.cann.sim.aclnn import OPS as SIM
     assert set(SIM) == set(OPS), "rerun bench/extract_ascend_tables.py"
     assert all(len(sha) == 40 for sha in DATA["sources"].values())
-    # pages the mirrors lack (ops-nn carries no aclnnUpsample{Nearest,Bilinear}2d page)
-    assert {n for n, e in OPS.items() if not e["page"]} <= {"UpsampleNearest2d", "UpsampleBilinear2d"}
+    assert all(e["page"] for e in OPS.values()), "an operator without a page in the mirrors"
 
 
 @pytest.mark.parametrize("op", sorted(PROBES))
@@ -152,6 +171,8 @@ def _probe_against_page(dev, op, product, probe, not_taken, not_listed):
     but for the (op, dtype) pairs judged in `not_taken` / `not_listed`."""
     param, make = probe
     listed = set(OPS[op][product][param])
+    if OPS[op]["support"][product] != "offered":   # no 310P rows: the page's A2 dtypes less
+        listed = set(OPS[op]["A2"][param]) - {"bf16"}   # BFLOAT16 (soc.py)
     taken = {d for d in ALL if call_op(dev, op, *make(d)) == 0}
     missing = {d for d in listed & set(ALL) - taken if (op, d) not in not_taken}
     extra = {d for d in taken - listed if (op, d) not in not_listed}
@@ -172,20 +193,29 @@ def _on_310p(state: str) -> dict[str, str]:
     return {n: e["page"] for n, e in OPS.items() if e["page"] and e["support"]["310P"] == state}
 
 
-def test_310p_unoffered_operators_follow_the_pages():
+def _source_refuses_310p(entry: dict) -> bool:
+    """The operator's kernel registrations (op_host/*_def.cpp) name Atlas A2 SoCs but not
+    ascend310p: the source, too, has no 310P kernel."""
+    reg = entry["registered"]
+    return "ascend310p" not in reg and any(s.startswith("ascend910") for s in reg)
+
+
+def test_310p_unoffered_operators_follow_pages_and_sources():
     """Each page gives A2 and the 310P one of three states; soc.UNOFFERED["310P"] (the
-    simulator's and the rules' table) is exactly the operators whose page says 不支持 / ×
-    for the Atlas inference series, and those whose page is silent (no row) but which
-    ggml-cann's own 310P build avoids (soc.UNDOCUMENTED_AVOIDED), each with its own page."""
-    from cannops.backend.cann.soc import UNDOCUMENTED_AVOIDED, UNOFFERED
+    simulator's and the rules' table) is exactly the operators whose page does not offer
+    the Atlas inference series (不支持, or no row) and whose kernel registration leaves it
+    out too, each with its own page. A page's "no" that the source does not back (no A2
+    kernel registered either, or an ascend310p one) is overruled: offered."""
+    from cannops.backend.cann.soc import UNOFFERED
     assert all(set(e["support"]) == {"A2", "310P"} and set(e["support"].values()) <= STATES
                for e in OPS.values() if e["page"])
-    refused, silent = _on_310p("not offered"), _on_310p("not documented")
-    assert set(UNDOCUMENTED_AVOIDED["310P"]) <= set(silent)   # a page that gains a row shows
-    pages = {**refused, **{n: p for n, p in silent.items() if n in UNDOCUMENTED_AVOIDED["310P"]}}
-    assert set(UNOFFERED["310P"]) == set(pages)
+    pages = {n: e["page"] for n, e in OPS.items()
+             if e["page"] and e["support"]["310P"] != "offered" and _source_refuses_310p(e)}
     assert {n: _page_path(p) for n, p in UNOFFERED["310P"].items()} == \
         {n: _page_path(p) for n, p in pages.items()}
+    overruled = {n for n, e in OPS.items() if e["page"] and e["support"]["310P"] != "offered"} - set(pages)
+    assert {"Add", "Div", "Exp", "LayerNorm", "InplaceIndexCopy", "Im2col"} <= overruled
+    assert "ascend310p" in OPS["LayerNorm"]["registered"]   # the page's 不支持 against its own source
     assert all(e["support"]["A2"] == "offered" for e in OPS.values() if e["page"])   # the 910B offers all
 
 
@@ -221,8 +251,7 @@ def test_simulator_refuses_unoffered_operators_on_310p(dev, monkeypatch, op):
     code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
     assert code == lib.ACLNN_ERR_INNER_FIND_KERNEL_ERROR, msg
     assert f"aclnn{op}GetWorkspaceSize" in msg and UNOFFERED["310P"][op] in msg
-    said = OPS[op]["support"]["310P"]   # the page's own words, or its silence and why refused
-    assert ("is not supported" if said == "not offered" else "has no row") in msg, msg
+    assert "names Atlas A2 SoCs but not ascend310p" in msg, msg
     # on the 910B the same call reaches the operator's own checks (its nullptr refusal)
     code, msg = _prepare_on(monkeypatch, "Ascend910B3", op)
     assert "not offered" not in msg
@@ -369,8 +398,8 @@ _BF16_SOURCE = ("the page lists BFLOAT16 with no Atlas inference series note; op
                 "on DAV_2201 / regbase only (aclnn_sigmoid.cpp CheckSocVersionIsSupportBf16, "
                 "aclnn_norm.cpp, elu.cpp, aclnn_argsort.cpp): the source followed, no BF16 on 310P")
 NOT_TAKEN_310P = {
-    **{(op, "bf16"): _BF16_SOURCE for op in ("Elu", "GroupNorm", "InplaceCopy", "InplaceMuls", "Norm",
-                                             "Roll", "Sigmoid", "Argsort")},
+    **{(op, "bf16"): _BF16_SOURCE for op in ("Elu", "InplaceCopy", "InplaceMuls", "Norm", "Roll", "Sigmoid",
+                                             "Argsort")},
     **{("Argsort", d): "the page's A2 / A3 note removes UINT16/32/64 and names no 310P; "
                        "aclnn_argsort.cpp's default (310P) list has none of them: source followed"
        for d in ("u16", "u32", "u64")},
@@ -379,8 +408,14 @@ NOT_TAKEN_310P = {
        for d in ("u16", "u32", "u64")},
     ("Convolution", "bf16"): "the page's constraint table (约束说明, not extracted) says the Atlas "
                              "inference series takes no BFLOAT16 input / weight",
+    ("WeightQuantBatchMatmulV2", "bf16"): "the page's Atlas inference series block (约束说明, not extracted) "
+                                          "says x FLOAT16 only, as op_api's DAV_2002 list does",
 }
-NOT_LISTED_310P = {}
+NOT_LISTED_310P = {
+    ("UpsampleNearest2d", "f32"): "the page's 310P note refuses FLOAT32 (and BFLOAT16); op_api's default "
+                                  "(DAV_2002) list has FLOAT and sends it to the AI core path as on A2, and "
+                                  "ggml-cann's 310P UPSCALE calls it with f32: source followed",
+}
 # cubeMathType 0 (KEEP_DTYPE) is not offered for FLOAT on the 310P's cube: the 310P probes
 # of the cube operators ask for 1, as ggml-cann's ASCEND_310P branches do
 PROBES_310P = {
@@ -412,18 +447,16 @@ def test_simulator_takes_what_310p_lists(dev, monkeypatch, op):
 
 
 def test_undocumented_operator_is_offered_on_310p_without_bf16(dev, monkeypatch):
-    """A page silent on the 310P offers its operator there with its dtypes less BFLOAT16.
-    No such operator is used today (the two silent pages' operators are avoided by
-    ggml-cann's 310P build): aclnnRotaryPositionEmbedding, taken off UNDOCUMENTED_AVOIDED,
-    stands in for one."""
+    """A page silent on the 310P offers its operator there with its dtypes less BFLOAT16
+    unless the source registers no 310P kernel. No silent page's operator is offered today:
+    aclnnRotaryPositionEmbedding (registered for A2 only), taken off UNOFFERED, stands in."""
     from cannops.backend.cann import soc
     from cannops.backend.cann.sim import aclnn, runtime
     op = "RotaryPositionEmbedding"
     assert OPS[op]["support"]["310P"] == "not documented"
     code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
-    assert "has no row" in msg, msg   # as it stands: refused
+    assert "not ascend310p" in msg, msg   # as it stands: refused
     monkeypatch.setitem(soc.UNOFFERED, "310P", {k: v for k, v in soc.UNOFFERED["310P"].items() if k != op})
-    monkeypatch.setitem(soc.UNDOCUMENTED_AVOIDED, "310P", {})
     monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
     prepare = aclnn.OPS[op]
     monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, aclnn.check_soc(op) or prepare(*a)))

@@ -44,6 +44,24 @@ def test_full_case_names_and_params_regex_select_cases():
     assert p.stdout.split() == [name, "SGN(type=f32,ne_a=[128,2,2,2],v=1)", "SGN(type=f32,ne_a=[5,7,11,13],v=1)"]
 
 
+def test_sample_keeps_at_most_n_cases_per_op_the_same_in_every_run():
+    from cannops.cli.selection import hash_sample, select_cases
+    every = [c.name for _, c in select_cases("test", "ABS,TOP_K,SOFTCAP")]
+    picked = ops("list", "cases", "-o", "ABS,TOP_K,SOFTCAP", "--sample", "3").stdout.split()
+    assert sorted(n.split("(")[0] for n in picked) == ["ABS"] * 3 + ["SOFTCAP"] + ["TOP_K"] * 3
+    assert picked == [n for n in every if n in picked]   # catalog order
+    # -p applies first; the pick of an op does not depend on the other ops selected
+    assert ops("list", "cases", "-o", "TOP_K", "--sample", "3").stdout.split() == \
+        [n for n in picked if n.startswith("TOP_K(")]
+    ties = [c for _, c in select_cases("test", "TOP_K", "ties=1")]
+    assert ops("list", "cases", "-o", "TOP_K", "-p", "ties=1", "--sample", "2").stdout.split() == \
+        [c.name for c in hash_sample(ties, 2)]
+    doc = json.loads(ops("test", "-o", "ABS", "-b", "NUMPY", "--sample", "2", "--output", "json").stdout)
+    assert doc["sample"] == 2 and len(doc["results"]) == 2
+    p = ops("test", "-o", "ABS", "--sample", "0")
+    assert p.returncode == 2 and "--sample must be at least 1" in p.stderr
+
+
 def test_json_output_carries_run_and_case_fields():
     p = ops("test", "-o", "SQRT", "-b", "NUMPY", "--seed", "7", "--output", "json")
     doc = json.loads(p.stdout)

@@ -1,5 +1,7 @@
 """The ggml bridge: device discovery, values against the NumPy reference, the
 constructor cross-check, guard regions, and support queries without compute."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -8,9 +10,12 @@ from cannops.backend.base import DeviceError
 from cannops.backend.numpy_device import NumpyDevice
 from cannops.cases import all_cases
 from cannops.cli.compare import nmse
+from cannops.cases.elementwise import clamp
 from cannops.cases.graph import Graph, add, contiguous_strides, cont, cpy, permute, scale, unary
+from cannops.cases.versions import VERSIONS, at_or_after
 
 ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
+from cannops.backend.ggml.ops import find_replay, load_all  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +198,99 @@ def test_deferred_node_is_bound_through_the_later_constructor(cpu, numpy_dev, mo
     monkeypatch.setitem(REPLAYS, "CONT", lambda lib, ctx, node, srcs: lib.ggml_cont(ctx, built(a)))
     with pytest.raises(DeviceError):
         cpu.supports(None, g)
+
+
+# --- a case graph of one catalog version replayed on the ggml of another ---
+
+GGML_0253 = pathlib.Path(__file__).resolve().parents[1] / "build" / "ggml-cpu" / "prefix"
+
+
+class _Ggml0253Api:
+    """The two clamp constructors as ggml 0.25.3 has them, as strings: which one ran."""
+    def ggml_clamp(self, ctx, a, lo, hi):
+        return "new tensor"
+
+    def ggml_clamp_inplace(self, ctx, a, lo, hi):
+        return "view"
+
+
+def _clamp_node(version):
+    load_all()   # the replays
+    g = Graph(version)
+    g.out = clamp(g.new_tensor("f32", [8, 2], "a"), 0.0, float("inf"))
+    return g.out
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_clamp_replays_as_its_catalog_version_builds_it_on_ggml_0253(version):
+    """TOPK_MOE's with_norm cases of v0.20.2 failed on ggml 0.25.3 (the suite's catalog on
+    a bridge rebuilt with GGML_HOME): their CLAMP is in place, as v0.20.2's ggml_clamp
+    built it, and the replay called 0.25.3's ggml_clamp, no longer in place."""
+    node = _clamp_node(version)
+    got = find_replay(node)(_Ggml0253Api(), None, node, [None])
+    assert got == ("new tensor" if at_or_after(version, "0.25.3") else "view")
+
+
+def test_clamp_on_the_bridges_ggml_is_the_case_graphs(cpu):
+    has_inplace = hasattr(ggml.lib, "ggml_clamp_inplace")   # ggml 0.25.3 on
+    for version in VERSIONS:
+        g = _clamp_node(version).graph
+        if g.out.view_src is None and not has_inplace:
+            with pytest.raises(DeviceError, match="ggml_clamp is in place"):
+                cpu.supports(None, g)
+        else:
+            assert cpu.supports(None, g)   # the replay's field-by-field check passed
+
+
+CLAMP_ABI = """
+struct ggml_init_params { size_t mem_size; void * mem_buffer; bool no_alloc; };
+struct ggml_context * ggml_init(struct ggml_init_params params);
+void ggml_free(struct ggml_context * ctx);
+struct ggml_tensor * ggml_new_tensor_1d(struct ggml_context * ctx, int type, int64_t ne0);
+struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
+struct ggml_tensor * ggml_clamp_inplace(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
+struct ggml_tensor * ggml_view_tensor(struct ggml_context * ctx, struct ggml_tensor * src);
+void * ggml_get_data(const struct ggml_tensor * tensor);
+"""
+
+
+@pytest.mark.skipif(not (GGML_0253 / "lib" / "libggml-base.so").exists(),
+                    reason="no ggml 0.25.3 CPU build (make ggml-cpu)")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_clamp_replay_on_the_real_ggml_0253(version):
+    """The same on ggml 0.25.3's own library (cffi's ABI mode, no bridge build): an in-place
+    node shares its source's data, a new one has its own."""
+    import cffi
+    ffi = cffi.FFI()
+    ffi.cdef(CLAMP_ABI)
+    lib = ffi.dlopen(str(GGML_0253 / "lib" / "libggml-base.so"))
+    ctx = lib.ggml_init({"mem_size": 1 << 16, "mem_buffer": ffi.NULL, "no_alloc": False})
+    try:
+        node = _clamp_node(version)
+        a = lib.ggml_new_tensor_1d(ctx, 0, 16)
+        out = find_replay(node)(lib, ctx, node, [a])
+        assert (lib.ggml_get_data(out) == lib.ggml_get_data(a)) == (node.view_src is not None)
+    finally:
+        lib.ggml_free(ctx)
+
+
+def test_dsv4_hc_pre_params_of_either_version_are_the_same_op():
+    """ggml_dsv4_hc_pre writes (scale, gated) = (1.0f, 0) from 0.25.3 on, nothing before: a
+    v0.20.2 node replayed on ggml 0.25.3 (and the other way) is the same weighted sum; a
+    gated node or another scale is not."""
+    from cannops.backend.ggml.ops import same_params
+    from cannops.cases.dsv4 import dsv4_hc_pre
+    load_all()
+    nodes = {}
+    for version in VERSIONS:
+        g = Graph(version)
+        nodes[version] = dsv4_hc_pre(g.new_tensor("f32", [8, 4, 3], "x"), g.new_tensor("f32", [4, 3], "w"))
+    old, new = (bytes(nodes[v].op_params) for v in VERSIONS)
+    assert old != new and same_params("DSV4_HC_PRE", new, old) and same_params("DSV4_HC_PRE", old, new)
+    g = Graph(VERSIONS[-1])
+    gated = dsv4_hc_pre(g.new_tensor("f32", [8, 4, 3]), g.new_tensor("f32", [8, 4, 3]), 1.0, gated=True)
+    assert not same_params("DSV4_HC_PRE", bytes(gated.op_params), old)
+    half = bytearray(new)
+    half[:4] = np.float32(0.5).tobytes()
+    assert not same_params("DSV4_HC_PRE", bytes(half), old)
+    assert not same_params("CLAMP", new, old)   # no change declared: bytes must match

@@ -167,6 +167,30 @@ def test_a_known_deviation_covers_only_its_cases():
     assert find_deviation(capped, "GGML-CPU", permuted, 5e-3).reason == "any"
 
 
+def test_solve_tri_deviation_has_a_backward_error_ceiling():
+    """SOLVE_TRI's ill-conditioned cases: any f32 substitution (backward stable) meets the
+    ceiling, however far its X is from the exact one; a wrong X does not."""
+    import numpy as np
+    from cannops.cases.catalog import FAMILIES, find_deviation
+    p = dict(type="f32", ne_lhs=[128, 128, 2, 1], ne_rhs=[32, 128, 2, 1])
+    rng = np.random.default_rng(1)
+    a = np.tril(rng.uniform(0.1, 1.0, size=(1, 2, 128, 128))).astype(np.float32)   # as the catalog's
+    b = rng.uniform(-1, 1, size=(1, 2, 128, 32)).astype(np.float32)
+    x = np.zeros_like(b)   # forward substitution in f32, row by row
+    for i in range(128):
+        x[..., i, :] = (b[..., i, :] - np.einsum("...j,...jk->...k", a[..., i, :i], x[..., :i, :])) / a[..., i, i:i + 1]
+    exact = np.linalg.solve(np.tril(a.astype(np.float64)), b.astype(np.float64))
+    nmse = float(np.sum((x - exact) ** 2) / np.sum(exact ** 2))
+    assert nmse > 1e-7   # the f32 X is far from the exact one: the deviation's subject
+    dev = find_deviation(FAMILIES["solve_tri"].notes, "GGML-CPU", p, nmse)
+    assert dev is not None and dev.holds(x, p, a, b) is None
+    assert "backward error" in dev.holds(x * (1 + 1e-3), p, a, b)
+    lost = x.copy()
+    lost[..., 64, :] = 0   # a row of X lost
+    assert "backward error" in dev.holds(lost, p, a, b)
+    assert "non-finite" in dev.holds(np.full_like(x, np.nan), p, a, b)
+
+
 def test_a_simulated_device_gets_ten_times_the_default_timeout_only():
     from cannops.cli.runner import Options, case_timeout
     default = Options(timeout=60.0)

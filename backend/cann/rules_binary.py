@@ -7,20 +7,8 @@ from cannops.cases.graph import Tensor
 from .rules import FLOAT, RULES, Rule
 
 
-def _not_310p(node: Tensor, soc: str) -> bool:
-    return soc != "310P"
-
-
 def _binary(op: str) -> Rule:
     return Rule((op,), {"src0": FLOAT, "src1": FLOAT, "dst": FLOAT})
-
-
-def _add_or_sub(op: str) -> Rule:
-    """On 310P, whose pages offer no aclnnAdd / aclnnSub: both operands copied into a pair
-    buffer (aclnnInplaceCopy, src1 broadcast), src1 negated for SUB (aclnnInplaceMuls), and
-    summed over the pair by aclnnReduceSum, the same single rounding."""
-    return Rule((op, "InplaceCopy", "InplaceMuls", "ReduceSum"), {"src0": FLOAT, "src1": FLOAT, "dst": FLOAT},
-                calls={op: _not_310p})
 
 
 def _no_bias(node: Tensor) -> bool:
@@ -28,9 +16,9 @@ def _no_bias(node: Tensor) -> bool:
 
 
 RULES.update({
-    "ADD": _add_or_sub("Add"),
-    "ADD1": _add_or_sub("Add"),
-    "SUB": _add_or_sub("Sub"),
+    "ADD": _binary("Add"),
+    "ADD1": _binary("Add"),
+    "SUB": _binary("Sub"),
     "MUL": _binary("Mul"),
     "DIV": _binary("Div"),
     # as ggml-cann v0.20.2, which refuses a bias (the handler would add it with InplaceAdds)

@@ -12,15 +12,13 @@ def _one_type(node) -> bool:
     return all(s.type == node.type for s in node.src if s is not None)
 
 
-def _glu(*ops: str, calls=None) -> Rule:
+def _glu(*ops: str) -> Rule:
     return Rule(ops, {"src0": FLOAT, "dst": FLOAT},
-                ((_one_type, "GLU inputs and output must have one type"),), calls=calls or {})
+                ((_one_type, "GLU inputs and output must have one type"),))
 
 
 RULES.update({
-    # on 310P, whose pages do not offer aclnnRelu, max(x, 0) by aclnnClampMin
-    "GLU:REGLU": _glu("Relu", "ClampMin", "InplaceMul",
-                      calls={"Relu": lambda n, soc: soc != "310P", "ClampMin": lambda n, soc: soc == "310P"}),
+    "GLU:REGLU": _glu("Relu", "InplaceMul"),
     "GLU:GEGLU": _glu("GeGluV3", "Gelu", "InplaceMul"),
     "GLU:GEGLU_ERF": _glu("GeGluV3", "GeluV2", "InplaceMul"),
     # aclnnFastGelu is x*sigmoid(1.702x) as ggml's; ggml-cann's aclnnGeluV2(0) is erf-GELU

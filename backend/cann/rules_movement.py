@@ -71,9 +71,6 @@ RULES.update({
     "GET_ROWS": Rule(("GatherV2", "Cast", "Mul", "Arange", "Add"),
                      {"src0": FLOAT | I32 | {"q8_0"}, "src1": I32, "dst": FLOAT | I32},
                      ((_get_rows_types, "src0 does not convert to dst"),),
-                     # the batched gather's aclnnAdd: not on 310P, whose handler gathers slice
-                     # by slice (aclnnAdd's page does not offer it)
-                     calls={"Add": lambda n, soc: soc != "310P"},
                      beyond="i32 rows: ggml-cann v0.20.2 gathers floats and q8_0 only; "
                             "aclnnGatherV2 documents INT32 self",
                      soc={"310P": ((no_bf16, "bf16 rows on 310P: ggml-cann's ASCEND_310P branch "

@@ -8,12 +8,9 @@ in half mode, B * N < 1000 in interleave mode (x is read as BSND, B = ne3, N = n
 ggml-cann does not check those, the operator would refuse such a case at run time.
 
 On 310P (ggml-cann's ASCEND_310P branch): contiguous rows rotated whole (n_dims == ne0), which
-the handler rotates with aclnnRoll and aclnnMul as ggml-cann does there, since
-aclnnRotaryPositionEmbedding's page lists no Atlas inference series; the two products are
-summed by aclnnReduceSum over a pair dim, and normal mode's sin / cos interleaved by
-aclnnRepeat, where ggml-cann calls aclnnAdd and aclnnRepeatInterleaveIntWithDim, which the
-310P's pages do not offer. YaRN (its ramp needs aclnnInplaceDivs, InplaceThreshold,
-InplaceAdds) and frequency factors (aclnnDiv) stay refused there for the same reason.
+the handler rotates with aclnnRoll, aclnnMul and aclnnAdd as ggml-cann does there:
+aclnnRotaryPositionEmbedding registers no kernel for the Atlas inference series
+(docs/cann-sim-dtypes.md, "The 310P").
 """
 from __future__ import annotations
 
@@ -54,26 +51,21 @@ def _yarn(node, soc) -> bool:
     return node.param_f32(7) != 0.0   # ext_factor: the YaRN ramp
 
 
-def _on_310p(node, soc) -> bool:
-    return soc == "310P"
-
-
 # the operators a ROPE handler calls only on some paths: the YaRN ramp's, the frequency
-# factors' aclnnDiv, the interleaved sin / cos of normal mode (aclnnRepeat on 310P), and
-# aclnnRotaryPositionEmbedding (not on 310P: aclnnRoll, aclnnMul and aclnnReduceSum there)
+# factors' aclnnDiv, the interleaved sin / cos of normal mode, and
+# aclnnRotaryPositionEmbedding (not on 310P: aclnnRoll, aclnnMul and aclnnAdd there)
 _CALLS = {**{op: _yarn for op in ("InplaceSubs", "InplaceDivs", "InplaceThreshold", "InplaceClampMax",
                                   "InplaceAdds")},
           "Div": lambda node, soc: len(node.src) > 2 and node.src[2] is not None,
-          "RepeatInterleaveIntWithDim": lambda node, soc: not (_on_310p(node, soc)
-                                                               or node.param_i32(2) & (NEOX | MROPE)),
-          "RotaryPositionEmbedding": lambda node, soc: not _on_310p(node, soc)}
+          "RepeatInterleaveIntWithDim": lambda node, soc: not node.param_i32(2) & (NEOX | MROPE),
+          "RotaryPositionEmbedding": lambda node, soc: soc != "310P"}
 
 
 RULES.update({
     "ROPE": Rule(("InplaceSubs", "InplaceDivs", "InplaceMuls", "InplaceThreshold", "InplaceClampMax",
                   "IndexSelect", "RepeatInterleaveIntWithDim", "RotaryPositionEmbedding", "Arange",
                   "InplaceAdds", "InplaceMul", "Mul", "Div", "Sin", "Cos", "Repeat", "Cast",
-                  "InplaceCopy", "Roll", "InplaceFillScalar", "ReduceSum"),
+                  "InplaceCopy", "Roll", "InplaceFillScalar", "Add"),
                  {"src0": F32_F16, "src1": frozenset({"i32"}), "dst": F32_F16},
                  ((same_type, "src0 and dst types differ"),
                   (_rotated_dim_fits, "rows longer than 896 (ggml-cann), or a rotated dim D >= 896 "

@@ -20,13 +20,12 @@ def _no_sinks(node) -> bool:
 
 RULES.update({
     "SOFT_MAX": Rule(("Muls", "InplaceAdd", "Arange", "PowScalarTensor", "Mul", "InplaceCopy",
-                      "Softmax", "ReduceSum", "Cast"),
+                      "Softmax"),
                      {"src0": FLOAT, "dst": FLOAT},
                      ((same_type, "src0 and dst types differ"),
                       (_mask_ok, "the mask must be f32 or f16"),
                       (_no_sinks, "attention sinks: ggml-cann v0.20.2 refuses them "
                                   "(the handler's aclnn composition is kept for a later mapping)")),
-                     # the mask is added with aclnnInplaceAdd; on 310P, whose pages do not
-                     # offer it, by aclnnReduceSum over a pair of copies (ops_softmax.c)
-                     calls={"InplaceAdd": lambda n, soc: _src(n, 1) is not None and soc != "310P"}),
+                     # the mask is added with aclnnInplaceAdd
+                     calls={"InplaceAdd": lambda n, soc: _src(n, 1) is not None}),
 })

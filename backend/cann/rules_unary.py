@@ -2,24 +2,17 @@
 as ggml-cann maps it (EXPM1, FLOOR, CEIL, ROUND, TRUNC, XIELU have no mapping)."""
 from __future__ import annotations
 
-from .rules import RULES, Rule, unary
-
-
-def _on_310p_as(op: str, other: str) -> Rule:
-    """aclnn`op`, or on the 310P, whose pages do not offer it, aclnn`other` (exact there)."""
-    base = unary(op)
-    return Rule((op, other), base.types, base.checks,
-                calls={op: lambda n, soc: soc != "310P", other: lambda n, soc: soc == "310P"})
+from .rules import RULES, unary
 
 RULES.update({
     "UNARY:ABS": unary("Abs"),
-    "UNARY:NEG": _on_310p_as("Neg", "Muls"),          # x * -1
+    "UNARY:NEG": unary("Neg"),
     "UNARY:SGN": unary("Sign"),
     "UNARY:STEP": unary("GtScalar"),
     "UNARY:EXP": unary("Exp"),
     "UNARY:TANH": unary("Tanh"),
     "UNARY:ELU": unary("Elu"),
-    "UNARY:RELU": _on_310p_as("Relu", "ClampMin"),    # max(x, 0)
+    "UNARY:RELU": unary("Relu"),
     "UNARY:SIGMOID": unary("Sigmoid"),
     "UNARY:SILU": unary("Silu"),
     "UNARY:GELU": unary("Gelu"),

@@ -1,37 +1,7 @@
 /* ADD / ADD1 / SUB / MUL / DIV with ggml's repeat-broadcast of src1, and SCALE. */
 #include "ops_cann.h"
 
-/* dst = src0 + sign * src1 (src1 repeated) without aclnnAdd / aclnnSub, whose pages do not
- * offer the 310P: both operands are copied (converted to dst's type, src1 broadcast by
- * aclnnInplaceCopy) into the two halves of a {dst's shape, 2} scratch buffer, src1's
- * negated in place for SUB (exact), and aclnnReduceSum sums over the pair dim into dst:
- * the one rounding of a + b that aclnnAdd makes. */
-static int add_by_sum(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, float sign) {
-    const size_t es = ops_elem_size(dst->type);
-    const int64_t pair_ne[GGML_MAX_DIMS + 1] = { dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[3], 2 };
-    size_t pair_nb[GGML_MAX_DIMS + 1];
-    ops_contiguous_nb(pair_ne, GGML_MAX_DIMS + 1, es, pair_nb);
-    char *pair = ops_scratch(ctx, pair_nb[GGML_MAX_DIMS] * 2);
-    if (!pair) return ctx->rc;
-    struct ggml_tensor half = *dst;   /* dst's shape, contiguous, in the scratch */
-    for (int i = 0; i < GGML_MAX_DIMS; i++) half.nb[i] = pair_nb[i];
-    half.data = pair;
-    OPS_ACLNN(ctx, InplaceCopy, ops_tensor(ctx, &half), ops_tensor(ctx, dst->src[0]));
-    half.data = pair + pair_nb[GGML_MAX_DIMS];
-    aclTensor *a, *b, *second;
-    ops_bcast_tensors(ctx, dst->src[0], dst->src[1], &half, &a, &b, &second);
-    OPS_ACLNN(ctx, InplaceCopy, second, b);   /* src broadcasts to selfRef (its page) */
-    if (sign != 1.0f)
-        OPS_ACLNN(ctx, InplaceMuls, ops_tensor(ctx, &half), ops_scalar_f32(ctx, sign));
-    const int64_t outer = 0;   /* aclnn's dim 0: the pair */
-    OPS_ACLNN(ctx, ReduceSum, ops_tensor_ex(ctx, pair, dst->type, pair_ne, pair_nb, GGML_MAX_DIMS + 1,
-                                            ACL_FORMAT_ND, 0),
-              ops_int_array(ctx, &outer, 1), false, ops_acl_dtype(dst->type), ops_tensor(ctx, dst));
-    return 0;
-}
-
 static int op_add(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
-    if (ctx->soc_310p) return add_by_sum(ctx, dst, 1.0f);
     aclTensor *a, *b, *out;
     ops_bcast_tensors(ctx, dst->src[0], dst->src[1], dst, &a, &b, &out);
     aclScalar *alpha = ops_scalar_f32(ctx, 1.0f);
@@ -40,7 +10,6 @@ static int op_add(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
 }
 
 static int op_sub(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
-    if (ctx->soc_310p) return add_by_sum(ctx, dst, -1.0f);
     aclTensor *a, *b, *out;
     ops_bcast_tensors(ctx, dst->src[0], dst->src[1], dst, &a, &b, &out);
     aclScalar *alpha = ops_scalar_f32(ctx, 1.0f);

@@ -38,10 +38,7 @@ static void glu_operands(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, aclT
 
 static int activation(struct ops_cann_ctx *ctx, enum act act, aclTensor *x, aclTensor *y) {
     switch (act) {
-        case ACT_RELU:   /* aclnnRelu's page does not offer the 310P: max(x, 0) by aclnnClampMin */
-            if (ctx->soc_310p) OPS_ACLNN(ctx, ClampMin, x, ops_scalar_f32(ctx, 0.0f), y);
-            else OPS_ACLNN(ctx, Relu, x, y);
-            break;
+        case ACT_RELU:       OPS_ACLNN(ctx, Relu, x, y); break;
         case ACT_GELU_TANH:  OPS_ACLNN(ctx, Gelu, x, y); break;     /* the docs' tanh form */
         case ACT_GELU_ERF:   OPS_ACLNN(ctx, GeluV2, x, (int64_t) 0, y); break;   /* 0: none */
         case ACT_GELU_QUICK: OPS_ACLNN(ctx, FastGelu, x, y); break;  /* x * sigmoid(1.702 x); ggml-cann's GeluV2(0) is erf-GELU */

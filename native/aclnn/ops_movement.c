@@ -151,9 +151,7 @@ static int gather_slices(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, void
                          const size_t *nb) {
     const struct ggml_tensor *src = dst->src[0], *idx = dst->src[1];
     const int64_t n_slices = src->ne[2] * src->ne[3];
-    /* one batched gather needs aclnnAdd, which the 310P's pages do not offer: slice by slice there */
-    if (!ctx->soc_310p && n_slices > GATHER_LOOP_MAX && n_slices * src->ne[1] < F32_EXACT_INT &&
-        idx->type == GGML_TYPE_I32 &&
+    if (n_slices > GATHER_LOOP_MAX && n_slices * src->ne[1] < F32_EXACT_INT && idx->type == GGML_TYPE_I32 &&
         nb[2] == nb[1] * (size_t) src->ne[1] && nb[3] == nb[2] * (size_t) src->ne[2])
         return gather_batched(ctx, dst, base, nb);
     const int64_t s_ne[2] = { src->ne[0], src->ne[1] }, d_ne[2] = { dst->ne[0], idx->ne[0] };

@@ -166,19 +166,6 @@ static int rope_cache(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, int64_t
         aclIntArray *r = ops_int_array(ctx, reps, 4);
         OPS_ACLNN(ctx, Repeat, sin_t, r, *sin_out);
         OPS_ACLNN(ctx, Repeat, cos_t, r, *cos_out);
-    } else if (ctx->soc_310p) {   /* aclnnRepeatInterleaveIntWithDim's page does not offer
-                                   * the 310P: the values as {1, L, 1, S, 1} repeated twice
-                                   * along a new innermost dim, {2, L, 1, S, 1}, are the same */
-        const int64_t one_ne[5] = { 1, L, 1, S, 1 }, two_ne[5] = { 2, L, 1, S, 1 };
-        const int64_t reps[5] = { 1, 1, 1, 1, 2 };
-        size_t one_nb[5], two_nb[5];
-        ops_contiguous_nb(one_ne, 5, sizeof(float), one_nb);
-        ops_contiguous_nb(two_ne, 5, sizeof(float), two_nb);
-        aclIntArray *r = ops_int_array(ctx, reps, 5);
-        OPS_ACLNN(ctx, Repeat, ops_tensor_ex(ctx, sin_buf, GGML_TYPE_F32, one_ne, one_nb, 5, ACL_FORMAT_ND, 0), r,
-                  ops_tensor_ex(ctx, sr_buf, GGML_TYPE_F32, two_ne, two_nb, 5, ACL_FORMAT_ND, 0));
-        OPS_ACLNN(ctx, Repeat, ops_tensor_ex(ctx, cos_buf, GGML_TYPE_F32, one_ne, one_nb, 5, ACL_FORMAT_ND, 0), r,
-                  ops_tensor_ex(ctx, cr_buf, GGML_TYPE_F32, two_ne, two_nb, 5, ACL_FORMAT_ND, 0));
     } else {      /* [t0 t0 t1 t1 ..]: each value twice along the innermost dim (acl dim 3) */
         OPS_ACLNN(ctx, RepeatInterleaveIntWithDim, sin_t, 2, 3, rope_dims, *sin_out);
         OPS_ACLNN(ctx, RepeatInterleaveIntWithDim, cos_t, 2, 3, rope_dims, *cos_out);
@@ -189,22 +176,15 @@ static int rope_cache(struct ops_cann_ctx *ctx, struct ggml_tensor *dst, int64_t
 /* ggml-cann's ASCEND_310P rotation (no aclnnRotaryPositionEmbedding there), for f32 rows
  * rotated whole: y = x * cos + roll(x) * sign * sin, where roll swaps each pair (interleaved)
  * or the two halves (NeoX) and sign is -1 on the element that takes its partner's value
- * negated ([-1, 1, -1, 1, ..] or [-1 .. -1, 1 .. 1]). ggml-cann adds the two products with
- * aclnnAdd, whose page does not offer the 310P: here they are the two halves of one
- * {ne, 2} buffer that aclnnReduceSum (offered there) sums over its outer dim, the same
- * single f32 rounding of a + b. */
+ * negated ([-1, 1, -1, 1, ..] or [-1 .. -1, 1 .. 1]). */
 static int rotate_310p(struct ops_cann_ctx *ctx, void *x_buf, void *y_buf, const int64_t ne[4],
                        int neox, aclTensor *cos_t, aclTensor *sin_t) {
     size_t nb[4];
     ops_contiguous_nb(ne, 4, sizeof(float), nb);
     aclTensor *x = ops_tensor_ex(ctx, x_buf, GGML_TYPE_F32, ne, nb, 4, ACL_FORMAT_ND, 0);
     aclTensor *y = ops_tensor_ex(ctx, y_buf, GGML_TYPE_F32, ne, nb, 4, ACL_FORMAT_ND, 0);
-    void *pair_buf, *s_buf;
-    const int64_t two_ne[5] = { ne[0], ne[1], ne[2], ne[3], 2 };
-    aclTensor *pair = ops_scratch_tensor(ctx, GGML_TYPE_F32, two_ne, 5, &pair_buf);
-    if (!pair) return ctx->rc;
-    void *t_buf = pair_buf, *r_buf = (char *) pair_buf + nb[3] * (size_t) ne[3];
-    aclTensor *rolled = ops_tensor_ex(ctx, r_buf, GGML_TYPE_F32, ne, nb, 4, ACL_FORMAT_ND, 0);
+    void *r_buf, *s_buf, *t_buf;
+    aclTensor *rolled = ops_scratch_tensor(ctx, GGML_TYPE_F32, ne, 4, &r_buf);
     const int64_t dim = 3;
     if (neox) {
         const int64_t shift = ne[0] / 2;
@@ -229,10 +209,9 @@ static int rotate_310p(struct ops_cann_ctx *ctx, void *x_buf, void *y_buf, const
                                                     ACL_FORMAT_ND, 0), ops_scalar_f32(ctx, -1.0f));
     OPS_ACLNN(ctx, InplaceMul, rolled, sign);
     OPS_ACLNN(ctx, InplaceMul, rolled, sin_t);
-    aclTensor *xc = ops_tensor_ex(ctx, t_buf, GGML_TYPE_F32, ne, nb, 4, ACL_FORMAT_ND, 0);
+    aclTensor *xc = ops_scratch_tensor(ctx, GGML_TYPE_F32, ne, 4, &t_buf);
     OPS_ACLNN(ctx, Mul, x, cos_t, xc);
-    const int64_t outer = 0;   /* aclnn's dim 0: the pair */
-    OPS_ACLNN(ctx, ReduceSum, pair, ops_int_array(ctx, &outer, 1), false, ACL_FLOAT, y);
+    OPS_ACLNN(ctx, Add, xc, rolled, ops_scalar_f32(ctx, 1.0f), y);
     return 0;
 }
 

@@ -37,41 +37,6 @@ static int alibi_slopes(struct ops_cann_ctx *ctx, void *slopes, int64_t n_head, 
     return rc;
 }
 
-/* target (6-D, l_ne, of type `type`) += addend, broadcast to it: aclnnInplaceAdd, or on the
- * 310P, whose pages do not offer it, both copied as f32 into the halves of a {l_ne, 2}
- * pair that aclnnReduceSum sums over the pair dim (into target, or into f32 scratch that
- * aclnnCast rounds to an f16 target): the one rounding of target + addend in f32 that
- * aclnnInplaceAdd makes. */
-static int add_to(struct ops_cann_ctx *ctx, aclTensor *target, enum ggml_type type, const int64_t *l_ne,
-                  aclTensor *addend) {
-    if (!ctx->soc_310p) {
-        OPS_ACLNN(ctx, InplaceAdd, target, addend, ops_scalar_f32(ctx, 1.0f));
-        return 0;
-    }
-    int64_t p_ne[7];
-    size_t p_nb[7];
-    for (int i = 0; i < 6; i++) p_ne[i] = l_ne[i];
-    p_ne[6] = 2;
-    ops_contiguous_nb(p_ne, 7, sizeof(float), p_nb);
-    char *pair = ops_scratch(ctx, p_nb[6] * 2);
-    if (!pair) return ctx->rc;
-    OPS_ACLNN(ctx, InplaceCopy, ops_tensor_ex(ctx, pair, GGML_TYPE_F32, l_ne, p_nb, 6, ACL_FORMAT_ND, 0), target);
-    OPS_ACLNN(ctx, InplaceCopy, ops_tensor_ex(ctx, pair + p_nb[6], GGML_TYPE_F32, l_ne, p_nb, 6, ACL_FORMAT_ND, 0),
-              addend);
-    const int64_t outer = 0;   /* aclnn's dim 0: the pair */
-    aclTensor *pairs = ops_tensor_ex(ctx, pair, GGML_TYPE_F32, p_ne, p_nb, 7, ACL_FORMAT_ND, 0);
-    if (type == GGML_TYPE_F32) {
-        OPS_ACLNN(ctx, ReduceSum, pairs, ops_int_array(ctx, &outer, 1), false, ACL_FLOAT, target);
-        return 0;
-    }
-    void *sum_buf;
-    aclTensor *sum = ops_scratch_tensor(ctx, GGML_TYPE_F32, l_ne, 6, &sum_buf);
-    if (!sum) return ctx->rc;
-    OPS_ACLNN(ctx, ReduceSum, pairs, ops_int_array(ctx, &outer, 1), false, ACL_FLOAT, sum);
-    OPS_ACLNN(ctx, Cast, sum, ops_acl_dtype(type), target);
-    return 0;
-}
-
 /* logits (ne, nb of the logits buffer) += slope * mask, mask rows 0..ne1-1 */
 static int add_mask(struct ops_cann_ctx *ctx, void *logits, enum ggml_type type, const int64_t *ne,
                     const size_t *nb, const struct ggml_tensor *mask, float max_bias) {
@@ -84,7 +49,11 @@ static int add_mask(struct ops_cann_ctx *ctx, void *logits, enum ggml_type type,
                               mask->nb[3] * m3 };
     aclTensor *target = ops_tensor_ex(ctx, logits, type, l_ne, l_nb, 6, ACL_FORMAT_ND, 0);
     aclTensor *m = ops_tensor_ex(ctx, mask->data, mask->type, m_ne, m_nb, 6, ACL_FORMAT_ND, 0);
-    if (max_bias <= 0.0f) return add_to(ctx, target, type, l_ne, m);
+    aclScalar *one = ops_scalar_f32(ctx, 1.0f);
+    if (max_bias <= 0.0f) {
+        OPS_ACLNN(ctx, InplaceAdd, target, m, one);
+        return 0;
+    }
     void *slopes = ops_scratch(ctx, (size_t) ne[2] * sizeof(float)), *mem;
     if (!slopes || alibi_slopes(ctx, slopes, ne[2], max_bias)) return ctx->rc;
     const int64_t s_ne[6] = { 1, 1, m2, r2, 1, 1 };
@@ -94,7 +63,8 @@ static int add_mask(struct ops_cann_ctx *ctx, void *logits, enum ggml_type type,
     const int64_t b_ne[6] = { ne[0], ne[1], m2, r2, m3, 1 };
     aclTensor *bias = ops_scratch_tensor(ctx, GGML_TYPE_F32, b_ne, 6, &mem);
     OPS_ACLNN(ctx, Mul, s, m, bias);
-    return add_to(ctx, target, type, l_ne, bias);
+    OPS_ACLNN(ctx, InplaceAdd, target, bias, one);
+    return 0;
 }
 
 static int op_soft_max(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {

@@ -6,31 +6,17 @@
 #include "ops_cann.h"
 
 OPS_SIMPLE_UNARY(op_abs, Abs)
+OPS_SIMPLE_UNARY(op_neg, Neg)
 OPS_SIMPLE_UNARY(op_sgn, Sign)
 OPS_SIMPLE_UNARY(op_exp, Exp)
 OPS_SIMPLE_UNARY(op_tanh, Tanh)
+OPS_SIMPLE_UNARY(op_relu, Relu)
 OPS_SIMPLE_UNARY(op_sigmoid, Sigmoid)
 OPS_SIMPLE_UNARY(op_silu, Silu)
 OPS_SIMPLE_UNARY(op_gelu, Gelu)
 OPS_SIMPLE_UNARY(op_gelu_quick, FastGelu)
 OPS_SIMPLE_UNARY(op_hardsigmoid, Hardsigmoid)
 OPS_SIMPLE_UNARY(op_hardswish, Hardswish)
-
-/* NEG and RELU: aclnnNeg / aclnnRelu, or on the 310P, whose pages do not offer them,
- * aclnnMuls by -1 (the sign flipped, exact) and aclnnClampMin at 0 (max(x, 0), exact). */
-static int op_neg(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
-    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
-    if (ctx->soc_310p) OPS_ACLNN(ctx, Muls, x, ops_scalar_f32(ctx, -1.0f), y);
-    else OPS_ACLNN(ctx, Neg, x, y);
-    return 0;
-}
-
-static int op_relu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
-    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
-    if (ctx->soc_310p) OPS_ACLNN(ctx, ClampMin, x, ops_scalar_f32(ctx, 0.0f), y);
-    else OPS_ACLNN(ctx, Relu, x, y);
-    return 0;
-}
 
 static int op_gelu_erf(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);

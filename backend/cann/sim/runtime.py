@@ -1432,10 +1432,10 @@ RELAXATIONS = {
                      "910B CI passes ggml-cann's CONV_TRANSPOSE_1D, which zeroes an NCL dst)",
     "scalar-out-shape": "a reduction to a 0-d result takes a [1] out (the 910B CI passes "
                         "ggml-cann's CROSS_ENTROPY_LOSS, whose ReduceSum writes a [1] out)",
-    "unoffered-operator": "an aclnn operator whose page does not offer the simulated SoC "
-                          "(soc.UNOFFERED: on the 310P aclnnAdd, Sub, Div, Exp, Log, Sqrt, "
-                          "Tanh, Neg, Relu, LayerNorm, InplaceIndexCopy, ...) runs there as on "
-                          "the 910B; ggml-cann's ASCEND_310P build calls several of them",
+    "unoffered-operator": "an aclnn operator that neither its page nor its kernel "
+                          "registration offers on the simulated SoC (soc.UNOFFERED: on the "
+                          "310P aclnnCircularPad2d, FusedInferAttentionScoreV2, "
+                          "RotaryPositionEmbedding) runs there as on the 910B",
     "async-copy-align": "aclrtMemcpyAsync takes device addresses that are not 64-byte aligned "
                         "(an older page asked for it, the current hicann/runtime one does not; "
                         "the 910B CI passes ggml-cann's IM2COL, which copies from 32-byte offsets)",

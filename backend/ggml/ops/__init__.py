@@ -17,6 +17,11 @@ is replayed, by walking that node's src / view_src links. The later node's srcs 
 NULL for it; `built(t)` gives the ggml tensor of any node replayed so far (e.g. the
 source of the deferred node: built(node.src[0].src[0])).
 
+A case graph of one catalog version may be replayed on the ggml of another (the test suite
+runs v0.20.2's cases on any bridge). Where a constructor's op_params changed encoding
+between versions for the same op, `@params_since(op, version)` declares the change: the
+check then compares the node's and ggml's op_params each in the newer encoding.
+
 Every module of this package is imported on first use: add a <family>.py beside core.py.
 """
 from __future__ import annotations
@@ -42,6 +47,27 @@ def replay(*keys: str):
             REPLAYS[k] = fn
         return fn
     return deco
+
+
+# op -> (the ggml version whose constructor writes the newer encoding, the older
+# encoding's op_params -> the newer's; the newer's unchanged)
+PARAMS_SINCE: dict[str, tuple[str, Callable[[bytes], bytes]]] = {}
+
+
+def params_since(op: str, version: str):
+    def deco(fn):
+        PARAMS_SINCE[op] = (version, fn)
+        return fn
+    return deco
+
+
+def same_params(op: str, ggml_params: bytes, node_params: bytes) -> bool:
+    """Whether ggml's op_params and the node's encode the same op: equal, or equal once
+    both are in the newer encoding (a declared params_since change)."""
+    if ggml_params == node_params:
+        return True
+    change = PARAMS_SINCE.get(op)
+    return change is not None and change[1](ggml_params) == change[1](bytes(node_params))
 
 
 def find_replay(node) -> Callable | None:

@@ -23,6 +23,15 @@ def _xielu(lib, ctx, node, srcs):
 
 @replay("CLAMP")
 def _clamp(lib, ctx, node, srcs):
+    # The case graph says in place or not (cases/elementwise.clamp, by catalog version);
+    # the ggml run may be of another version: v0.20.2's ggml_clamp builds a view of its
+    # source, 0.25.3's a new tensor, and its ggml_clamp_inplace (new there) the view.
+    in_place = node.view_src is not None
+    if in_place and hasattr(lib, "ggml_clamp_inplace"):
+        return lib.ggml_clamp_inplace(ctx, srcs[0], node.param_f32(0), node.param_f32(1))
+    if not in_place and not hasattr(lib, "ggml_clamp_inplace"):
+        raise DeviceError("this ggml's ggml_clamp is in place (before 0.25.3): it cannot "
+                          "build the case's CLAMP into a new tensor")
     return lib.ggml_clamp(ctx, srcs[0], node.param_f32(0), node.param_f32(1))
 
 

@@ -119,8 +119,7 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
             given = rode.pop(name, {})   # decided with another device's cases (riders)
             left = sum(idx not in earlier and idx not in given for idx, _ in cases)
             pool = WorkerPool(target.members, max(1, min(opts.jobs, left)), case_timeout(opts, name), threads,
-                              label=name,
-                              env=target.env, prober=probers.get(name), riders=riders.get(name, ()))
+                              label=name, env=target.env, prober=probers.get(name), riders=riders.get(name, ()))
             try:
                 known = resumed.devices.get(name) or (device_info(probers[name]) if given else None)
                 if len(earlier.keys() | given.keys()) == len(cases) and known:

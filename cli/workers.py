@@ -499,12 +499,13 @@ class WorkerPool:
         return self._started(p, parent, child, log_path, device, slot)
 
     def _forkable(self) -> bool:
-        """Whether this pool's workers are forked (FORKABLE): its devices, this process's
-        BLAS set up for them, and no other thread here (a fork copies only the caller's:
-        a lock another one holds would stay locked in the worker)."""
+        """Whether this pool's workers are forked: its devices (FORKABLE, or a prober,
+        which starts no runtime), this process's BLAS set up for them, and no other thread
+        here (a fork copies only the caller's: a lock another one holds would stay locked
+        in the worker)."""
         if _fork_threads is None or _fork_threads != self.threads or threading.active_count() > 1 \
                 or not (self.prober is not None or all(m in FORKABLE for m in self.members)):
-            return False   # (a prober starts no runtime)
+            return False
         from cannops.backend.base import list_devices
         list_devices(self.members)
         return True

@@ -128,25 +128,24 @@ PROVIDER_MODULES = [
 ]
 
 
-_PROVIDERS: list | None = None
+_PROVIDERS: list = []   # the providers reached so far, in PROVIDER_MODULES' order
 
 
 def _providers():
-    """Provider modules that import and answer; a broken one (e.g. a native module not
-    built) is kept as _Unavailable with its reason, and the others carry on."""
-    global _PROVIDERS
-    if _PROVIDERS is None:
-        import importlib
-        _PROVIDERS = []
-        for m in PROVIDER_MODULES:
+    """The providers in turn, each imported and asked for its devices when first reached
+    (a run of `-b GGML-CPU` never imports the CANN provider nor starts its runtime); a
+    broken one (e.g. a native module not built) is kept as _Unavailable with its reason,
+    and the others carry on."""
+    import importlib
+    for i, m in enumerate(PROVIDER_MODULES):
+        if i == len(_PROVIDERS):
             try:
                 mod = importlib.import_module(m)
                 mod.list_devices()
             except Exception as e:
-                _PROVIDERS.append(_Unavailable(m, f"{type(e).__name__}: {e}"))
-                continue
+                mod = _Unavailable(m, f"{type(e).__name__}: {e}")
             _PROVIDERS.append(mod)
-    return _PROVIDERS
+        yield _PROVIDERS[i]
 
 
 class _Unavailable:
@@ -157,11 +156,18 @@ class _Unavailable:
         return []
 
 
-def list_devices() -> list[tuple[str, str]]:
-    """(name, description) of every device available here, reference last."""
-    found = []
+def list_devices(names=()) -> list[tuple[str, str]]:
+    """(name, description) of every device available here, reference last. Given device
+    names, the providers after the one that lists the last of them are not asked (nor
+    imported): the list then holds those devices and maybe some others; every device when
+    one of the names is not found."""
+    found, missing = [], set(names)
     for p in _providers():
-        found.extend(p.list_devices())
+        devices = p.list_devices()
+        found.extend(devices)
+        missing.difference_update(n for n, _ in devices)
+        if names and not missing:
+            break
     found.sort(key=lambda d: d[0] == "NUMPY")
     return found
 
@@ -175,6 +181,14 @@ def _provider_of(name: str):
 
 def open_device(name: str) -> Device:
     return _provider_of(name).open_device(name)
+
+
+def open_prober(name: str) -> Device | None:
+    """What decides a device's support without opening it, where its provider has that
+    (a Device whose `supports` needs no runtime, which any process may ask: a probe's
+    forked workers); None where the device itself must be asked."""
+    opener = getattr(_provider_of(name), "open_prober", None)
+    return opener(name) if opener else None
 
 
 def device_details(name: str) -> list[str]:
@@ -199,4 +213,4 @@ def file_identity(path: str) -> str:
 
 
 def unavailable_reasons() -> list[str]:
-    return [f"{p.module}: {p.why}" for p in _providers() if isinstance(p, _Unavailable)]
+    return [f"{p.module}: {p.why}" for p in list(_providers()) if isinstance(p, _Unavailable)]

@@ -7,6 +7,10 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 
 * `ops list cases` and `ops support` (the probe, every device): cold (an empty cache) and
   cached;
+* issue 23's own targets, medians of --runs runs with the load around them: the start-up
+  of a small run (`ops test -o ABS -b GGML-CPU`, the names cache warm; < 0.3 s wall) and
+  the probe of every case on every device with its decisions' cache removed (`ops
+  support`, both catalog versions; < 2 s wall), and warm;
 * with TBO=<a test-backend-ops binary> (environment or --tbo), issue 23's figures as ratios
   ops / test-backend-ops measured in the same run, in paired runs (--pairs, interleaved,
   the order alternating; medians), both tools on the same selections at -j 2:
@@ -22,7 +26,7 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 The selections are taken from the catalog in use: for the same cases and the same ggml on
 both sides, build the bridge against test-backend-ops' ggml (make native GGML_HOME=...);
 the first lines say which ggml each side runs.
-Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [...]
+Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [...]
 """
 from __future__ import annotations
 
@@ -128,12 +132,17 @@ def main() -> int:
     ap.add_argument("--perf-min-time", default="0.5", help="ops perf --min-time of that comparison")
     ap.add_argument("--sim-shard", default="1/20", help="CANN-SIM shard to extrapolate from ('' skips it)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
+    ap.add_argument("--runs", type=int, default=7, help="runs per issue 23 target figure (medians)")
     # big cases (tenths of a second and more each), where the workers' compute dominates
     ap.add_argument("--scaling-ops", default="FLASH_ATTN_EXT", help="ops of the -j 1 / -j 2 scaling figure")
     ap.add_argument("--scaling-params", default=r"hsk=(256|576).*kv=(512|1024),nb=(32|35|512)",
                     help="-p of the scaling figure (big cases)")
+    ap.add_argument("--targets", action="store_true", help="only issue 23's target figures (start-up, cold probe)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.targets:
+        targets(args.runs)
+        return 0
     print(f"ops' GGML-CPU runs {which_ggml()}")
     if args.tbo:
         print(f"test-backend-ops: {args.tbo}")
@@ -155,6 +164,7 @@ def main() -> int:
     if args.tbo:
         s, out = timed([args.tbo, "support", "-b", "CPU"] + (["-o", args.ops] if args.ops else []), args.repeat)
         print(f"{'test-backend-ops support -b CPU':<40} {n_cases(out):>7} {s:>8.2f}", flush=True)
+    targets(args.runs)
 
     if args.tbo:
         compare(args)
@@ -167,6 +177,40 @@ def main() -> int:
     sys.argv = sys.argv[:1]
     ggml_cann.main()
     return 0
+
+
+def targets(runs: int) -> None:
+    """Issue 23's start-up and cold-probe figures: medians of `runs` runs, with the load."""
+    print()
+    print(f"issue 23 targets, medians of {runs} runs (wall and CPU of the process tree, seconds; the "
+          f"1-min load average and other processes' cores during the runs)")
+    with tempfile.TemporaryDirectory(prefix="ops-bench-cache-") as cache:
+        env = {"OPS_CACHE_DIR": cache}
+        for mode in ("test", "support"):   # the names cache is warm in every figure below
+            tree.run([*OPS, "list", "cases", "--mode", mode], env)
+        abs_cmd = [*OPS, "test", "-o", "ABS", "-b", "GGML-CPU"]
+        tree.run(abs_cmd, env)
+        _target("ops test -o ABS -b GGML-CPU", 0.3, [tree.run(abs_cmd, env) for _ in range(runs)])
+        for version in ("0.20.2", "0.25.3"):
+            cmd = [*OPS, "support", "--catalog", version]
+            tree.run([*OPS, "list", "cases", "--mode", "support", "--catalog", version], env)
+            cold = []
+            for _ in range(runs):
+                for entry in os.listdir(cache):
+                    if entry.startswith("probe-"):   # cli/probe.py: the decisions' cache
+                        os.remove(os.path.join(cache, entry))
+                cold.append(tree.run(cmd, env))
+            _target(f"ops support --catalog {version}, cold", 2.0, cold)
+            _target(f"ops support --catalog {version}, warm", None, [tree.run(cmd, env) for _ in range(runs)])
+
+
+def _target(label: str, limit: float | None, runs: list) -> None:
+    wall, cpu = med(runs, "wall"), med(runs, "cpu")
+    verdict = "" if limit is None else f"  target < {limit:g} s: {'met' if wall < limit else 'NOT met'}"
+    loads = [r.load for r in runs]
+    print(f"{label:<40} wall {wall:6.2f}  CPU {cpu:6.2f}  load {min(loads):.1f}-{max(loads):.1f}  "
+          f"others {max(r.others for r in runs):.2f}{verdict}" + ("" if all(r.rc == 0 for r in runs) else "  (failed)"),
+          flush=True)
 
 
 def compare(args) -> None:

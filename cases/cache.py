@@ -79,6 +79,37 @@ class CaseName(tuple):
     name = property(lambda self: f"{self[0]}({self[1]})")
 
 
+class CaseRef(CaseName):
+    """A catalog case as a selection hands it to a worker: its name, and where its family
+    enumerates it ((op, vars, family, k, mode, version): the k-th case of that family in
+    `mode`), so that choosing and sending cases imports neither NumPy nor the catalog:
+    the worker builds the Case (`resolve`). A built Case resolves to itself."""
+
+    __slots__ = ()
+
+    def resolve(self):
+        from .catalog import family_case
+        op, vars, family, k, mode, version = self
+        return family_case(family, version, mode, k, op, vars)
+
+
+def case_refs(mode: str, positions: list[int], version: str | None = None) -> list[CaseRef]:
+    """The cases at these positions of catalog.all_cases(mode, version), ascending, as
+    CaseRefs: their names from the names cache, their families from the family runs."""
+    from .versions import current
+    version = version or current()
+    names = case_names(mode, version)
+    out, runs, start = [], iter(family_runs(mode, version)), 0
+    family, end = None, 0
+    for pos in positions:
+        while pos >= end:
+            start = end
+            family, n = next(runs)
+            end = start + n
+        out.append(CaseRef((*names[pos], family, pos - start, mode, version)))
+    return out
+
+
 def op_names() -> list[str]:
     """Every op name of the catalog (test mode has them all), sorted."""
     return sorted({c[0] for c in case_names("test")})
@@ -106,7 +137,12 @@ def family_runs(mode: str, version: str | None = None) -> list[tuple[str, int]]:
     selection builds the cases of the families it picks from, not the whole catalog."""
     from .versions import current
     version = version or current()
-    runs = load(_entry("families", mode, version))
+    return _family_runs(_entry("families", mode, version), str(cache_dir()), mode, version)
+
+
+@functools.lru_cache(maxsize=None)
+def _family_runs(entry: str, where: str, mode: str, version: str) -> list[tuple[str, int]]:
+    runs = load(entry)
     if runs is None:
         _, runs = _enumerate(mode, version)
     return runs

@@ -331,6 +331,10 @@ class Case:
             g.check_nodes = [out]
         return g
 
+    def resolve(self) -> "Case":
+        """The case itself (a cache.CaseRef, a case by name, resolves to its Case)."""
+        return self
+
     def seed(self, seed: int) -> list[int]:
         """Per-case seed material: the same inputs on every worker and every run."""
         return [seed, zlib.crc32(self.name.encode())]
@@ -363,7 +367,8 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
     return case
 
 
-_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames")   # the case model, not families
+# the case model and its caches, not families
+_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames", "cache", "tables")
 
 
 def _load_all() -> None:
@@ -403,15 +408,36 @@ def family_cases(fam: Family, mode: str = "test") -> list[Case]:
     return _enumerate_family(fam, mode)
 
 
+def family_case(name: str, version: str, mode: str, k: int, op: str, vars: str) -> Case:
+    """The k-th case of a family in a mode at a catalog version, named `op(vars)` (as the
+    names cache has it: cache.CaseRef.resolve), its name not formatted again."""
+    return _case_from_family(name, _family_points(name, version, mode)[k], _case_mode(mode), op, vars, version)
+
+
 @functools.lru_cache(maxsize=None)
 def _family_cases(name: str, version: str, mode: str) -> tuple[Case, ...]:
-    return tuple(_enumerate_family(at_version(name, version), mode))
+    fam = at_version(name, version)
+    return tuple(Case(fam, p, _case_mode(mode)) for p in _family_points(name, version, mode))
+
+
+@functools.lru_cache(maxsize=None)
+def _family_points(name: str, version: str, mode: str) -> tuple[Params, ...]:
+    return tuple(_points(at_version(name, version), mode))
+
+
+def _case_mode(mode: str) -> str:
+    return "perf" if mode == "perf" else "eval"
+
+
+def _points(fam: Family, mode: str) -> Iterable[Params]:
+    """The family's grid points in a mode (see all_cases)."""
+    if mode == "perf":
+        return fam.perf_grid()
+    if mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:
+        return ()
+    return fam.eval_grid()
 
 
 def _enumerate_family(fam: Family, mode: str) -> list[Case]:
-    if mode == "perf":
-        return [Case(fam, p, "perf") for p in fam.perf_grid()]
-    if mode in ("support", "grad") and fam.fused or mode == "grad" and not fam.in_grad:
-        return []
-    return [Case(fam, p) for p in fam.eval_grid()]
+    return [Case(fam, p, _case_mode(mode)) for p in _points(fam, mode)]
 

@@ -56,7 +56,9 @@ class Tensor:
 
     def __init__(self, graph: "Graph", type: GGMLType, ne: Sequence[int],
                  view_src: "Tensor | None" = None, view_offs: int = 0):
-        ne = tuple(int(x) for x in ne) + (1,) * (GGML_MAX_DIMS - len(ne))
+        ne = tuple(map(int, ne))
+        if len(ne) < GGML_MAX_DIMS:
+            ne += (1,) * (GGML_MAX_DIMS - len(ne))
         if view_src is None:
             check_shape(type, ne)
         if view_src is not None and view_src.view_src is not None:
@@ -161,7 +163,7 @@ def check_shape(type: GGMLType, ne: Sequence[int]) -> None:
     """What ggml_new_tensor takes: no negative dim, and rows of whole blocks of a block
     type (ggml_row_size asserts it): the domain of every family, for `ops fuzz` and for the
     case names `ops test -o` builds off the grid. A ValueError says which rule is broken."""
-    if any(n < 0 for n in ne):
+    if min(ne) < 0:
         raise ValueError(f"negative dim in ne={list(ne)}")
     if ne[0] % type.blck_size:
         raise ValueError(f"a {type.name} row holds whole blocks of {type.blck_size}: "

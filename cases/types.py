@@ -5,11 +5,30 @@ ggml's `enum ggml_type`); bf16 comes from `ml_dtypes`.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+
+def _gguf_constants():
+    """gguf's table of ggml types (gguf/constants.py), read without the package's
+    __init__, which imports its file reader and writer and their YAML metadata too (35 ms,
+    a third of a worker's start-up besides NumPy): a private copy of that one module, for
+    the enum values and sizes only (GGMLType.qtype is the package's own enum). Where it
+    cannot be read alone, the package's."""
+    try:
+        where = importlib.util.find_spec("gguf").submodule_search_locations[0]
+        spec = importlib.util.spec_from_file_location("_cannops_gguf_constants",
+                                                      os.path.join(where, "constants.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    except Exception:
+        from gguf import constants
+        return constants
 
 
 @dataclass(frozen=True)
@@ -33,7 +52,9 @@ class GGMLType:
         return self.dtype is not None and self.dtype.kind == "i"
 
     @property
-    def qtype(self) -> GGMLQuantizationType:
+    def qtype(self):
+        """The gguf package's enum member of this type (what its codecs take)."""
+        from gguf import GGMLQuantizationType
         try:
             return GGMLQuantizationType(self.value)
         except ValueError:
@@ -53,8 +74,9 @@ _DTYPES = {
 }
 
 TYPES: dict[str, GGMLType] = {}
-for _q in GGMLQuantizationType:
-    _blck, _size = GGML_QUANT_SIZES[_q]
+_gguf = _gguf_constants()
+for _q in _gguf.GGMLQuantizationType:
+    _blck, _size = _gguf.GGML_QUANT_SIZES[_q]
     # ggml_type_name() spells the k-quants with a capital K ("q4_K"); the lowercase spelling
     # is kept as an alias
     _name = _q.name.lower()

@@ -18,6 +18,7 @@ OLDEST, NEWEST = VERSIONS[0], VERSIONS[-1]
 ENV = "OPS_CATALOG"
 
 
+@functools.lru_cache(maxsize=None)   # asked by graph builders of every case (Graph.ggml_at_least)
 def key(version: str) -> tuple[int, ...]:
     """'v0.25.3' or '0.25.3' -> (0, 25, 3)."""
     return tuple(int(x) for x in version.strip().lstrip("v").split("."))

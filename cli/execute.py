@@ -39,9 +39,27 @@ def check_indices(graph) -> list[int]:
 
 
 def support(device: Device, case: Case) -> CaseResult:
-    g = case.build()
-    s = device.supports(case, g)
-    return _result(device, case, OK if s else NOT_SUPPORTED, reason=s.reason)
+    (status, reason), = probe(device, case)
+    return _result(device, case, status, reason=reason)
+
+
+def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str]]:
+    """(status, reason) of the device and of each rider (what decides another device's
+    support without it: backend.base.open_prober) for the case, whose graph is built once;
+    an error is that device's FAIL. `case`: a Case or a reference to one."""
+    try:
+        case = case.resolve()
+        g = case.build()
+    except Exception as e:
+        return [(FAIL, f"error: {type(e).__name__}: {e}")] * (1 + len(riders))
+    out = []
+    for d in (device, *riders):
+        try:
+            s = d.supports(case, g)
+            out.append((OK if s else NOT_SUPPORTED, s.reason))
+        except Exception as e:
+            out.append((FAIL, f"error: {type(e).__name__}: {e}"))
+    return out
 
 
 def test(device: Device, case: Case, seed: int, strict: bool = False,
@@ -114,7 +132,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
 def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
     """The cache entry of the case's inputs where they are worth keeping (their quantizing
     needs a costly libggml table: cli/refcache.py); None where not."""
-    from cannops.cases.inputs import quantizer_table
+    from cannops.cases.tables import quantizer_table
     if not ref_cache or quantizer_table(case.vars) is None:
         return None
     from . import refcache
@@ -292,7 +310,9 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
 
 def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,
             strict: bool = False, ref_cache: str | None = None) -> CaseResult:
+    """`case`: a Case, or a reference to one (cases/cache.py CaseRef) built here."""
     try:
+        case = case.resolve()
         if mode == "support":
             return support(device, case)
         if mode == "perf":

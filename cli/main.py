@@ -30,15 +30,27 @@ def write_or_fail(path, write, *args) -> None:
         raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
-             sample=None) -> Run:
-    """Run the cases; write the results file. The caller emits the machine-readable output."""
-    check_common(jobs, timeout, seed)
+def set_up_workers(jobs: int) -> None:
+    """Before anything imports NumPy here (the CANN simulator does as devices are found):
+    this process's BLAS gets a worker's share of the cores, so that workers may be forked."""
     from .options import JOBS_PER_CORE
     from .workers import set_up_forking
     cores = os.cpu_count() or 1
-    set_up_forking(max(1, cores // min(jobs, JOBS_PER_CORE * cores)))   # as runner.execute's share
+    set_up_forking(max(1, cores // min(max(jobs, 1), JOBS_PER_CORE * cores)))   # as runner.execute's share
+
+
+def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
+             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
+             sample=None, resumed=None, cases=None) -> Run:
+    """Run the cases; write the results file. The caller emits the machine-readable output.
+    resumed: results known already (results.Resumed), taken instead of running their cases;
+    cases: the selection, where the caller made it already (refs=True)."""
+    check_common(jobs, timeout, seed)
+    set_up_workers(jobs)
+    from .selection import device_names
+    from .workers import FORKABLE, fork_ahead
+    if all(name in FORKABLE for name in device_names(backends)[:1]):
+        fork_ahead()   # the first device's first worker, importing while the cases are chosen
     from .printers import ConsolePrinter, QuietPrinter
     from .results import Journal, JournalBusy, journal_path, load_resume
     from .runner import Options, execute, new_run
@@ -47,7 +59,8 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     ops = ops_text(ops)
     results_path = results_path or resume_path
     check_writable(results_path)
-    cases = checked_selection(mode, ops, params, shard, sample=sample)
+    if cases is None:
+        cases = checked_selection(mode, ops, params, shard, sample=sample, refs=True)
     jobs = worker_count(jobs, len(cases))
     devices = selected_devices(backends, soc=soc)
     if not devices:
@@ -66,7 +79,6 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     except OSError as e:
         raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
     try:
-        resumed = None
         if resume_path:
             try:
                 resumed = load_resume(resume_path, new_run(opts))
@@ -128,10 +140,11 @@ def _emit(run: Run, output: str, slower=None) -> None:
 
 
 def write_reports(run: Run, log_dir, summary_file, base, markdown=False) -> None:
-    from .report import markdown_report, write_if_changed, write_logs
     if log_dir:
+        from .report import write_logs
         write_or_fail(log_dir, write_logs, run, log_dir)
     if summary_file or markdown:
+        from .report import markdown_report, write_if_changed
         text = markdown_report(run, base)
         if summary_file:
             write_or_fail(summary_file, write_if_changed, summary_file, text)
@@ -275,12 +288,14 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         from .probe import cached_probe, remember
         if click.get_current_context().get_parameter_source("jobs") is click.core.ParameterSource.DEFAULT:
             kw["jobs"] = os.cpu_count() or 1   # a probe is short work per case: every core
-        run = None if compute else cached_probe(**kw)
-        if run is None:
+        set_up_workers(kw["jobs"])
+        run, known, cases = (None, None, None) if compute else cached_probe(**kw)
+        if run is None:   # the cases not in the cache are probed (all of them with --run)
             mode = "test" if compute else "support"
-            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, **kw)
+            run = run_mode(mode, printer=QuietPrinter(mode), output="none", results_path=None, resumed=known,
+                           cases=cases, **kw)
             if not compute:
-                remember(run)
+                remember(run, known)
     if output == "console" and not markdown:
         _Stdout.write(print_support_table, run, make_console())
     emit(run, output)

@@ -9,7 +9,7 @@ import re
 import click
 
 from . import plural
-from .selection import BadInput, per_soc, select_cases, select_devices, split_ops_filter
+from .selection import BadInput, device_names, per_soc, select_cases, select_devices, split_ops_filter
 
 OUTPUTS = ("console", "csv", "json", "junit")
 
@@ -21,9 +21,11 @@ def selected_devices(wanted, include_reference=False, soc=None):
     and the notes of known deviations never mistake it for the 910B."""
     from cannops.backend.base import list_devices
     socs = use_socs(soc)
-    targets = select_devices(wanted, list_devices(), include_reference)
+    targets = select_devices(wanted, list_devices(device_names(wanted)), include_reference)
+    if not socs:
+        return targets
     from cannops.backend.cann.soc import DEFAULT, SIMULATED
-    if socs in ([], [DEFAULT]):
+    if socs == [DEFAULT]:
         return targets
     return per_soc(targets, socs, SIMULATED)
 
@@ -185,11 +187,11 @@ def check_regex(params):
         raise BadInput(f"bad -p regex {params[:40]!r}{'...' if len(params) > 40 else ''}: {why}") from None
 
 
-def checked_selection(mode, ops, params, shard, names_only=False, sample=None):
-    """The selected cases (names_only: their names, see select_cases); an empty selection
-    is an error (exit 2) that says why."""
+def checked_selection(mode, ops, params, shard, names_only=False, sample=None, refs=False):
+    """The selected cases (names_only: their names; refs: references that workers build,
+    see select_cases); an empty selection is an error (exit 2) that says why."""
     check_regex(params)
-    cases = select_cases(mode, ops, params, shard, names_only, sample)
+    cases = select_cases(mode, ops, params, shard, names_only, sample, refs)
     if cases:
         return cases
     if shard and select_cases(mode, ops, params, names_only=names_only, sample=sample):

@@ -3,40 +3,55 @@ plain lines when piped), and the machine-readable forms (csv, json)."""
 from __future__ import annotations
 
 import csv
-import io
 import os
 import sys
 
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from cannops.backend.base import SIMULATOR_CLOCK
 
 from . import plural
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
 STYLE = {OK: "bold green", FAIL: "bold red", DEVIATION: "bold yellow", NOT_SUPPORTED: "", "SUPPORTED": "bold green"}
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        # rich would exit on the spot; the runner stops cleanly and keeps the results instead
-        self.quiet = True
-        raise BrokenPipeError
-
-
 def make_console(file=None) -> Console:
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit on the spot; the runner stops cleanly and keeps the results instead
+            self.quiet = True
+            raise BrokenPipeError
+
     return _Console(file=file or sys.stdout, highlight=False, soft_wrap=True)
+
+
+def plain_stdout() -> bool:
+    """Whether rich would print plain text on stdout (no terminal, no colour), told without
+    importing rich (a tenth of a small run's start-up): stdout is no tty and neither
+    variable by which rich would take it for one (FORCE_COLOR, TTY_COMPATIBLE) is set."""
+    if "FORCE_COLOR" in os.environ or os.environ.get("TTY_COMPATIBLE") == "1":
+        return False
+    try:
+        return not sys.stdout.isatty()
+    except ValueError:   # closed: rich takes it for no terminal too
+        return True
 
 
 class ConsolePrinter:
     """Human output of `ops test` and `ops perf`; the default printer."""
+    quiet = False   # prints nothing (QuietPrinter): no console, no progress bar
 
     def __init__(self, mode: str, console: Console | None = None, verbose: bool = False):
         self.mode = mode
-        self.console = console or make_console()
+        # piped stdout gets plain lines, written without rich (console None)
+        self.console = console or (None if self.quiet or plain_stdout() else make_console())
         self.verbose = verbose
         self.progress: Progress | None = None
         self.task = None
@@ -44,13 +59,15 @@ class ConsolePrinter:
         self.timing_said = False   # perf: the line saying what the figures measure
         self.idle = 0   # backends on which nothing ran
         # plain text is exactly what rich prints without a terminal or colours
-        self.plain = not self.console.is_terminal and self.console.color_system is None
+        self.plain = self.console is None or not self.console.is_terminal and self.console.color_system is None
 
     def line(self, *parts) -> None:
         if self.plain:
             # piped, no colour: the text itself (rich's rendering costs ~1 ms a line)
-            self.console.file.write("".join(p[0] if isinstance(p, tuple) else p for p in parts) + "\n")
+            out = sys.stdout if self.console is None else self.console.file
+            out.write("".join(p[0] if isinstance(p, tuple) else p for p in parts) + "\n")
             return
+        from rich.text import Text
         text = Text()
         for p in parts:
             text.append(*(p if isinstance(p, tuple) else (p,)))
@@ -70,7 +87,9 @@ class ConsolePrinter:
         self.line("")
         self.failed = []
         self.timing_said = False
-        if self.console.is_terminal:
+        if self.console is not None and self.console.is_terminal:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
             # this device's cases: done, time taken, time left at the recent pace (a whole
             # catalog is 20,773 cases a device, most of an hour)
             self.progress = Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -209,11 +228,13 @@ def format_flops(f: float) -> str:
 class QuietPrinter(ConsolePrinter):
     """Prints nothing while running (machine-readable output follows at the end)."""
 
-    def __init__(self, mode: str):
-        super().__init__(mode, make_console(io.StringIO()))
+    quiet = True
 
     def line(self, *parts) -> None:
         pass
+
+    def case(self, r: CaseResult) -> None:
+        pass   # (a probe's 40,000 results: their lines would be made for nothing)
 
 
 CSV_FIELDS = ["device", "op", "params", "status", "reason", "by", "error", "threshold", "metric",

@@ -15,7 +15,7 @@ from cannops.cases.versions import current
 
 from . import __version__
 from .options import check_common, checked_selection, ops_text, selected_devices
-from .results import NOT_SUPPORTED, OK, CaseResult, Run
+from .results import NOT_SUPPORTED, OK, CaseResult, Resumed, Run
 from .selection import BadInput
 
 
@@ -30,50 +30,64 @@ def _entry(device: str) -> str | None:
     return f"probe-{h.hexdigest()[:24]}.pickle"
 
 
-def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None, sample=None) -> Run | None:
-    """The probe's Run from the cache, exactly as the workers would have made it; None when
-    a device or a case is not cached (or the cache is off). Bad input raises as run_mode."""
+def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
+                 sample=None) -> tuple[Run | None, Resumed, list]:
+    """The probe's Run from the cache, exactly as the workers would have made it, where
+    every case of every device is there (else None; None too when the cache is off); the
+    decisions that are there, for a probe of the others only (runner.execute takes them
+    as a resumed run's); and the selected cases (run_mode's `cases`). Bad input raises as
+    run_mode."""
     check_common(jobs, timeout, seed)
     ops = ops_text(ops)
+    known = Resumed()
+    cases = checked_selection("support", ops, params, shard, sample=sample, refs=True)
     if cache.cache_dir() is None:
-        return None
-    cases = checked_selection("support", ops, params, shard, names_only=True, sample=sample)
+        return None, known, cases
     targets = selected_devices(backends, soc=soc)
     if not targets:
         raise BadInput("no device available (see `ops list devices`)")
-    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, sample=sample, version=__version__,
-              catalog=current())
+    complete = True
     for target in targets:
         # one CANN-SIM per SoC (--soc 910B,310P) is probed anew: the key names one SoC only
         entry = _entry(target.label) if target.members == (target.label,) and not target.env else None
         stored = cache.load(entry) if entry else None
         if stored is None:
-            return None
+            complete = False
+            continue
         decisions = stored["decisions"]
-        try:
-            run.results.extend(CaseResult(target.label, c.op, c.vars, *decisions[c.name], index=idx)
-                               for idx, c in cases)
-        except KeyError:
-            return None
-        run.devices.append(stored["info"])
-    return run
+        got = {(idx, target.label): CaseResult(target.label, c.op, c.vars, *decisions[c.name], index=idx)
+               for idx, c in cases if c.name in decisions}
+        known.results.update(got)
+        known.devices[target.label] = stored["info"]
+        complete = complete and len(got) == len(cases)
+    if not complete:
+        return None, known, cases
+    run = Run(mode="support", seed=seed, ops_filter=ops, params_filter=params, shard=shard, sample=sample,
+              version=__version__, catalog=current())
+    run.results = list(known.results.values())   # device by device, in case order
+    run.devices = list(known.devices.values())
+    return run, known, cases
 
 
-def remember(run: Run) -> None:
+def remember(run: Run, known: Resumed | None = None) -> None:
     """Keep the decisions of a finished probe (its OK and not supported cases), device by
-    device, added to what the cache held."""
+    device, added to what the cache held; `known`: the decisions that came from it."""
     if run.interrupted or cache.cache_dir() is None:
         return
     from cannops.backend.base import list_devices
-    known = {name for name, _ in list_devices()}
+    discovered = {name for name, _ in list_devices([info.name for info in run.devices])}
+    cached = known.results if known is not None else {}
+    decided: dict[str, list] = {}
+    for r in run.results:
+        if r.status in (OK, NOT_SUPPORTED) and not r.ran_on and (r.index, r.device) not in cached:
+            decided.setdefault(r.device, []).append(r)
     for info in run.devices:
-        if info.name not in known:
-            continue   # CANN-SIM:<SOC> (--soc with several SoCs): not a discovered device
+        if info.name not in discovered or info.name not in decided:
+            continue   # nothing new, or CANN-SIM:<SOC> (--soc with several SoCs): not a discovered device
         entry = _entry(info.name)
         if entry is None:
             continue
         stored = cache.load(entry) or {"decisions": {}}
         stored["info"] = info
-        stored["decisions"].update((r.name, (r.status, r.reason)) for r in run.results
-                                   if r.device == info.name and r.status in (OK, NOT_SUPPORTED) and not r.ran_on)
+        stored["decisions"].update((f"{r.op}({r.params})", (r.status, r.reason)) for r in decided[info.name])
         cache.store(entry, stored)

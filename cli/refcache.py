@@ -17,7 +17,7 @@ reading them back would (at READ_BYTES_PER_S). The cache holds at most `OPS_REF_
 first. An unreadable or unwritable entry only costs the speed.
 
 The inputs of a case whose quantized leaves need one of libggml's costly quantizer tables
-(cases/inputs.py QUANTIZER_TABLES: seconds to build, once per process) are kept too, beside
+(cases/tables.py QUANTIZER_TABLES: seconds to build, once per process) are kept too, beside
 its reference: a re-run then builds no table at all.
 """
 from __future__ import annotations

@@ -10,14 +10,17 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cannops import cli as _pkg
-from cannops.cases.catalog import Case
 from cannops.cases.versions import current
 
 from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
-from .workers import WorkerPool, WorkerStartError
+from .workers import WorkerPool, WorkerStartError, device_info
+
+if TYPE_CHECKING:   # a run hands the workers cases.cache.CaseRef's: this process needs no catalog
+    from cannops.cases.catalog import Case
 
 
 class Interrupted(Exception):
@@ -63,10 +66,12 @@ def _raise_interrupt(signum, frame):
 
 
 def new_run(opts: Options) -> Run:
-    from .strict import STANDARD
+    standard = None
+    if opts.strict:   # the checker's module imports NumPy: only a strict run takes its standard
+        from .strict import STANDARD as standard
     return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
                params_filter=opts.params_filter, shard=opts.shard, sample=opts.sample, version=_pkg.__version__,
-               strict=STANDARD if opts.strict else None, catalog=opts.catalog or current())
+               strict=standard, catalog=opts.catalog or current())
 
 
 def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,
@@ -104,16 +109,21 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
             scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
             ref_dir = scratch.name
         run.reference_cache = {"hits": 0, "computed": 0}
+    probers, riders = _probe_plan(devices) if opts.mode == "support" else ({}, {})
+    rode: dict[str, dict[int, CaseResult]] = {}   # a rider's label -> its results by case index
     try:
         printer.start(len(devices))
         for i, target in enumerate(devices):
             name = target.label
             earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
-            pool = WorkerPool(target.members, opts.jobs, case_timeout(opts, name), threads, label=name,
-                              env=target.env)
+            given = rode.pop(name, {})   # decided with another device's cases (riders)
+            left = sum(idx not in earlier and idx not in given for idx, _ in cases)
+            pool = WorkerPool(target.members, max(1, min(opts.jobs, left)), case_timeout(opts, name), threads,
+                              label=name, env=target.env, prober=probers.get(name), riders=riders.get(name, ()))
             try:
-                if len(earlier) == len(cases) and name in resumed.devices:
-                    info = resumed.devices[name]  # all done before: no worker needed
+                known = resumed.devices.get(name) or (device_info(probers[name]) if given else None)
+                if len(earlier.keys() | given.keys()) == len(cases) and known:
+                    info = known  # all done before, or beside the lead: no worker needed
                 else:
                     try:
                         info = pool.start()
@@ -128,7 +138,7 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
                     journal.device(info)
                 printer.device_start(i, len(devices), info, len(cases))
                 done = _run_device(pool, cases, opts, printer, run, earlier, journal,
-                                   None if ref_dir is None else str(ref_dir))
+                                   None if ref_dir is None else str(ref_dir), given, rode)
             finally:
                 pool.close()
             ok = device_passed(done)
@@ -162,6 +172,22 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
     return run
 
 
+def _probe_plan(targets: list[Target]) -> tuple[dict, dict]:
+    """How a probe runs: each device whose support is decided without it (a prober:
+    backend.base.open_prober, e.g. the CANN rules) is probed through its prober, in forked
+    workers, and those after the first device ride with that one's workers: each of their
+    decisions is taken on the graph the worker built once for the case (the catalog's
+    graphs are most of a probe's time). Returns (label -> prober, lead label -> riders)."""
+    from cannops.backend.base import open_prober
+    probers = {}
+    for t in targets:   # a kind's devices share workers; --soc SoCs set their workers' runtime
+        p = open_prober(t.label) if t.members == (t.label,) and not t.env else None
+        if p is not None:
+            probers[t.label] = p
+    rode = tuple(probers[t.label] for t in targets[1:] if t.label in probers)
+    return probers, ({targets[0].label: rode} if rode else {})
+
+
 def _keep_resumed(run: Run, resumed: Resumed) -> None:
     """On an interrupt: the resumed results of the devices not reached yet stay in the run."""
     have = {(r.index, r.device) for r in run.results}
@@ -171,17 +197,24 @@ def _keep_resumed(run: Run, resumed: Resumed) -> None:
 
 
 def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earlier=None, journal=None,
-                ref_dir: str | None = None):
-    """Feed the pool the cases not in `earlier` (index -> result of a resumed run); print
-    results in case order; keep out-of-order ones on interrupt."""
+                ref_dir: str | None = None, given=None, rode=None):
+    """Feed the pool the cases not in `earlier` (index -> result of a resumed run) nor in
+    `given` (index -> result decided beside another device's: journalled here); print
+    results in case order; keep out-of-order ones on interrupt. The results of the pool's
+    riders go to `rode` (label -> index -> result)."""
     pending: dict[int, object] = {}
     done = []
     next_seq = 0
     earlier = earlier or {}
+    given = given or {}
     todo = []
     for seq, (idx, c) in enumerate(cases):
         if idx in earlier:
             pending[seq] = earlier[idx]
+        elif idx in given:
+            pending[seq] = given[idx]
+            if journal:
+                journal.result(given[idx])
         else:
             todo.append((seq, c))
 
@@ -200,6 +233,9 @@ def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earli
             for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds, opts.strict,
                                         ref_dir):
                 result.index = cases[seq][0]
+                for r in result.__dict__.pop("riders", ()):   # the pool's note, not a field
+                    r.index = result.index
+                    rode.setdefault(r.device, {})[r.index] = r
                 cached = result.__dict__.pop("ref_cached", None)   # a worker's note, not a field
                 if cached is not None and run.reference_cache is not None:
                     run.reference_cache["hits" if cached else "computed"] += 1

@@ -55,10 +55,11 @@ def sample_per_op(cases: list, n: int) -> list:
 
 def select_cases(mode: str, ops: str | None = None, params: str | None = None,
                  shard: str | None = None, names_only: bool = False,
-                 sample: int | None = None) -> list[tuple[int, Case]]:
+                 sample: int | None = None, refs: bool = False) -> list[tuple[int, Case]]:
     """The selected cases with their position in the unsharded selection (stable across
     -j, shards and merges). names_only: cache.CaseName's (op and vars, from the names
-    cache) instead of catalog Cases, in the same order and with the same positions.
+    cache) instead of catalog Cases, in the same order and with the same positions; refs:
+    cache.CaseRef's, which a worker resolves (neither imports NumPy nor the catalog).
     sample: at most that many cases per op, after -o and -p (sample_per_op)."""
     from cannops.cases.cache import case_names
     cases = case_names(mode)
@@ -77,12 +78,14 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
                 wanted_ops.add(item)
             else:
                 raise BadInput(f"unknown op {item!r}{_suggest(item, known)}")
-        by_name = {c.name for c in cases}
-        # a name off the grid (e.g. found by `ops fuzz`) is built from its params
-        extra = [_case_off_grid(n, mode) for n in wanted_names if n not in by_name]
+        if wanted_names:
+            ops_named = {name.split("(", 1)[0] for name in wanted_names}
+            by_name = {c.name for c in cases if c.op in ops_named}
+            # a name off the grid (e.g. found by `ops fuzz`) is built from its params
+            extra = [_case_off_grid(n, mode) for n in wanted_names if n not in by_name]
     # positions in the catalog of the grid cases picked, then the cases off the grid
     picked = [(pos, c) for pos, c in enumerate(cases)
-              if not ops or c.op in wanted_ops or c.name in wanted_names]
+              if not ops or c.op in wanted_ops or wanted_names and c.name in wanted_names]
     picked += [(None, c) for c in extra]
     if params:
         try:
@@ -99,34 +102,13 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
         indexed = [(i, pc) for i, pc in indexed if i % n == k - 1]
     if names_only:
         return [(i, c) for i, (_, c) in indexed]
+    from cannops.cases.cache import case_refs
+    found = iter(case_refs(mode, [pos for _, (pos, _) in indexed if pos is not None]))
+    out = [(i, c if pos is None else next(found)) for i, (pos, c) in indexed]
+    if refs:
+        return out
     # only the families of the cases picked are enumerated, not the whole catalog
-    built = iter(cases_at(mode, [pos for _, (pos, _) in indexed if pos is not None]))
-    out = [(i, c if pos is None else next(built)) for i, (pos, c) in indexed]
-    assert all(c.name == n.name for (_, c), (_, (_, n)) in zip(out, indexed)), "names cache out of step"
-    return out
-
-
-def cases_at(mode: str, positions: list[int], version: str | None = None) -> list[Case]:
-    """The cases at these positions of all_cases(mode, version), built from their families
-    alone (the names cache says which family holds which positions)."""
-    from cannops.cases.cache import family_runs
-    from cannops.cases.catalog import at_version, family_cases
-    from cannops.cases.versions import current
-    version = version or current()
-    start, where = 0, []
-    for name, n in family_runs(mode, version):
-        where.append((start, start + n, name))
-        start += n
-    built: dict[str, list[Case]] = {}
-    out, k = [], 0
-    for pos in positions:
-        while where[k][1] <= pos:
-            k += 1
-        lo, _, name = where[k]
-        if name not in built:
-            built[name] = family_cases(at_version(name, version), mode)
-        out.append(built[name][pos - lo])
-    return out
+    return [(i, c.resolve()) for i, c in out]
 
 
 # an off-grid case whose tensors take more is a typo or a probe, not a case to allocate
@@ -180,6 +162,11 @@ def per_soc(targets: list[Target], socs: list[str], simulated: dict[str, str]) -
     return out
 
 
+def device_names(wanted: tuple[str, ...]) -> list[str]:
+    """The names in -b's values (repeatable, each a comma list)."""
+    return [name for item in wanted for name in (x.strip() for x in item.split(",")) if name]
+
+
 def select_devices(wanted: tuple[str, ...], available: list[tuple[str, str]],
                    include_reference: bool = False) -> list[Target]:
     """-b names (repeatable or comma lists) of devices or of kinds; default: every device
@@ -188,12 +175,11 @@ def select_devices(wanted: tuple[str, ...], available: list[tuple[str, str]],
     if not wanted:
         return [Target(n, (n,)) for n in names if include_reference or n != "NUMPY"]
     chosen: list[Target] = []
-    for item in wanted:
-        for name in (x.strip() for x in item.split(",")):
-            if not name or any(t.label == name for t in chosen):
-                continue
-            members = (name,) if name in names else kind_members(name, names)
-            if not members:
-                raise BadInput(f"unknown device {name!r}; available: {', '.join(names) or 'none'}")
-            chosen.append(Target(name, members))
+    for name in device_names(wanted):
+        if any(t.label == name for t in chosen):
+            continue
+        members = (name,) if name in names else kind_members(name, names)
+        if not members:
+            raise BadInput(f"unknown device {name!r}; available: {', '.join(names) or 'none'}")
+        chosen.append(Target(name, members))
     return chosen

@@ -8,14 +8,15 @@ was selected).
 from __future__ import annotations
 
 from collections import defaultdict
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, Run
 
 SUPPORTED, PARTIAL, UNSUPPORTED, FAILING, UNKNOWN = "supported", "partial", "unsupported", "fail", "unknown"
 ORDER = (SUPPORTED, PARTIAL, FAILING, UNSUPPORTED, UNKNOWN)  # the report's row order
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def op_status(statuses: list[str]) -> str:
@@ -94,6 +95,7 @@ def print_support_table(run: Run, console: Console) -> None:
             cells.append((status, f"{status} ({sum(s != NOT_SUPPORTED for s in ran)}/{len(ran)})"))
         rows.append((op, cells))
     if console.is_terminal:
+        from rich.table import Table
         table = Table(title="Operator support", show_lines=False)
         for head in ("Op", *devices):
             table.add_column(head)

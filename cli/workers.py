@@ -38,13 +38,19 @@ TABLE_BUILD_SECONDS = 600.0
 # measures one case at a time. 32 pickled cases (< 0.5 kB each) fit a pipe's buffer, so a
 # send never blocks on a hung worker.
 PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
+# Modes whose worker answers each message at once, not case by case: a probe decides a case
+# in tens of microseconds, less than this process spends on a message. A worker that dies
+# or hangs holding several such cases names none of them: they go back as suspects, sent
+# one at a time, so that a crash again is that case's (_Queue.suspects).
+BATCHED = ("support",)
 # the thread counts of NumPy's BLAS (OpenBLAS, MKL, OpenMP), read when a worker imports it
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-# Workers of these devices are forked from this process, once it has imported what a worker
-# needs (the catalog, the reference, the device's module): a fork is ready in milliseconds
-# where a spawned worker imports NumPy and the catalog again (half a second of CPU each).
+# Workers of these devices are forked from this process: once it has imported what a worker
+# needs (the catalog, the reference, the device's module: _preload), a fork is ready in
+# milliseconds where a spawned worker imports NumPy and the catalog again (half a second of
+# CPU each); the first fork imports them on its own.
 # Discovering these devices here starts no thread and no device runtime (ggml's CPU
 # backend runs no OpenMP region before a graph is computed, and this process computes
 # none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
@@ -68,6 +74,7 @@ def set_up_forking(threads: int) -> None:
 class _Forked:
     """A worker forked from this process, with the part of multiprocessing's Process that
     the pool uses (sentinel, is_alive, kill, join, exitcode)."""
+    count = 0   # forks made by this process
 
     def __init__(self, target, args, keep: tuple[int, ...], env: dict):
         for stream in (sys.stdout, sys.stderr):
@@ -94,6 +101,7 @@ class _Forked:
             finally:
                 os._exit(code)
         os.close(w)
+        _Forked.count += 1
         self.pid, self.sentinel, self.exitcode = pid, r, None
         _forked[pid] = self
 
@@ -128,6 +136,70 @@ class _Forked:
             self._reap(True)
 
 
+_ahead: "tuple[_Forked, object] | None" = None   # fork_ahead's worker and its pipe, not taken yet
+
+
+def fork_ahead() -> None:
+    """Fork the run's first worker now, before the cases are chosen and the devices found:
+    it imports NumPy, the catalog and the reference (most of a small run's start-up) while
+    this process does that work, then waits to be told which device to open. The first
+    pool of forked workers takes it (WorkerPool._spawn); any other pool drops it. Only
+    where workers may be forked (set_up_forking) and before any other."""
+    global _ahead
+    if _fork_threads is None or _ahead is not None or _Forked.count or threading.active_count() > 1:
+        return
+    parent, child = mp.Pipe()
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)   # as _spawn: born ignoring it
+    try:
+        _ahead = _Forked(_worker_ahead, (child,), (child.fileno(),), {}), parent
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    child.close()
+
+
+def _take_ahead(keep: bool):
+    """The worker forked ahead, for a pool of forked workers (keep), else dropped (a pool
+    that spawns its workers has no use for it)."""
+    global _ahead
+    ahead, _ahead = _ahead, None
+    if ahead is not None and not keep:
+        p, conn = ahead
+        p.kill()   # it holds nothing yet
+        p.join(5)
+        conn.close()
+        ahead = None
+    return ahead
+
+
+def _worker_ahead(conn) -> None:
+    """A worker forked ahead (fork_ahead): imports, then _worker_main for the device it is
+    given, or exits when given none (or when this process is gone)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _preload()
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        return
+    if msg is not None:
+        device, log_path, threads, env, prober, riders = msg
+        os.environ.update(env)
+        _worker_main(conn, device, log_path, threads, prober, riders)
+
+
+def _preload() -> None:
+    """What a worker imports before it opens its device (NumPy, the catalog, the
+    reference), imported here. The first worker of a run imports it on its own, so that
+    a run of a few cases never imports it in this process; before the next fork (a second
+    worker, one replacing a crashed one), this process does, once, and those forks are
+    ready in milliseconds."""
+    from cannops.backend import reference
+    from cannops.cases import catalog
+
+    from . import execute  # noqa: F401
+    catalog._load_all()
+    reference._load_all()
+
+
 def _exit_when_orphaned(parent: int) -> None:
     """A main process killed with SIGKILL cannot stop its workers: each stops itself once
     orphaned, even in the middle of a case that hangs (a thread of its own, which a case
@@ -137,8 +209,18 @@ def _exit_when_orphaned(parent: int) -> None:
     os._exit(1)
 
 
-def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> None:
-    """Entry point of a worker process."""
+def device_info(device) -> DeviceInfo:
+    """What a run records of a device (or a prober: no memory figures)."""
+    mem = device.memory()
+    return DeviceInfo(device.name, device.description, mem[0] if mem else None, mem[1] if mem else None,
+                      getattr(device, "soc_name", ""))
+
+
+def _worker_main(conn, device_name: str, log_path: str, threads: int | None, prober=None,
+                 riders: tuple = ()) -> None:
+    """Entry point of a worker process. prober: what decides the device's support without
+    it (backend.base.open_prober), used instead of opening the device (a probe); riders:
+    the probers of other devices, each asked too on the graph built for a probed case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -151,7 +233,7 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
     from cannops.cases.inputs import build_quantizer_table, quantizer_tables
 
     from . import execute
-    from .execute import inputs_cached, run_one
+    from .execute import inputs_cached, probe, run_one
     built: set[str] = set()   # the quantizer tables this process has
 
     def build_tables(case, seed: int, ref_cache: str | None) -> None:
@@ -174,13 +256,10 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
         # only, not the imports of the first case a fresh worker gets
         catalog._load_all()
         reference._load_all()
-        device = open_device(device_name)
+        device = prober if prober is not None else open_device(device_name)
         if threads and hasattr(device, "n_threads"):
             device.n_threads = threads
-        mem = device.memory()
-        conn.send(("ready", DeviceInfo(device.name, device.description,
-                                       mem[0] if mem else None, mem[1] if mem else None,
-                                       getattr(device, "soc_name", ""))))
+        conn.send(("ready", device_info(device)))
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
@@ -189,6 +268,13 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None) -> 
         if msg is None:
             break
         mode, seed, min_seconds, strict, ref_cache, tasks = msg
+        if mode in BATCHED:
+            answers = []
+            for seq, case in tasks:
+                os.ftruncate(log_fd, 0)
+                answers.append((seq, [(status, clean_text(why)) for status, why in probe(device, case, riders)]))
+            conn.send(("probed", answers))
+            continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
             result = run_one(device, case, mode, seed, min_seconds, strict, ref_cache)
@@ -228,6 +314,7 @@ class _Worker:
     tasks: deque = field(default_factory=deque)
     started: float = 0.0
     limit: float | None = None      # the current wait's own limit (a table build), else the timeout
+    alone: bool = False             # it holds a suspect (_Queue.suspects), and nothing else
 
     @property
     def task(self) -> tuple | None:
@@ -277,29 +364,40 @@ class _Queue:
     seconds building it again (a crash or a timeout does not move a slot's tables: the
     worker replacing it builds them again). Without such tables: any worker, in order."""
 
-    def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int], by_table: bool = True):
-        from cannops.cases.inputs import quantizer_table
+    def __init__(self, tasks: Iterable[tuple[int, Case]], dropped: set[int], by_table: bool = True,
+                 from_both_ends: bool = False):
+        from cannops.cases.tables import quantizer_table
         self.table = quantizer_table if by_table else (lambda vars: None)
         self.lanes: dict[str | None, deque] = {}
         for seq, case in tasks:
             self.lanes.setdefault(self.table(case.vars), deque()).append((seq, case))
         self.owner: dict[str, int] = {}   # table -> the slot that builds it
         self.dropped = dropped            # the pool's slots gone for good: their lanes are free
+        # cases a worker held, answering them at once (BATCHED), when it died or hung: any
+        # of them may be the cause, so each goes alone to an idle worker, before the rest
+        self.suspects: deque = deque()
+        # odd slots take from the end: of two workers, each builds the cases of the families
+        # at its end of the catalog only (a worker enumerates a family's grid once, for its
+        # first case of it: a third of a probe's time where both did every family)
+        self.from_both_ends = from_both_ends
 
     def __len__(self) -> int:
-        return sum(map(len, self.lanes.values()))
+        return sum(map(len, self.lanes.values())) + len(self.suspects)
 
     def _open(self, table: str | None, slot: int) -> bool:
         owner = self.owner.get(table)
         return table is None or owner is None or owner == slot or owner in self.dropped
 
     def has_work_for(self, w: "_Worker") -> bool:
-        return any(lane and self._open(t, w.slot) for t, lane in self.lanes.items())
+        return bool(self.suspects) or any(lane and self._open(t, w.slot) for t, lane in self.lanes.items())
 
     def take(self, w: "_Worker", n: int) -> list[tuple[int, Case]]:
-        """Up to n cases for w, the lowest seq first among the lanes open to it."""
+        """Up to n cases for w, the lowest seq first among the lanes open to it; with
+        `from_both_ends`, an odd slot's the highest (in seq order)."""
         if len(self.lanes) == 1 and None in self.lanes:   # no case needs a costly table
             lane = self.lanes[None]
+            if self.from_both_ends and w.slot % 2:
+                return [lane.pop() for _ in range(min(n, len(lane)))][::-1]
             return [lane.popleft() for _ in range(min(n, len(lane)))]
         batch = []
         while len(batch) < n:
@@ -313,13 +411,17 @@ class _Queue:
         return batch
 
     def put_back(self, tasks: list[tuple[int, Case]]) -> None:
-        """Cases taken and not run go back to the front of their lanes, in order."""
+        """Cases taken and not run go back to their lanes, in seq order."""
         for seq, case in reversed(tasks):
             self.lanes.setdefault(self.table(case.vars), deque()).appendleft((seq, case))
+        if self.from_both_ends:   # they may have been taken from the end
+            for t, lane in self.lanes.items():
+                self.lanes[t] = deque(sorted(lane, key=lambda task: task[0]))
 
     def drain(self) -> list[tuple[int, Case]]:
-        rest = sorted((t for lane in self.lanes.values() for t in lane), key=lambda t: t[0])
+        rest = sorted([*self.suspects, *(t for lane in self.lanes.values() for t in lane)], key=lambda t: t[0])
         self.lanes.clear()
+        self.suspects.clear()
         return rest
 
 
@@ -329,8 +431,12 @@ class WorkerPool:
     the device each case ran on in `ran_on`. `run()` yields (seq, CaseResult) as cases finish."""
 
     def __init__(self, members: str | tuple[str, ...], jobs: int = 1, timeout: float = 60.0,
-                 threads: int | None = None, label: str | None = None, env: tuple = ()):
+                 threads: int | None = None, label: str | None = None, env: tuple = (),
+                 prober=None, riders: tuple = ()):
         self.members = (members,) if isinstance(members, str) else tuple(members)
+        self.prober = prober    # a probe: what decides support without the device, opened instead
+        self.riders = riders    # a probe: other devices' probers, asked on the same graphs
+        self.batched = False    # the mode run now answers per message (BATCHED)
         self.device_name = label or self.members[0]
         self.jobs = max(1, jobs)
         self.timeout = timeout
@@ -346,21 +452,34 @@ class WorkerPool:
 
     # --- lifecycle ---
     def _spawn(self, slot: int) -> _Worker:
-        parent, child = self.ctx.Pipe()
         log_path = os.path.join(self.logdir.name, f"worker{self._spawned}.log")
         self._spawned += 1
         device = self.members[slot % len(self.members)]
+        forkable = self._forkable()
+        ahead = _take_ahead(keep=forkable)
+        if ahead is not None:
+            p, parent = ahead
+            try:
+                parent.send((device, log_path, self.threads, self.env, self.prober, self.riders))
+                return self._started(p, parent, None, log_path, device, slot)
+            except OSError:   # it died waiting: a worker is forked as usual
+                p.kill()
+                p.join(5)
+        parent, child = self.ctx.Pipe()
         # the worker is born ignoring SIGINT (an ignored signal stays ignored across exec): a
         # Ctrl-C while it starts is the main process's to handle, with no traceback from it
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if self._forkable():
+        if forkable:
             try:
-                p = _Forked(_worker_main, (child, device, log_path, self.threads), (child.fileno(),), self.env)
+                if _Forked.count:
+                    _preload()
+                p = _Forked(_worker_main, (child, device, log_path, self.threads, self.prober, self.riders),
+                            (child.fileno(),), self.env)
             finally:
                 signal.signal(signal.SIGINT, handler)
             return self._started(p, parent, child, log_path, device, slot)
-        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads),
-                             daemon=True)
+        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads, self.prober,
+                                                        self.riders), daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
         if self.threads:
@@ -380,26 +499,21 @@ class WorkerPool:
         return self._started(p, parent, child, log_path, device, slot)
 
     def _forkable(self) -> bool:
-        """Whether this pool's workers are forked (FORKABLE): its devices, this process's
-        BLAS set up for them, and no other thread here (a fork copies only the caller's:
-        a lock another one holds would stay locked in the worker)."""
+        """Whether this pool's workers are forked: its devices (FORKABLE, or a prober,
+        which starts no runtime), this process's BLAS set up for them, and no other thread
+        here (a fork copies only the caller's: a lock another one holds would stay locked
+        in the worker)."""
         if _fork_threads is None or _fork_threads != self.threads or threading.active_count() > 1 \
-                or not all(m in FORKABLE for m in self.members):
+                or not (self.prober is not None or all(m in FORKABLE for m in self.members)):
             return False
-        # what the worker imports before it opens the device, imported here once
-        from cannops.backend import reference
         from cannops.backend.base import list_devices
-        from cannops.cases import catalog
-
-        from . import execute  # noqa: F401
-        catalog._load_all()
-        reference._load_all()
-        list_devices()
+        list_devices(self.members)
         return True
 
     def _started(self, p, parent, child, log_path: str, device: str, slot: int = 0) -> _Worker:
         """Wait for a new worker to open its device."""
-        child.close()
+        if child is not None:
+            child.close()
         w = _Worker(p, parent, log_path, device=device, slot=slot)
         # wait for the device to open in the worker
         limit = max(MIN_START_SECONDS, self.timeout)
@@ -498,8 +612,10 @@ class WorkerPool:
         """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
         this process read the result of the one before it (or sent it to an idle worker).
         ref_cache: the reference cache's directory (cli/refcache.py; None: off)."""
-        queue = _Queue(tasks, self.dropped, by_table=mode != "support")   # a probe quantizes nothing
+        queue = _Queue(tasks, self.dropped, by_table=mode != "support",   # a probe quantizes nothing
+                       from_both_ends=mode in BATCHED)   # (its results are reordered by the runner)
         depth = PIPELINE.get(mode, 1)
+        self.batched = mode in BATCHED
         while queue or any(w.tasks for w in self.workers):
             if not self.workers:
                 # the device cannot be reopened: what is left is skipped, with the reason
@@ -522,53 +638,76 @@ class WorkerPool:
                     # thousands of cases a second, and each wait() sets up a selector anew
                     while True:
                         try:
-                            kind, seq, *result = w.conn.recv()
+                            kind, *msg = w.conn.recv()
                         except (EOFError, OSError):
-                            yield self._crashed(w, queue)
+                            yield from self._crashed(w, queue)
                             break
                         w.started = time.monotonic()
-                        if kind != "result":
-                            # a quantizer table build starts ("building": its own limit) or ends
-                            w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
-                        else:
+                        if kind == "result":
+                            seq, result = msg
                             w.tasks.popleft()
-                            result = result[0]
                             result.reason = clean_text(result.reason)
                             yield seq, self._label(w, result)
+                        elif kind == "probed":
+                            for seq, answers in msg[0]:
+                                _, case = w.tasks.popleft()
+                                yield seq, self._probed(w, case, answers)
+                        else:
+                            # a quantizer table build starts ("building": its own limit) or ends
+                            w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
+                        w.alone = w.alone and bool(w.tasks)
                         if not w.tasks or not w.conn.poll(0):
                             break
                 elif w.process.sentinel in ready:
-                    yield self._crashed(w, queue)
+                    yield from self._crashed(w, queue)
                 elif time.monotonic() >= w.started + self._limit(w):
                     what = "quantizer table built" if w.limit else "result"
-                    out = self._crash_result(w, f"timeout: no {what} after {self._limit(w):g} s")
-                    self._requeue(w, queue)
-                    self._replace(w)
-                    yield out
+                    yield from self._failed(w, queue, f"timeout: no {what} after {self._limit(w):g} s")
 
     def _limit(self, w: _Worker) -> float:
         return w.limit or self.timeout
 
+    def _probed(self, w: _Worker, case, answers: list) -> CaseResult:
+        """A probed case's result from a worker's (status, reason) answers: the device's,
+        with the riders' results (in `riders`, a note for the runner, not a field)."""
+        (status, reason), *rode = answers   # (reasons cleaned by the worker)
+        result = self._label(w, CaseResult(self.device_name, case.op, case.vars, status, reason))
+        if rode:
+            result.riders = [CaseResult(r.name, case.op, case.vars, st, why) for r, (st, why) in zip(self.riders, rode)]
+        return result
+
     def _top_up(self, w: _Worker, queue: "_Queue", depth: int, how: tuple) -> None:
-        """Send w the next cases of the queue, up to `depth` held, in one message, once it
-        holds half of that or less (a message per case cost the probe more than its cases)."""
-        if len(w.tasks) > depth // 2 or not queue.has_work_for(w):
-            return
-        if not w.process.is_alive():
+        """Send w the next cases of the queue, up to `depth` held, once it holds half of that
+        or less (a message per case cost the probe more than its cases); in one message, or
+        where the worker answers a message at once (BATCHED) in messages of half the depth,
+        so that it runs one while the answer to the other comes back. A suspect goes alone
+        to an idle worker, and nothing more until it answered."""
+        while not w.alone and len(w.tasks) <= depth // 2 and queue.has_work_for(w):
+            if not w.process.is_alive():
+                if not w.tasks:
+                    self._replace(w)   # it died idle: no case to blame
+                return                 # else wait() finds its sentinel and blames its case
+            if queue.suspects:
+                if w.tasks:
+                    return
+                batch, w.alone = [queue.suspects.popleft()], True
+            else:
+                room = depth - len(w.tasks)
+                batch = queue.take(w, min(room, max(1, depth // 2)) if self.batched else room)
+            try:
+                w.conn.send((*how, batch))
+            except OSError:   # it died since: the cases were not sent, they go back
+                if w.alone:
+                    queue.suspects.appendleft(batch[0])
+                    w.alone = False
+                else:
+                    queue.put_back(batch)
+                if not w.tasks:
+                    self._replace(w)   # it died idle: no case to blame
+                return
             if not w.tasks:
-                self._replace(w)   # it died idle: no case to blame
-            return                 # else wait() finds its sentinel and blames its case
-        batch = queue.take(w, depth - len(w.tasks))
-        try:
-            w.conn.send((*how, batch))
-        except OSError:   # it died since: the cases were not sent, they go back
-            queue.put_back(batch)
-            if not w.tasks:
-                self._replace(w)   # it died idle: no case to blame
-            return
-        if not w.tasks:
-            w.started = time.monotonic()
-        w.tasks.extend(batch)
+                w.started = time.monotonic()
+            w.tasks.extend(batch)
 
     def _requeue(self, w: _Worker, queue: "_Queue") -> None:
         """The cases a failed worker held behind the one it failed on never ran: they go
@@ -577,9 +716,21 @@ class WorkerPool:
         w.tasks.clear()
         queue.put_back(rest)
 
-    def _crashed(self, w: _Worker, queue: "_Queue") -> tuple[int, CaseResult]:
+    def _crashed(self, w: _Worker, queue: "_Queue") -> Iterator[tuple[int, CaseResult]]:
         w.process.join(5)
-        out = self._crash_result(w, f"worker died: {_signal_name(w.process.exitcode)}")
+        return self._failed(w, queue, f"worker died: {_signal_name(w.process.exitcode)}")
+
+    def _failed(self, w: _Worker, queue: "_Queue", why: str) -> Iterator[tuple[int, CaseResult]]:
+        """w died or hung: the case it ran is a FAIL saying `why`, those behind it go back to
+        the queue, a fresh worker takes its place. Where it answered a message at once
+        (BATCHED) and held several cases, which one it ran is unknown: they all go back, as
+        suspects, and nothing is a FAIL yet."""
+        if self.batched and len(w.tasks) > 1:
+            queue.suspects.extend(w.tasks)
+            w.tasks.clear()
+            self._replace(w)
+            return iter(())
+        out = self._crash_result(w, why)
         self._requeue(w, queue)
         self._replace(w)
-        return out
+        return iter((out,))

@@ -51,6 +51,19 @@ def test_names_selection_matches_the_catalogs():
         assert names == full and full
 
 
+@pytest.mark.parametrize("mode", ["test", "support", "perf"])
+def test_case_references_build_the_catalogs_cases(mode):
+    # a worker builds each case from its reference (family, place) and the name the
+    # names cache gives it, without formatting the name again: the params must be those
+    # the catalog's own enumeration gives that name
+    catalog = _catalog(mode)
+    refs = cache.case_refs(mode, list(range(len(catalog))))
+    built = [r.resolve() for r in refs]
+    assert [(c.name, c.family.name, c.params, c.mode) for c in built] == \
+        [(c.name, c.family.name, c.params, c.mode) for c in catalog]
+    assert [c.vars for c in built[::97]] == [c.family.vars_str(c.params) for c in built[::97]]
+
+
 def _support(env_cache, *args):
     env = dict(os.environ, OPS_CACHE_DIR=env_cache)
     p = subprocess.run([*OPS, "support", "--output", "json", *args], capture_output=True, text=True,
@@ -64,11 +77,12 @@ def test_cached_probe_gives_the_computed_decisions(cache_dir):
     names = sorted({c.name for c in sample(list(_catalog("support")), 150)})
     args = ["-o", ",".join(names)]
     args_kw = dict(ops=(",".join(names),), params=None, backends=(), jobs=1, timeout=None, seed=0, shard=None)
-    assert probe.cached_probe(**args_kw) is None           # nothing cached yet
+    run, known, _ = probe.cached_probe(**args_kw)
+    assert run is None and not known.results              # nothing cached yet
     uncached = _support("off", *args)
     cold = _support(str(cache_dir), *args)                 # computed, and remembered
-    run = probe.cached_probe(**args_kw)
-    assert run is not None and len(run.results) == len(uncached[1])
+    run, known, _ = probe.cached_probe(**args_kw)
+    assert run is not None and len(run.results) == len(uncached[1]) == len(known.results)
     warm = _support(str(cache_dir), *args)                 # answered from the cache
     for got in (cold, warm):
         assert got[0] == uncached[0]
@@ -76,9 +90,15 @@ def test_cached_probe_gives_the_computed_decisions(cache_dir):
         assert not diff and len(got[1]) == len(uncached[1]), diff[:2]
     statuses = {r["status"] for r in uncached[1]}
     assert statuses == {"OK", "not supported"}             # the sample has both kinds of answer
-    # a probe of cases some of which are not cached yet computes them
+    # a probe of cases some of which are not cached yet computes them (them only), and
+    # remembers them
     more = ["-o", ",".join(names) + ",ABS"]
+    more_kw = dict(args_kw, ops=(",".join(names) + ",ABS",))
+    run, known, _ = probe.cached_probe(**more_kw)
+    assert run is None and len(known.results) == len(uncached[1])
     assert _support(str(cache_dir), *more) == _support("off", *more)
+    run, known, _ = probe.cached_probe(**more_kw)
+    assert run is not None and len(run.results) == len(uncached[1]) + 2 * 8
 
 
 @pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="no ggml bridge")

@@ -112,6 +112,16 @@ def probe_key(name: str) -> str | None:
     return "|".join([name, dict(list_devices()).get(name, ""), file_identity(_aclnn.__file__)])
 
 
+def open_prober(name: str):
+    """The device's support decisions without the device (device.CANNRules): a probe
+    needs no context, and its workers may be forked."""
+    from .device import CANNRules
+    for dev_name, desc, _ in runtime().devices:
+        if dev_name == name:
+            return CANNRules(dev_name, desc, ffi.string(lib.ops_cann_soc_name()).decode())
+    raise KeyError(name)
+
+
 def open_device(name: str):
     from .device import CANNDevice
     rt = runtime()

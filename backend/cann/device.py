@@ -114,9 +114,39 @@ class _Placed:
         lib.ops_cann_pool_trim(self.dev.ctx, *self.dev._err())
 
 
-class CANNDevice(Device):
+def has_handler(node: Tensor) -> bool:
+    """Whether the native layer has a handler for the node's op (and sub-op)."""
+    sub = node.param_i32(0) if node.op_key != node.op else -1   # dispatch.c's OPS_ANY
+    return bool(lib.ops_cann_has_handler(OP_VALUE[node.op], sub))
+
+
+class CANNRules(Device):
+    """What a CANN device supports, decided without the device: the rules of its SoC family
+    (rules.py) and the native layer's handlers, which need no context and no runtime. A
+    probe (`ops support`) asks these in any worker, forked, or beside another device's
+    decisions on the same graph (cli/runner.py); CANNDevice decides by them too."""
+
+    def __init__(self, name: str, description: str, soc_name: str):
+        self.name, self.description = name, description
+        # the SoC the runtime reports (CANN-SIM: the simulated one, CANN_SIM_SOC): its
+        # family picks the rules' SoC branches, as ggml-cann's build does (ASCEND_310P)
+        self.soc_name = soc_name
+        self.soc = soc.family(soc_name)
+
+    @property
+    def notes_name(self) -> str:
+        """CANN-SIM:310P (CANN0:310P): a deviation of the 310P is never taken for the 910B's."""
+        return self.name if self.soc == soc.DEFAULT else f"{self.name}:{self.soc}"
+
+    def supports(self, case, graph: Graph) -> Support:
+        return rules.supports(graph, has_handler, self.soc)
+
+
+class CANNDevice(CANNRules):
+    has_handler = staticmethod(has_handler)
+
     def __init__(self, name: str, description: str, index: int, simulated: bool, open_devices: list | None = None):
-        self.name, self.description, self.index, self.simulated = name, description, index, simulated
+        self.index, self.simulated = index, simulated
         self._open_devices = open_devices   # the runtime's devices not closed yet, this one among them
         self.is_cpu = simulated   # an NPU takes the accelerator perf targets; the simulator runs on the CPU
         # `time` reads device events around the queued launches (dispatch.c, ops_cann_time):
@@ -128,15 +158,7 @@ class CANNDevice(Device):
         self.ctx = lib.ops_cann_ctx_new(index, self._errbuf, len(self._errbuf))
         if self.ctx == ffi.NULL:
             raise DeviceError(f"{name}: {err_text(self._errbuf)}")
-        # the SoC the runtime reports (CANN-SIM: the simulated one, CANN_SIM_SOC): its
-        # family picks the rules' SoC branches, as ggml-cann's build does (ASCEND_310P)
-        self.soc_name = ffi.string(lib.ops_cann_soc_name()).decode()
-        self.soc = soc.family(self.soc_name)
-
-    @property
-    def notes_name(self) -> str:
-        """CANN-SIM:310P (CANN0:310P): a deviation of the 310P is never taken for the 910B's."""
-        return self.name if self.soc == soc.DEFAULT else f"{self.name}:{self.soc}"
+        super().__init__(name, description, ffi.string(lib.ops_cann_soc_name()).decode())
 
     # --- helpers ---
     def _err(self):
@@ -164,14 +186,6 @@ class CANNDevice(Device):
         if lib.ops_cann_mem_info(self.ctx, free, total, *self._err()) != 0:
             return None
         return int(total[0]), int(free[0])
-
-    def supports(self, case, graph: Graph) -> Support:
-        return rules.supports(graph, self.has_handler, self.soc)
-
-    @staticmethod
-    def has_handler(node: Tensor) -> bool:
-        sub = node.param_i32(0) if node.op_key != node.op else -1   # dispatch.c's OPS_ANY
-        return bool(lib.ops_cann_has_handler(OP_VALUE[node.op], sub))
 
     def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
         with self._lock:

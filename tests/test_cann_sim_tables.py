@@ -180,7 +180,7 @@ def _probe_against_page(dev, op, product, probe, not_taken, not_listed):
     assert not extra, f"aclnn{op} {param}: taken on {product}, not listed: {sorted(extra)}"
 
 
-# ------------------------------------------------- operators the 310P's pages do not offer ----
+# ------------------------------------------------- operators the 310P does not offer ---------
 
 def _page_path(entry: str) -> str:
     return entry.split(":", 1)[1] if ":" in entry else entry.split(" ", 1)[1]

@@ -10,8 +10,9 @@ operators it calls accept on Atlas A2/A3.
 The SoC of the device judged ("910B": Atlas A2 / A3, "310P": Atlas inference series; see
 soc.py) adds the checks of ggml-cann's `#ifdef ASCEND_310P` branches, per rule in its `soc`
 field, for every rule those of SOC_CHECKS (the aclnn pages' limits on that SoC), and refuses
-a node whose handler would call an operator the SoC's pages do not offer (soc.UNOFFERED;
-`calls` says which operators a handler calls only for some nodes).
+a node whose handler would call an operator the SoC does not offer (soc.UNOFFERED, by
+its page and kernel registration; `calls` says which operators a handler calls only for
+some nodes).
 
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
@@ -59,7 +60,7 @@ class Rule:
     changes: tuple[From, ...] = ()     # ggml-cann's later versions
     # operator -> whether the handler calls it for this node on this SoC family, for the
     # operators of `aclnn` a handler calls only on some paths (the others: always); an
-    # operator called that the SoC's pages do not offer (soc.UNOFFERED) refuses the node
+    # operator called that the SoC does not offer (soc.UNOFFERED) refuses the node
     calls: Mapping[str, Callable[[Tensor, str], bool]] = field(default_factory=dict)
 
     def checks_at(self, version: str) -> tuple[Check, ...]:

@@ -243,7 +243,7 @@ def in_type(acl: int, fn: Callable[..., object]) -> Callable[..., object]:
 
 def check_soc(name: str, plan: Plan | None = None) -> Plan | None:
     """The simulated SoC's refusals on top of an operator's own checks: before them, an
-    operator its pages do not offer (soc.UNOFFERED); after them, the plan's BFLOAT16
+    operator the SoC does not offer (soc.UNOFFERED); after them, the plan's BFLOAT16
     tensors where the SoC's dtype rows leave BFLOAT16 out. Returns the plan."""
     soc = soc_family()
     if plan is None:

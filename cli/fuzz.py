@@ -20,6 +20,7 @@ import contextlib
 import math
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
 
 from cannops.cases.catalog import Case, Params
@@ -52,19 +53,28 @@ class Stop(KeyboardInterrupt):
 @contextlib.contextmanager
 def stop_on_signals():
     """Ctrl-C and SIGTERM stop the exploration wherever it is: the first raises Stop, and
-    so does every case drawn after it (should Hypothesis swallow one while shrinking).
-    Yields a list that holds the signal number once one came."""
+    so does every case drawn after it (should Hypothesis swallow one while shrinking, or
+    should it come while a gc callback runs, which Python reports as unraisable: that
+    report is dropped). Yields a list that holds the signal number once one came."""
     got: list[int] = []
 
     def handler(signum, frame):
         got.append(signum)
         raise Stop(got[0])
+
+    old_hook = sys.unraisablehook
+
+    def unraisable(info):
+        if not isinstance(info.exc_value, Stop):
+            old_hook(info)
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    sys.unraisablehook = unraisable
     try:
         yield got
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        sys.unraisablehook = old_hook
 
 
 def cache_dir() -> str:

@@ -109,3 +109,25 @@ def test_ops_test_runs_a_named_case_off_the_grid_and_refuses_a_bad_one():
                      ("SSM_CONV(type=f32,ne_a=[x,5,2,1],ne_b=[4,5,1,1])", "bad value")):
         with pytest.raises(BadInput, match=re.escape(why)):
             select_cases("test", bad)
+
+
+
+def test_a_stop_swallowed_as_unraisable_is_not_reported_and_others_still_are(monkeypatch):
+    # a signal that lands in a gc callback or a finalizer (Hypothesis installs one) comes
+    # back to Python as unraisable: the Stop is recorded and the next draw raises it, so
+    # its report is noise; any other unraisable exception is still reported
+    from cannops.cli.fuzz import Stop, stop_on_signals
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: reported.append(info.exc_value))
+
+    class Raises:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def __del__(self):
+            raise self.exc
+    with stop_on_signals():
+        Raises(Stop(15))
+        Raises(ValueError("kept"))
+    Raises(Stop(2))
+    assert [type(e).__name__ for e in reported] == ["ValueError", "Stop"], reported

@@ -54,6 +54,9 @@ class Rule:
     # where the rule accepts cases that ggml-cann v0.20.2's supports_op refuses: which, and
     # why they are kept (the aclnn operators documented for them, checked on CANN-SIM)
     beyond: str = ""
+    # checks refusing what ggml-cann's supports_op claims, each for a measured reason:
+    # ggml-cann's output there is wrong (the README's table)
+    narrower: tuple[Check, ...] = ()
     # per SoC family, the further checks of ggml-cann's branches for it (#ifdef ASCEND_310P)
     soc: Mapping[str, tuple[Check, ...]] = field(default_factory=dict)
 
@@ -77,7 +80,7 @@ class Rule:
             if t.type.name not in allowed:
                 return f"{role} type {t.type.name} not in {{{', '.join(sorted(allowed))}}}"
         checks = self.checks_at(version or current()) if self.changes else self.checks
-        for ok, reason in checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()):
+        for ok, reason in checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()) + self.narrower:
             if not ok(node):
                 return reason
         for op in self.aclnn:
@@ -155,10 +158,11 @@ def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
     lines = []
     for node in (n for n in graph.nodes() if not n.is_view()):
         key, why = node.op_key, _refusal(node, has_handler, soc)
+        rule = RULES.get(key)
         if why:
-            lines.append(f"{key}: refused: {why}")
+            narrower = rule is not None and any(why == reason for _, reason in rule.narrower)
+            lines.append(f"{key}: refused: {why}" + ("; ggml-cann claims it (narrower)" if narrower else ""))
             continue
-        rule = RULES[key]
         lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
                      + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
     return lines

@@ -41,14 +41,15 @@ RULES.update({
                                            "src1 only (and here src0 no view)"),
                         (quant_k_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes k "
                                       f"up to {MAX_K}"),
-                        (_quant_m_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes m "
-                                      f"up to {MAX_M} (one expert's rows are not sliced)"),
-                        (_b_pairs, "src1 must hold 1 or n_used rows per token"),
-                        # less than ggml-cann, which casts such activations to f16 anyway and
-                        # returns NaN past 65504 (docs/ggml-cann-on-cann-sim.md)
-                        (_no_f32_hint_on_quant, "q4_0 / q8_0 src0 with src1 asked in f32 "
-                                                "(ggml_prec_set_src): aclnnWeightQuantBatchMatmulV2 "
-                                                "takes f16 activations")),
+                        (_b_pairs, "src1 must hold 1 or n_used rows per token")),
+                       # ggml-cann claims these: it passes the operator more rows than it
+                       # takes; it casts the activations to f16 anyway and returns NaN past
+                       # 65504 (docs/ggml-cann-on-cann-sim.md)
+                       narrower=((_quant_m_ok, f"q4_0 / q8_0 src0: aclnnWeightQuantBatchMatmulV2 takes m "
+                                  f"up to {MAX_M} (one expert's rows are not sliced)"),
+                                 (_no_f32_hint_on_quant, "q4_0 / q8_0 src0 with src1 asked in f32 "
+                                  "(ggml_prec_set_src): aclnnWeightQuantBatchMatmulV2 takes f16 "
+                                  "activations"),),
                        soc={"310P": (NO_QUANT_310P,)}),
     # src1 is not checked by ggml-cann; f32 / f16 are the types aclnnMatmul pairs with src0's
     "OUT_PROD": Rule(("Matmul",), {"src0": F16_F32, "src1": F16_F32, "dst": F32},

@@ -123,23 +123,26 @@ def measure(batch: Callable[[int], float], n_runs: int, min_seconds: float = 1.0
             max_seconds: float | None = None) -> Measurement:
     """Time `batch` (seconds for the n runs it is given) until at least min_seconds are
     measured over MIN_BATCHES batches and their spread is stable, or max_seconds have
-    passed. A first batch longer than its share (min_seconds / MIN_BATCHES) makes the
-    next ones smaller, so that a spread can be had within the time (test-backend-ops'
-    graph for a big op takes seconds)."""
+    passed. One run is timed first: where n_runs of them would take more than
+    min_seconds, the batches are cut to their share (min_seconds / MIN_BATCHES), so that
+    a spread can be had within the time (test-backend-ops' graph for a big op takes
+    seconds, and it times that graph once)."""
     cap = MAX_TIME_FACTOR * min_seconds if max_seconds is None else max_seconds
     watch = Watch()
     per_run: list[float] = []
     total, runs = 0.0, 0
-    while True:
+    if n_runs > 1:
+        one = batch(1)
+        if one * n_runs > min_seconds:
+            n_runs = max(1, int(n_runs * min_seconds / MIN_BATCHES / (one * n_runs)))
+        if n_runs == 1:   # that run was the first batch
+            total, runs = one, 1
+            per_run.append(one)
+    while total < cap:
         s = batch(n_runs)
         total += s
         runs += n_runs
         per_run.append(s / n_runs)
-        if total >= cap:
-            break
         if total >= min_seconds and len(per_run) >= MIN_BATCHES and _stable(per_run):
             break
-        share = min_seconds / MIN_BATCHES
-        if len(per_run) == 1 and s > share and n_runs > 1:
-            n_runs = max(1, int(n_runs * share / s))
     return Measurement(per_run, runs, watch.stop())

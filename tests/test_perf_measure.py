@@ -32,12 +32,20 @@ def test_noisy_batches_run_to_the_cap_and_are_marked_wide():
     assert any(d.startswith("wide spread: ±") for d in m.doubts)
 
 
-def test_a_long_first_batch_makes_the_next_ones_smaller():
-    # 1000 runs of 1 ms: the first batch takes 1 s, the next ones their share of 0.5 s
+def test_a_long_graph_is_cut_to_batches_of_their_share():
+    # 1000 runs of 1 ms would take 1 s: one run is timed, then batches of their share of 0.5 s
     sizes = []
     m = pm.measure(lambda n: (sizes.append(n), n * 1e-3)[1], n_runs=1000, min_seconds=0.5)
-    assert sizes[0] == 1000 and set(sizes[1:]) == {100}
-    assert m.runs == sum(sizes) and m.seconds_per_run == pytest.approx(1e-3) and m.spread == 0.0
+    assert sizes[0] == 1 and set(sizes[1:]) == {100}
+    assert m.runs == sum(sizes[1:]) and m.seconds_per_run == pytest.approx(1e-3) and m.spread == 0.0
+    # 10 runs of 0.3 s: batches of one run, the first of them the timed one
+    sizes.clear()
+    m = pm.measure(lambda n: (sizes.append(n), n * 0.3)[1], n_runs=10, min_seconds=0.5)
+    assert set(sizes) == {1} and m.runs == len(sizes) == len(m.per_run) >= 3 and m.spread == 0.0
+    # a graph that fits min_seconds keeps test-backend-ops' n_runs
+    sizes.clear()
+    pm.measure(lambda n: (sizes.append(n), n * 1e-5)[1], n_runs=1000, min_seconds=0.5)
+    assert sizes[0] == 1 and set(sizes[1:]) == {1000}
 
 
 def test_a_batch_longer_than_the_cap_leaves_the_spread_unknown():

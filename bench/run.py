@@ -120,7 +120,7 @@ def which_ggml() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", default="2", help="with --whole: comma list of -j values for the catalog run")
+    ap.add_argument("--jobs", default="2", help="with --whole: comma list of -j values for the catalog run ('' for none: the paired runs have it)")
     ap.add_argument("-o", dest="ops", help="list / probe / --whole: only these ops (default: the whole catalog)")
     ap.add_argument("--tbo", default=os.environ.get("TBO"), help="a test-backend-ops binary to compare with")
     ap.add_argument("--pairs", type=int, default=int(os.environ.get("PAIRS", 1)),
@@ -134,7 +134,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
     ap.add_argument("--runs", type=int, default=7, help="runs per issue 23 target figure (medians)")
     # big cases (tenths of a second and more each), where the workers' compute dominates
-    ap.add_argument("--scaling-ops", default="FLASH_ATTN_EXT", help="ops of the -j 1 / -j 2 scaling figure")
+    ap.add_argument("--scaling-ops", default="FLASH_ATTN_EXT", help="ops of the -j 1 / -j 2 scaling figure ('' skips it)")
     ap.add_argument("--scaling-params", default=r"hsk=(256|576).*kv=(512|1024),nb=(32|35|512)",
                     help="-p of the scaling figure (big cases)")
     ap.add_argument("--targets", action="store_true", help="only issue 23's target figures (start-up, cold probe)")
@@ -281,12 +281,14 @@ def sim_catalog(shard: str) -> None:
 
 def whole_catalog(args) -> None:
     test_s = {}
-    for j in (int(x) for x in args.jobs.split(",")):
+    for j in (int(x) for x in args.jobs.split(",") if x):
         s, doc = ops_run("test", "GGML-CPU", j, args.ops, 1)
         c = doc["summary"].get("GGML-CPU", {})
         test_s[j] = s
         print(f"{f'ops test -b GGML-CPU -j {j}':<40} {c.get('total', 0):>7} {s:>8.1f} "
               f"{c.get('total', 0) / s:>8.1f}   {counts_line(c)}", flush=True)
+    if not args.scaling_ops:
+        return
     scaling = {}
     for j in (1, 2):
         s, doc = ops_run("test", "GGML-CPU", j, args.scaling_ops, 1, args.scaling_params)

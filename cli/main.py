@@ -30,23 +30,23 @@ def write_or_fail(path, write, *args) -> None:
         raise BadInput(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def set_up_workers(jobs: int) -> None:
+def set_up_workers(mode: str, jobs: int, threads: int | None = None) -> None:
     """Before anything imports NumPy here (the CANN simulator does as devices are found):
-    this process's BLAS gets a worker's share of the cores, so that workers may be forked."""
-    from .options import JOBS_PER_CORE
-    from .workers import set_up_forking
-    cores = os.cpu_count() or 1
-    set_up_forking(max(1, cores // min(max(jobs, 1), JOBS_PER_CORE * cores)))   # as runner.execute's share
+    this process's BLAS gets a worker's threads, so that workers may be forked."""
+    from .workers import set_up_forking, worker_threads
+    set_up_forking(worker_threads(mode, jobs, threads))   # as runner.execute's
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
-             sample=None, resumed=None, cases=None) -> Run:
+             sample=None, resumed=None, cases=None, threads=None) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output.
     resumed: results known already (results.Resumed), taken instead of running their cases;
     cases: the selection, where the caller made it already (refs=True)."""
     check_common(jobs, timeout, seed)
-    set_up_workers(jobs)
+    if threads is not None and threads < 1:
+        raise BadInput(f"--threads must be at least 1 (got {threads})")
+    set_up_workers(mode, jobs, threads)
     from .selection import device_names
     from .workers import FORKABLE, fork_ahead
     if all(name in FORKABLE for name in device_names(backends)[:1]):
@@ -67,7 +67,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
         raise BadInput("no device available (see `ops list devices`)")
     opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
                    min_seconds=min_seconds, ops_filter=ops, params_filter=params, shard=shard,
-                   sample=sample, strict=strict, ref_cache=ref_cache)
+                   sample=sample, strict=strict, ref_cache=ref_cache, threads=threads)
     # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside"),
     # locked from here to the results file's writing: one run per results file
     jpath = (journal_path(results_path) if results_path and
@@ -195,6 +195,9 @@ def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
 @common_options
 @click.option("--min-time", "min_seconds", type=float, default=1.0, show_default=True,
               help="Measure each case for at least this many seconds.")
+@click.option("--threads", type=int, metavar="N",
+              help="ggml CPU threads in each worker; default: half the cores divided by -j, as "
+                   "test-backend-ops runs its CPU backend (its us/run then compare).")
 @click.option("--baseline", metavar="FILE",
               help="A previous perf run (its results JSON, or its per-result CSV): flag the cases "
                    "now slower by more than --threshold (exit status 1).")
@@ -288,7 +291,7 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         from .probe import cached_probe, remember
         if click.get_current_context().get_parameter_source("jobs") is click.core.ParameterSource.DEFAULT:
             kw["jobs"] = os.cpu_count() or 1   # a probe is short work per case: every core
-        set_up_workers(kw["jobs"])
+        set_up_workers("support", kw["jobs"])
         run, known, cases = (None, None, None) if compute else cached_probe(**kw)
         if run is None:   # the cases not in the cache are probed (all of them with --run)
             mode = "test" if compute else "support"

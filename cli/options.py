@@ -153,12 +153,10 @@ def check_common(jobs, timeout, seed):
         raise BadInput(f"--seed must be at least 0 (got {seed})")
 
 
-JOBS_PER_CORE = 2   # -j above this many workers a core only adds memory (each holds a device)
-
-
 def worker_count(jobs: int, n_cases: int) -> int:
     """The workers -j asks for, no more than there are cases to run nor JOBS_PER_CORE per
     core (a note on stderr says so: -j 1000 spawned 1000 workers, heading for ~50 GB)."""
+    from .workers import JOBS_PER_CORE
     cores = os.cpu_count() or 1
     cap = JOBS_PER_CORE * cores
     if jobs > cap:

@@ -84,6 +84,8 @@ class ConsolePrinter:
             self.line(f"  Device description: {info.description}")
         if info.memory_total is not None:
             self.line(f"  Device memory: {info.memory_total // 2**20} MB ({info.memory_free // 2**20} MB free)")
+        if info.threads is not None:
+            self.line(f"  Threads: {info.threads}")
         self.line("")
         self.failed = []
         self.timing_said = False

@@ -30,7 +30,7 @@ RESULT_FIELDS = {
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT),
-                 "soc": _STR}
+                 "soc": _STR, "threads": (int, _OPT)}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "sample": (int, _OPT), "interrupted": (bool,), "version": _STR,
               "strict": (str, _OPT), "catalog": _STR,
@@ -134,6 +134,7 @@ class DeviceInfo:
     memory_total: int | None = None
     memory_free: int | None = None
     soc: str = ""                       # the SoC a CANN device reports (aclrtGetSocName)
+    threads: int | None = None          # the CPU threads a ggml CPU device computes with
 
 
 @dataclass

@@ -17,7 +17,7 @@ from cannops.cases.versions import current
 
 from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
-from .workers import WorkerPool, WorkerStartError, device_info
+from .workers import WorkerPool, WorkerStartError, device_info, worker_threads
 
 if TYPE_CHECKING:   # a run hands the workers cases.cache.CaseRef's: this process needs no catalog
     from cannops.cases.catalog import Case
@@ -44,6 +44,7 @@ class Options:
     strict: bool = False       # test: the per-element check too (cli/strict.py)
     catalog: str = ""          # the catalog version (cases/versions.py); "": the one in use
     ref_cache: bool = True     # test: keep the reference's outputs on disk (cli/refcache.py)
+    threads: int | None = None  # perf --threads: ggml CPU threads per worker (None: options.worker_threads)
 
 
 # a simulated device (CANN-SIM) runs every aclnn call in Python, moving each operator's whole
@@ -96,8 +97,8 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
         for r in resumed.results.values():
             journal.result(r)
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    # each worker gets an equal share of the cores (ggml's CPU backend is multi-threaded)
-    threads = max(1, (os.cpu_count() or 1) // max(1, opts.jobs))
+    # ggml's CPU backend is multi-threaded: each worker gets its share of the cores
+    threads = worker_threads(opts.mode, opts.jobs, opts.threads)
     n_ok = 0
     ref_dir, scratch = None, None
     if opts.mode == "test":

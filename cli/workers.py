@@ -56,6 +56,20 @@ BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
 # so theirs are spawned. A forked worker keeps no file of this process open but its pipe.
 FORKABLE = ("GGML-CPU", "NUMPY", "FAULTY")
+JOBS_PER_CORE = 2   # -j above this many workers a core only adds memory (each holds a device)
+
+
+def worker_threads(mode: str, jobs: int, threads: int | None = None) -> int:
+    """ggml's CPU threads in each worker: --threads, else an equal share of the cores; for
+    perf, of half the cores, as test-backend-ops has its CPU backend (N_THREADS / 2), so
+    that the two tools' us/run compare."""
+    if threads:
+        return threads
+    cores = os.cpu_count() or 1
+    share = max(1, cores // 2) if mode == "perf" else cores
+    return max(1, share // min(max(jobs, 1), JOBS_PER_CORE * cores))
+
+
 _fork_threads: int | None = None   # the BLAS threads this process was set up with (None: not)
 _forked: dict[int, "_Forked"] = {}  # live forked workers, by pid (reap_children)
 
@@ -213,7 +227,8 @@ def device_info(device) -> DeviceInfo:
     """What a run records of a device (or a prober: no memory figures)."""
     mem = device.memory()
     return DeviceInfo(device.name, device.description, mem[0] if mem else None, mem[1] if mem else None,
-                      getattr(device, "soc_name", ""))
+                      getattr(device, "soc_name", ""),
+                      getattr(device, "n_threads", None) if getattr(device, "is_cpu", False) else None)
 
 
 def _worker_main(conn, device_name: str, log_path: str, threads: int | None, prober=None,

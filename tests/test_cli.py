@@ -87,6 +87,22 @@ def test_perf_prints_runs_throughput_and_how_far_to_trust_them():
 
 
 @pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="needs the ggml bridge")
+def test_perf_computes_on_test_backend_ops_threads_unless_told_and_records_them():
+    # test-backend-ops sets its CPU backend to half the cores (N_THREADS / 2): perf does the
+    # same so that us/run compare; test gives each worker its share of all cores
+    cores = os.cpu_count() or 1
+    perf = ("perf", "-o", "ADD", "-b", "GGML-CPU", "--min-time", "0.01", "-p", "nr=\\[1,1,1,1\\]")
+    doc = json.loads(ops(*perf, "--output", "json").stdout)
+    assert doc["devices"][0]["threads"] == max(1, cores // 2)
+    p = ops(*perf, "--threads", "3")
+    assert p.returncode == 0 and "  Threads: 3\n" in p.stdout, p.stdout
+    doc = json.loads(ops("test", "-o", "ABS", "-b", "GGML-CPU", "--sample", "1", "--output", "json").stdout)
+    assert doc["devices"][0]["threads"] == cores
+    p = ops(*perf, "--threads", "0")
+    assert p.returncode == 2 and p.stderr == "ops: error: --threads must be at least 1 (got 0)\n"
+
+
+@pytest.mark.skipif("GGML-CPU" not in DEVICES, reason="needs the ggml bridge")
 def test_a_case_the_reference_cannot_compute_blames_numpy_not_the_device(tmp_path):
     # ggml-CPU copies f32 into q4_K; here the reference is run without its q4_K encoder
     # (every catalog case ggml-CPU runs now has a reference)

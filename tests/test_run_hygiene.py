@@ -171,7 +171,8 @@ def test_an_off_grid_name_outside_the_domain_is_one_line(name, message):
 
 
 def test_j_above_the_cases_or_the_cores_starts_no_idle_workers():
-    from cannops.cli.options import JOBS_PER_CORE, worker_count
+    from cannops.cli.options import worker_count
+    from cannops.cli.workers import JOBS_PER_CORE
     cap = JOBS_PER_CORE * (os.cpu_count() or 1)
     assert worker_count(8, 2) == 2 and worker_count(1000, 10**6) == cap
     t0 = time.monotonic()

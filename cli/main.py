@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, plural
-from .options import (DEFAULT_TIMEOUT, check_common, check_report_options, check_seconds, check_writable,
+from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_report_options, check_seconds, check_writable,
                       catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       sample_option, selected_devices, selection_options, worker_count)
 from .selection import BadInput, split_ops_filter
@@ -44,8 +44,6 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     resumed: results known already (results.Resumed), taken instead of running their cases;
     cases: the selection, where the caller made it already (refs=True)."""
     check_common(jobs, timeout, seed)
-    if threads is not None and threads < 1:
-        raise BadInput(f"--threads must be at least 1 (got {threads})")
     set_up_workers(mode, jobs, threads)
     from .selection import device_names
     from .workers import FORKABLE, fork_ahead
@@ -195,7 +193,7 @@ def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
 @common_options
 @click.option("--min-time", "min_seconds", type=float, default=1.0, show_default=True,
               help="Measure each case for at least this many seconds.")
-@click.option("--threads", type=int, metavar="N",
+@click.option("--threads", type=int, metavar="N", callback=at_least_one,
               help="ggml CPU threads in each worker; default: half the cores divided by -j, as "
                    "test-backend-ops runs its CPU backend (its us/run then compare).")
 @click.option("--baseline", metavar="FILE",

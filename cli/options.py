@@ -68,14 +68,15 @@ def catalog_option(f):
                              "default: that of the ggml the GGML devices run, the newest without one.")(f)
 
 
-def _check_sample(ctx, param, value):
+def at_least_one(ctx, param, value):
+    """A click callback: an int option, when given, is at least 1."""
     if value is not None and value < 1:
-        raise BadInput(f"--sample must be at least 1 (got {value})")
+        raise BadInput(f"{param.opts[0]} must be at least 1 (got {value})")
     return value
 
 
 sample_option = click.option(
-    "--sample", type=int, metavar="N", callback=_check_sample,
+    "--sample", type=int, metavar="N", callback=at_least_one,
     help="At most N cases per op (after -o and -p), picked by a hash of the case name: the "
          "same ones in every run, and a grid growing elsewhere does not shift them.")
 

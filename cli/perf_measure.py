@@ -134,7 +134,7 @@ def measure(batch: Callable[[int], float], n_runs: int, min_seconds: float = 1.0
     if n_runs > 1:
         one = batch(1)
         if one * n_runs > min_seconds:
-            n_runs = max(1, int(n_runs * min_seconds / MIN_BATCHES / (one * n_runs)))
+            n_runs = max(1, int(min_seconds / MIN_BATCHES / one))
         if n_runs == 1:   # that run was the first batch
             total, runs = one, 1
             per_run.append(one)

@@ -44,7 +44,7 @@ class Options:
     strict: bool = False       # test: the per-element check too (cli/strict.py)
     catalog: str = ""          # the catalog version (cases/versions.py); "": the one in use
     ref_cache: bool = True     # test: keep the reference's outputs on disk (cli/refcache.py)
-    threads: int | None = None  # perf --threads: ggml CPU threads per worker (None: options.worker_threads)
+    threads: int | None = None  # perf --threads: ggml CPU threads per worker (None: workers.worker_threads)
 
 
 # a simulated device (CANN-SIM) runs every aclnn call in Python, moving each operator's whole

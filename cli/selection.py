@@ -44,13 +44,13 @@ def hash_sample(cases: list, n: int) -> list:
     return [c for i, c in enumerate(cases) if i in keep]
 
 
-def sample_per_op(cases: list, n: int) -> list:
-    """--sample N: at most n cases of each op (hash_sample), in catalog order."""
+def sample_per_op(picked: list, n: int) -> list:
+    """--sample N: of (position, case) pairs, at most n of each op (hash_sample), in order."""
     by_op: dict[str, list] = {}
-    for c in cases:
+    for _, c in picked:
         by_op.setdefault(c.op, []).append(c)
     keep = {id(c) for group in by_op.values() for c in hash_sample(group, n)}
-    return [c for c in cases if id(c) in keep]
+    return [(pos, c) for pos, c in picked if id(c) in keep]
 
 
 def select_cases(mode: str, ops: str | None = None, params: str | None = None,
@@ -94,8 +94,7 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
             raise BadInput(f"bad -p regex {params!r}: {e}") from None
         picked = [(pos, c) for pos, c in picked if rx.search(c.vars)]
     if sample is not None:
-        kept = {id(c) for c in sample_per_op([c for _, c in picked], sample)}
-        picked = [(pos, c) for pos, c in picked if id(c) in kept]
+        picked = sample_per_op(picked, sample)
     indexed = list(enumerate(picked))
     if shard:
         k, n = parse_shard(shard)

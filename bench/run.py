@@ -130,6 +130,8 @@ def main() -> int:
     ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
                     help="ops of the perf comparison with test-backend-ops")
     ap.add_argument("--perf-min-time", default="0.5", help="ops perf --min-time of that comparison")
+    ap.add_argument("--perf-runs", type=int, default=3, help="runs per tool of that comparison (medians)")
+    ap.add_argument("--perf-show", type=int, default=40, help="cases printed, the farthest from 1 first")
     ap.add_argument("--sim-shard", default="1/20", help="CANN-SIM shard to extrapolate from ('' skips it)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
     ap.add_argument("--runs", type=int, default=7, help="runs per issue 23 target figure (medians)")
@@ -138,10 +140,16 @@ def main() -> int:
     ap.add_argument("--scaling-params", default=r"hsk=(256|576).*kv=(512|1024),nb=(32|35|512)",
                     help="-p of the scaling figure (big cases)")
     ap.add_argument("--targets", action="store_true", help="only issue 23's target figures (start-up, cold probe)")
+    ap.add_argument("--perf-only", action="store_true", help="only the perf comparison (needs --tbo)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.targets:
         targets(args.runs)
+        return 0
+    if args.perf_only:
+        if not args.tbo:
+            ap.error("--perf-only compares with test-backend-ops: give --tbo")
+        perf_compare(args)
         return 0
     print(f"ops' GGML-CPU runs {which_ggml()}")
     if args.tbo:
@@ -237,33 +245,50 @@ def compare(args) -> None:
 
 
 def perf_compare(args) -> None:
-    """us/run per case, ops' against test-backend-ops', and how many agree within 10 %."""
+    """us/run per case, ops' against test-backend-ops', and how many agree within 10 %: each
+    tool's median over --perf-runs runs, interleaved (a figure moves between runs of either
+    tool by more than its own spread: SOFT_MAX 64x64x20 read 81-110 us in both)."""
     import csv
     import io
-    ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--min-time", args.perf_min_time,
-                      "--output", "csv"])
-    # test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..."
-    tbo_f = tree.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops])
-    rows = {f"{r['op']}({r['params']})": r for r in csv.DictReader(io.StringIO(ops_f.stdout))
-            if r.get("status") == "OK"}
-    theirs = {m.group(1): float(m.group(2))
-              for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", ANSI.sub("", tbo_f.stdout), re.M)}
-    both = sorted(set(rows) & set(theirs))
+    ours: dict[str, list[float]] = {}
+    theirs: dict[str, list[float]] = {}
+    marked: dict[str, int] = {}
+    spreads: dict[str, list[float]] = {}
+    loads, others = [], []
+    for _ in range(max(1, args.perf_runs)):
+        ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--min-time", args.perf_min_time,
+                          "--output", "csv"])
+        # test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..."
+        tbo_f = tree.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops])
+        for r in csv.DictReader(io.StringIO(ops_f.stdout)):
+            if r.get("status") == "OK":
+                k = f"{r['op']}({r['params']})"
+                ours.setdefault(k, []).append(float(r["time_us"]))
+                spreads.setdefault(k, []).append(float(r["spread"]) if r["spread"] else float("nan"))
+                marked[k] = marked.get(k, 0) + bool(r["doubts"])
+        for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", ANSI.sub("", tbo_f.stdout), re.M):
+            theirs.setdefault(m.group(1), []).append(float(m.group(2)))
+        loads += [ops_f.load, tbo_f.load]
+        others += [ops_f.others, tbo_f.others]
+    both = sorted(k for k in set(ours) & set(theirs) if statistics.median(theirs[k]) > 0)
     if not both:
         print("perf mode: no case in both outputs")
         return
-    ratio = {k: float(rows[k]["time_us"]) / theirs[k] for k in both if theirs[k] > 0}
-    trusted = [k for k in ratio if not rows[k]["doubts"]]
+    ratio = {k: statistics.median(ours[k]) / statistics.median(theirs[k]) for k in both}
+    trusted = [k for k in both if not marked[k]]
     within = [k for k in trusted if abs(ratio[k] - 1) <= 0.10]
-    print(f"perf ({args.perf_ops}): {len(both)} cases in both, us/run ops/tbo median "
-          f"{statistics.median(ratio.values()):.2f}; {len(trusted)} of ops' figures unmarked, "
-          f"{len(within)} of those within 10 % (load {min(ops_f.load, tbo_f.load):.1f}-"
-          f"{max(ops_f.load, tbo_f.load):.1f}, others {max(ops_f.others, tbo_f.others):.2f} cores)")
-    for k in both[:40]:
-        r = rows[k]
-        spread = f"±{float(r['spread']):.1%}" if r["spread"] else "±?"
-        print(f"  {k[:80]:<80} {float(r['time_us']):>10.2f} {spread:>7} {theirs[k]:>10.2f} {ratio[k]:>6.2f}"
-              + ("  [marked]" if r["doubts"] else ""))
+    print(f"perf ({args.perf_ops}), medians of {args.perf_runs} runs per tool: {len(both)} cases in both, "
+          f"us/run ops/tbo median {statistics.median(ratio.values()):.2f}; {len(trusted)} never marked by ops, "
+          f"{len(within)} of those within 10 % (load {min(loads):.1f}-{max(loads):.1f}, "
+          f"others {max(others):.2f} cores)")
+    print(f"  {'case':<80} {'ops us':>10} {'spread':>7} {'ops range':>17} {'tbo us':>10} {'tbo range':>17} {'ratio':>6}")
+    for k in sorted(both, key=lambda k: -abs(ratio[k] - 1))[:args.perf_show]:
+        spread = statistics.median(spreads[k])
+        print(f"  {k[:80]:<80} {statistics.median(ours[k]):>10.2f} "
+              f"{'±?' if spread != spread else f'±{spread:.1%}':>7} "
+              f"{min(ours[k]):>8.1f}-{max(ours[k]):<8.1f} {statistics.median(theirs[k]):>10.2f} "
+              f"{min(theirs[k]):>8.1f}-{max(theirs[k]):<8.1f} {ratio[k]:>6.2f}"
+              + (f"  [marked {marked[k]}x]" if marked[k] else ""))
 
 
 def sim_catalog(shard: str) -> None:

@@ -43,6 +43,11 @@ PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
 # or hangs holding several such cases names none of them: they go back as suspects, sent
 # one at a time, so that a crash again is that case's (_Queue.suspects).
 BATCHED = ("support",)
+# A pool starts with one worker and grows to its -j once that one has been running cases for
+# this long with more waiting: a second worker costs this process its imports (_preload,
+# 0.12 s) and the machine a process, more than a run of a few small cases takes in all
+# (-o ABS -j 2 took 0.56 s where -j 1 took 0.33 s).
+GROW_AFTER_SECONDS = 0.2
 # the thread counts of NumPy's BLAS (OpenBLAS, MKL, OpenMP), read when a worker imports it
 BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -462,6 +467,7 @@ class WorkerPool:
         self.workers: list[_Worker] = []
         self.info: DeviceInfo | None = None
         self._spawned = 0
+        self._slots = 0   # the slots opened so far (start: the first; run: the others)
         self.broken: str | None = None   # why no worker could replace a crashed one
         self.dropped: set[int] = set()   # slots that no worker could take again
 
@@ -553,9 +559,22 @@ class WorkerPool:
         return w
 
     def start(self) -> DeviceInfo:
-        while len(self.workers) < self.jobs:
-            self.workers.append(self._spawn(len(self.workers)))
+        """The first worker, whose device's description is the run's; run() adds the others."""
+        if not self._slots:
+            self.workers.append(self._spawn(0))
+            self._slots = 1
         return self.info
+
+    def _grow(self) -> None:
+        """The pool's other workers (GROW_AFTER_SECONDS); one that cannot open its device
+        leaves the pool smaller, as a crashed one that cannot be replaced."""
+        while self._slots < self.jobs and not self.broken:
+            slot, self._slots = self._slots, self._slots + 1
+            try:
+                self.workers.append(self._spawn(slot))
+            except WorkerStartError as e:
+                self.broken = str(e).splitlines()[0]
+                self.dropped.add(slot)
 
     @staticmethod
     def _kill(w: _Worker) -> None:
@@ -631,7 +650,12 @@ class WorkerPool:
                        from_both_ends=mode in BATCHED)   # (its results are reordered by the runner)
         depth = PIPELINE.get(mode, 1)
         self.batched = mode in BATCHED
+        grow_at = time.monotonic() + GROW_AFTER_SECONDS if self._slots < self.jobs else None
         while queue or any(w.tasks for w in self.workers):
+            if grow_at is not None and time.monotonic() >= grow_at:
+                grow_at = None
+                if queue:
+                    self._grow()
             if not self.workers:
                 # the device cannot be reopened: what is left is skipped, with the reason
                 for seq, case in queue.drain():
@@ -644,7 +668,7 @@ class WorkerPool:
             if not busy:
                 continue   # every worker died idle and was replaced: send again
             now = time.monotonic()
-            deadline = min(w.started + self._limit(w) for w in busy)
+            deadline = min([w.started + self._limit(w) for w in busy] + ([grow_at] if grow_at else []))
             ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
                          timeout=max(0.0, deadline - now))
             for w in busy:

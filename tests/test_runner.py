@@ -124,7 +124,7 @@ def test_workers_spread_over_the_devices_of_a_kind(tmp_path):
     """-b FAULTY on a host with FAULTY0 and FAULTY1: one backend, its workers on both
     devices, the same statuses as one device alone (a crash replaces the worker in place)."""
     spread, single = tmp_path / "s.json", tmp_path / "1.json"
-    env = {"OPS_FAULTY": "abort=ABS", "OPS_FAULTY_DEVICES": "2"}
+    env = {"OPS_FAULTY": "abort=ABS,slow=SGN", "OPS_FAULTY_DEVICES": "2"}   # slow: a second worker
     args = ["test", "-o", "ABS,SGN,NEG,RELU", "--timeout", "20"]
     p = ops(*args, "-b", "FAULTY", "-j", "2", "--results", str(spread), env=env)
     ops(*args, "-b", "FAULTY0", "--results", str(single), env=env)

@@ -45,8 +45,12 @@ def case_lines(stdout: str) -> list[str]:
 
 
 def ops(*args):
+    return ops_env({}, *args)
+
+
+def ops_env(env: dict, *args):
     p = subprocess.run([sys.executable, "-c", OPS, *args], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                       env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
     report = [ln for ln in p.stderr.splitlines() if ln.startswith("REPORT ")]
     assert report, p.stderr[-2000:]
     imported, forks, spawned = ast.literal_eval(report[-1][len("REPORT "):])
@@ -60,9 +64,13 @@ def test_a_one_case_run_imports_nothing_heavy_and_forks_its_one_worker_ahead():
     assert (forks, spawned) == (1, False)
 
 
-def test_the_worker_forked_ahead_is_the_first_of_several():
-    # -j 2: the second worker is forked once this process has imported what it needs
+def test_a_short_run_keeps_to_its_one_worker_and_a_long_one_grows_to_its_jobs():
+    # -j 2 on a dozen small cases: done before a second worker would pay for itself
     p, imported, forks, spawned = ops("test", "-b", "GGML-CPU", "-o", "ABS", "-j", "2")
+    assert p.returncode == 0 and [ln.endswith(": OK") for ln in case_lines(p.stdout)] == [True] * 8, p.stdout
+    assert (forks, spawned, imported) == (1, False, [])
+    # cases of 0.1 s each: the second worker is forked once this process imported what it needs
+    p, imported, forks, spawned = ops_env({"OPS_FAULTY": "slow=ABS"}, "test", "-b", "FAULTY", "-o", "ABS", "-j", "2")
     assert p.returncode == 0 and [ln.endswith(": OK") for ln in case_lines(p.stdout)] == [True] * 8, p.stdout
     assert (forks, spawned) == (2, False)
     assert "numpy" in imported

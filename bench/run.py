@@ -130,6 +130,7 @@ def main() -> int:
     ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
                     help="ops of the perf comparison with test-backend-ops")
     ap.add_argument("--perf-min-time", default="0.5", help="ops perf --min-time of that comparison")
+    ap.add_argument("--perf-params", help="-p of that comparison (both tools)")
     ap.add_argument("--perf-runs", type=int, default=3, help="runs per tool of that comparison (medians)")
     ap.add_argument("--perf-show", type=int, default=40, help="cases printed, the farthest from 1 first")
     ap.add_argument("--sim-shard", default="1/20", help="CANN-SIM shard to extrapolate from ('' skips it)")
@@ -256,10 +257,11 @@ def perf_compare(args) -> None:
     spreads: dict[str, list[float]] = {}
     loads, others = [], []
     for _ in range(max(1, args.perf_runs)):
-        ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, "--min-time", args.perf_min_time,
+        p = ["-p", args.perf_params] if args.perf_params else []
+        ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, *p, "--min-time", args.perf_min_time,
                           "--output", "csv"])
         # test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..."
-        tbo_f = tree.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops])
+        tbo_f = tree.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops, *p])
         for r in csv.DictReader(io.StringIO(ops_f.stdout)):
             if r.get("status") == "OK":
                 k = f"{r['op']}({r['params']})"
@@ -277,7 +279,7 @@ def perf_compare(args) -> None:
     ratio = {k: statistics.median(ours[k]) / statistics.median(theirs[k]) for k in both}
     trusted = [k for k in both if not marked[k]]
     within = [k for k in trusted if abs(ratio[k] - 1) <= 0.10]
-    print(f"perf ({args.perf_ops}), medians of {args.perf_runs} runs per tool: {len(both)} cases in both, "
+    print(f"perf ({args.perf_ops}{' -p ' + args.perf_params if args.perf_params else ''}), medians of {args.perf_runs} runs per tool: {len(both)} cases in both, "
           f"us/run ops/tbo median {statistics.median(ratio.values()):.2f}; {len(trusted)} never marked by ops, "
           f"{len(within)} of those within 10 % (load {min(loads):.1f}-{max(loads):.1f}, "
           f"others {max(others):.2f} cores)")

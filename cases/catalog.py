@@ -260,7 +260,7 @@ class _Registry(dict):
     FAMILIES["sum"] works whichever module was imported before."""
 
     def __getitem__(self, name: str) -> Family:
-        _load_all()
+        load_all()
         return super().__getitem__(name)
 
 
@@ -283,7 +283,7 @@ def in_version(fam: Family, version: str) -> bool:
 def at_version(name: str, version: str) -> Family:
     """The family as the catalog of `version` has it: its deltas up to that version applied
     to the grids and fields (the registered family is the oldest catalog's)."""
-    _load_all()
+    load_all()
     fam = dict.__getitem__(FAMILIES, name)
     deltas = [d for d in fam.changes if at_or_after(version, d.version)]
     deltas.sort(key=lambda d: version_key(d.version))
@@ -371,7 +371,7 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
 _NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames", "cache", "tables")
 
 
-def _load_all() -> None:
+def load_all() -> None:
     """Import every family module of this package (each registers its families)."""
     load_plugins(__package__, skip=_NOT_FAMILIES)
 
@@ -383,7 +383,7 @@ def family(name: str, version: str | None = None) -> Family:
 
 def families(version: str | None = None) -> list[Family]:
     """The families of a catalog version (default: the one in use), in catalog order."""
-    _load_all()
+    load_all()
     version = version or current()
     return [at_version(f.name, version) for f in sorted(dict.values(FAMILIES), key=lambda f: _ORDER[f.name])
             if in_version(f, version)]

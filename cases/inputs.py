@@ -14,8 +14,38 @@ def shape_of(t: Tensor) -> tuple[int, ...]:
     return tuple(reversed(t.ne))
 
 
+# elements drawn at a time: a leaf's draws in float64 at once were twice its float32 size
+# (MUL_MAT_ID's 128 q4_K experts of 4096 x 2048: 8 GiB of draws, a 12 GiB worker)
+DRAW_CHUNK = 1 << 22
+
+
+def uniform_f32(rng: np.random.Generator, lo: float, hi: float, shape: tuple[int, ...]) -> np.ndarray:
+    """rng.uniform(lo, hi, shape).astype(float32), the same values, drawn DRAW_CHUNK at a time
+    (successive draws continue one stream)."""
+    out = np.empty(shape, np.float32)
+    flat = out.reshape(-1)
+    for i in range(0, flat.size, DRAW_CHUNK):
+        flat[i:i + DRAW_CHUNK] = rng.uniform(lo, hi, min(DRAW_CHUNK, flat.size - i))
+    return out
+
+
 def uniform(t: Tensor, rng: np.random.Generator, lo: float = -1.0, hi: float = 1.0) -> np.ndarray:
-    return rng.uniform(lo, hi, size=shape_of(t)).astype(np.float32)
+    return uniform_f32(rng, lo, hi, shape_of(t))
+
+
+def _uniform_quantized(t: Tensor, rng: np.random.Generator) -> np.ndarray:
+    """A quantized leaf's default data, drawn and quantized a few rows at a time (ggml
+    quantizes each row on its own): the bytes of quantize(uniform(t)) without its float32
+    values whole (4 GiB for those experts)."""
+    shape = shape_of(t)
+    n_per_row = shape[-1]
+    rows = int(np.prod(shape[:-1]))
+    out = np.empty((rows, t.type.row_size(n_per_row)), np.uint8)
+    step = max(1, DRAW_CHUNK // n_per_row)
+    for r in range(0, rows, step):
+        k = min(step, rows - r)
+        out[r:r + k] = quantize(uniform_f32(rng, -1.0, 1.0, (k, n_per_row)), t.type)
+    return out.reshape(shape[:-1] + out.shape[-1:])
 
 
 def uniform_init(lo: float, hi: float):
@@ -52,6 +82,8 @@ def init_leaf(t: Tensor, rng: np.random.Generator, data=None) -> np.ndarray:
     if data is None:
         if t.type.is_int:
             data = rng.integers(-100, 100, size=shape_of(t))
+        elif t.type.is_quantized:
+            return _uniform_quantized(t, rng)
         else:
             data = uniform(t, rng)
     data = np.asarray(data)

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -29,9 +30,11 @@ if TYPE_CHECKING:   # this module is imported before NumPy (set_up_forking)
 
 STDERR_TAIL_LINES = 8
 MIN_START_SECONDS = 20.0  # opening a device in a worker may take this long, or --timeout if longer
-# building libggml's quantizer tables for a case (cases/inputs.py) may take this long, apart
-# from the case's timeout: 9 s of CPU at most, minutes on a machine loaded many times over
-TABLE_BUILD_SECONDS = 600.0
+# this process' own work for a case, timed apart from the case's timeout (which is the
+# device's), may take this long: building libggml's quantizer tables (cases/inputs.py; 9 s
+# of CPU at most, minutes on a machine loaded many times over), a big case's inputs and
+# reference (execute.HOST_WORK_ELEMENTS; 100 s for MUL_MAT_ID's 128 q4_K experts)
+HOST_WORK_SECONDS = 600.0
 # Cases a worker holds, by mode: the one it runs and those queued behind it, sent in one
 # message, so that it never waits on a round trip to this process between two cases (a
 # probe or a small test case takes less than that round trip on a busy machine). Perf
@@ -215,8 +218,8 @@ def _preload() -> None:
     from cannops.cases import catalog
 
     from . import execute  # noqa: F401
-    catalog._load_all()
-    reference._load_all()
+    catalog.load_all()
+    reference.load_all()
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -255,6 +258,21 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None, pro
     from . import execute
     from .execute import inputs_cached, probe, run_one
     built: set[str] = set()   # the quantizer tables this process has
+    apart_now = [False]
+
+    @contextmanager
+    def apart():
+        """Work of ours, timed by the pool apart from the device's run (HOST_WORK_SECONDS)."""
+        if apart_now[0]:
+            yield
+            return
+        conn.send(("building", None))
+        apart_now[0] = True
+        try:
+            yield
+        finally:
+            apart_now[0] = False
+            conn.send(("built", None))
 
     def build_tables(case, seed: int, ref_cache: str | None) -> None:
         """Before a case's inputs are made: the costly quantizer tables they need, built
@@ -264,18 +282,18 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None, pro
         path = inputs_cached(case, seed, ref_cache) if tables else None
         if not tables or path is not None and path.exists():
             return
-        conn.send(("building", None))
-        for t in sorted(tables):
-            build_quantizer_table(t)
-        built.update(tables)
-        conn.send(("built", None))
+        with apart():
+            for t in sorted(tables):
+                build_quantizer_table(t)
+            built.update(tables)
 
     execute.prepare_inputs = build_tables
+    execute.host_work = apart
     try:
         # load what every case needs now, so that a case's timeout counts its own run
         # only, not the imports of the first case a fresh worker gets
-        catalog._load_all()
-        reference._load_all()
+        catalog.load_all()
+        reference.load_all()
         device = prober if prober is not None else open_device(device_name)
         if threads and hasattr(device, "n_threads"):
             device.n_threads = threads
@@ -692,15 +710,15 @@ class WorkerPool:
                                 _, case = w.tasks.popleft()
                                 yield seq, self._probed(w, case, answers)
                         else:
-                            # a quantizer table build starts ("building": its own limit) or ends
-                            w.limit = TABLE_BUILD_SECONDS if kind == "building" else None
+                            # work of the worker's own starts ("building": its own limit) or ends
+                            w.limit = HOST_WORK_SECONDS if kind == "building" else None
                         w.alone = w.alone and bool(w.tasks)
                         if not w.tasks or not w.conn.poll(0):
                             break
                 elif w.process.sentinel in ready:
                     yield from self._crashed(w, queue)
                 elif time.monotonic() >= w.started + self._limit(w):
-                    what = "quantizer table built" if w.limit else "result"
+                    what = "end of the case's inputs, reference or tables" if w.limit else "result"
                     yield from self._failed(w, queue, f"timeout: no {what} after {self._limit(w):g} s")
 
     def _limit(self, w: _Worker) -> float:

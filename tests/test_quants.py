@@ -211,3 +211,17 @@ def test_tq1_0_encoder_is_byte_identical_to_ggml_0253():
         lib.ggml_quantize_chunk(t.value, ffi.from_buffer("float[]", x), ffi.from_buffer("char[]", got),
                                 0, x.shape[0], x.shape[1], ffi.NULL)
         np.testing.assert_array_equal(quants.quantize(x, t), got)
+
+
+@pytest.mark.parametrize("type_name", ["f32", "f16", "q4_K", "q8_0"])
+def test_a_leaf_drawn_in_chunks_is_the_leaf_drawn_whole(monkeypatch, type_name):
+    """Leaves are drawn DRAW_CHUNK elements at a time (and quantized leaves quantized a few
+    rows at a time): the same bytes as one float64 draw of the whole, converted once."""
+    from cannops.cases import inputs
+    g = Graph()
+    t = g.new_tensor(ggml_type(type_name), [256, 7, 3, 1], "a")
+    whole = np.random.default_rng(3).uniform(-1, 1, size=(1, 3, 7, 256)).astype(np.float32)
+    expect = inputs.quantize(whole, t.type) if t.type.is_quantized else whole.astype(t.type.dtype)
+    monkeypatch.setattr(inputs, "DRAW_CHUNK", 600)   # rows of 256: chunks of 2 rows, and a row split
+    got = inputs.init_leaf(t, np.random.default_rng(3))
+    assert got.shape == expect.shape and got.tobytes() == expect.tobytes()

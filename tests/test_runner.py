@@ -197,3 +197,15 @@ def test_a_simulated_device_gets_ten_times_the_default_timeout_only():
     assert case_timeout(default, "CANN-SIM") == 600.0 and case_timeout(default, "GGML-CPU") == 60.0
     given = Options(timeout=60.0, timeout_given=True)     # --timeout 60: exact on every device
     assert case_timeout(given, "CANN-SIM") == 60.0
+
+
+def test_the_timeout_is_the_devices_a_big_cases_inputs_and_reference_are_timed_apart():
+    """--timeout bounds the device's run: a case of 2 x 16M f32 leaves spends most of a
+    second drawing its inputs and computing its reference (it was a timeout FAIL at 0.5 s,
+    as MUL_MAT_ID's 128 q4_K experts were at the default 60 s), ggml's ADD a few ms."""
+    from cannops.backend.base import list_devices
+    if "GGML-CPU" not in [n for n, _ in list_devices()]:
+        pytest.skip("no ggml bridge")
+    p = ops("test", "-b", "GGML-CPU", "-o", "ADD", "-p", r"type=f32,ne=\[64,262144,1,1\]", "--timeout", "0.5")
+    assert p.returncode == 0, p.stdout[-2000:]
+    assert "ADD(type=f32,ne=[64,262144,1,1],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0): OK" in p.stdout

@@ -20,25 +20,30 @@ from cannops.cases.plugins import load_plugins
 NAME = "NUMPY"  # the reference's device name, named in `not supported [NUMPY]`
 REFERENCES: dict[str, Callable] = {}
 RAW: dict[str, Callable] = {}  # op -> raw(node, *srcs as stored): block-level form (see below)
+STORED: dict[str, tuple[int, ...]] = {}   # op -> the sources fn gets as stored (see below)
 
 
-def reference(*ops: str, raw: Callable | None = None):
+def reference(*ops: str, raw: Callable | None = None, stored: tuple[int, ...] = ()):
     """Register fn(node, *srcs) -> values as the reference of `ops`.
 
     raw(node, *srcs) -> data as stored: used instead of fn when the node and all its sources
     share one quantized type, so that moving quantized blocks (CPY, CONCAT) copies them bit
-    for bit instead of dequantizing and quantizing again."""
+    for bit instead of dequantizing and quantizing again. `stored`: the sources that fn
+    gets as stored (Memory.raw: blocks when quantized), to decode only the part it uses, a
+    part at a time (MUL_MAT_ID's experts: 128 q4_K experts decoded whole were 4 GiB)."""
     def deco(fn):
         for op in ops:
             REFERENCES[op] = fn
             if raw is not None:
                 RAW[op] = raw
+            if stored:
+                STORED[op] = stored
         return fn
     return deco
 
 
 def has_reference(t: Tensor) -> bool:
-    _load_all()
+    load_all()
     return t.is_view() or t.op_key in REFERENCES
 
 
@@ -109,7 +114,7 @@ class Memory:
 
 def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
     """Run the whole graph; returns the memory, from which any tensor can be read."""
-    _load_all()
+    load_all()
     mem = Memory()
     for t in g.leaves:
         mem.alloc(t)
@@ -127,7 +132,9 @@ def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
                 s is None or s.type == node.type for s in node.src):
             mem.raw(node)[...] = raw(node, *[None if s is None else mem.raw(s) for s in node.src])
             continue
-        srcs = [None if s is None else mem.read(s) for s in node.src]  # None: absent optional src
+        as_stored = STORED.get(node.op_key, ())
+        srcs = [None if s is None else mem.raw(s) if k in as_stored else mem.read(s)
+                for k, s in enumerate(node.src)]  # None: absent optional src
         with np.errstate(all="ignore"):
             result = fn(node, *srcs)
         if isinstance(result, Rows):
@@ -142,5 +149,6 @@ def f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def _load_all() -> None:
+def load_all() -> None:
+    """Import every op module of the reference (each registers its ops)."""
     load_plugins(__name__)

@@ -4,9 +4,9 @@ Enabled only when OPS_FAULTY is set, as `OPS_FAULTY="abort=ABS,segv=NEG,hang=EXP
 each key names a fault, each value a comma-free op name (several with '+': `abort=ABS+SGN`).
 `badgrad=OP` is a broken backward: `ops grad` gets that op's backprop gradients scaled by
 1.5. `mod7=OP` is a kernel wrong at some shapes only: its last output element is off by 1
-when the output's ne[0] % 7 == 3 (for `ops fuzz` to find and shrink). `segvprobe=OP` and
-`slow=OP` takes 0.1 s per case, as a kernel that takes its time (a run that lasts long
-enough for a pool to grow to its -j). `segvprobe=OP` and
+when the output's ne[0] % 7 == 3 (for `ops fuzz` to find and shrink). `slow=OP` takes 0.1 s
+per case, as a kernel that takes its time (a run that lasts long enough for a pool to grow
+to its -j). `segvprobe=OP` and
 `hangprobe=OP` segfault or hang when asked whether the device supports a case of OP (a
 probe), as ggml 0.20.2's CPU backend segfaults on 0.25.3's DSV4_HC_POST. Every other case
 is computed by the NumPy reference, so it passes (in `ops grad`, the reference runs

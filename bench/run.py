@@ -256,8 +256,8 @@ def perf_compare(args) -> None:
     marked: dict[str, int] = {}
     spreads: dict[str, list[float]] = {}
     loads, others = [], []
+    p = ["-p", args.perf_params] if args.perf_params else []
     for _ in range(max(1, args.perf_runs)):
-        p = ["-p", args.perf_params] if args.perf_params else []
         ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, *p, "--min-time", args.perf_min_time,
                           "--output", "csv"])
         # test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..."
@@ -266,7 +266,9 @@ def perf_compare(args) -> None:
             if r.get("status") == "OK":
                 k = f"{r['op']}({r['params']})"
                 ours.setdefault(k, []).append(float(r["time_us"]))
-                spreads.setdefault(k, []).append(float(r["spread"]) if r["spread"] else float("nan"))
+                spreads.setdefault(k, [])
+                if r["spread"]:
+                    spreads[k].append(float(r["spread"]))
                 marked[k] = marked.get(k, 0) + bool(r["doubts"])
         for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", ANSI.sub("", tbo_f.stdout), re.M):
             theirs.setdefault(m.group(1), []).append(float(m.group(2)))
@@ -285,9 +287,8 @@ def perf_compare(args) -> None:
           f"others {max(others):.2f} cores)")
     print(f"  {'case':<80} {'ops us':>10} {'spread':>7} {'ops range':>17} {'tbo us':>10} {'tbo range':>17} {'ratio':>6}")
     for k in sorted(both, key=lambda k: -abs(ratio[k] - 1))[:args.perf_show]:
-        spread = statistics.median(spreads[k])
-        print(f"  {k[:80]:<80} {statistics.median(ours[k]):>10.2f} "
-              f"{'±?' if spread != spread else f'±{spread:.1%}':>7} "
+        spread = f"±{statistics.median(spreads[k]):.1%}" if spreads[k] else "±?"
+        print(f"  {k[:80]:<80} {statistics.median(ours[k]):>10.2f} {spread:>7} "
               f"{min(ours[k]):>8.1f}-{max(ours[k]):<8.1f} {statistics.median(theirs[k]):>10.2f} "
               f"{min(theirs[k]):>8.1f}-{max(theirs[k]):<8.1f} {ratio[k]:>6.2f}"
               + (f"  [marked {marked[k]}x]" if marked[k] else ""))

@@ -34,10 +34,10 @@ host_work = contextlib.nullcontext
 HOST_WORK_ELEMENTS = 1 << 25
 
 
-def _apart(g) -> contextlib.AbstractContextManager:
-    """host_work() around a big case's inputs and reference, else nothing."""
+def _apart(g):
+    """What a case's own work runs in: host_work for a big case, else nothing."""
     big = sum(t.nelements() for t in g.leaves) >= HOST_WORK_ELEMENTS
-    return host_work() if big else contextlib.nullcontext()
+    return host_work if big else contextlib.nullcontext
 
 
 def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
@@ -89,7 +89,8 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     check = check_indices(g)
-    with _apart(g):
+    apart = _apart(g)
+    with apart():
         inputs = _inputs(case, g, seed, ref_cache)
         try:
             expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
@@ -99,7 +100,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         got = device.run(case, g, inputs, check)
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
-    with _apart(g):
+    with apart():
         result = _judge(device, case, g, check, expected, got, strict)
     result.seconds = time.perf_counter() - t0
     result.ref_cached = cached   # for the run's hit rate; not a field of the results file
@@ -299,7 +300,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason)
-    with _apart(g):
+    with _apart(g)():
         inputs = _inputs(case, g, seed, None)
     out = g.out
     fam = case.family

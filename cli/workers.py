@@ -261,21 +261,22 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None, pro
     from . import execute
     from .execute import inputs_cached, probe, run_one
     built: set[str] = set()   # the quantizer tables this process has
-    apart_now = [False]
+    away = False   # inside apart(): a table built for a big case's inputs is in it already
 
     @contextmanager
     def apart():
         """Work of ours, timed by the pool apart from the device's run (HOST_WORK_SECONDS)."""
-        if apart_now[0]:
+        nonlocal away
+        if away:
             yield
             return
-        conn.send(("building", None))
-        apart_now[0] = True
+        conn.send(("apart", None))
+        away = True
         try:
             yield
         finally:
-            apart_now[0] = False
-            conn.send(("built", None))
+            away = False
+            conn.send(("back", None))
 
     def build_tables(case, seed: int, ref_cache: str | None) -> None:
         """Before a case's inputs are made: the costly quantizer tables they need, built
@@ -489,7 +490,7 @@ class WorkerPool:
         self.info: DeviceInfo | None = None
         self._spawned = 0
         self._slots = 0   # the slots opened so far (start: the first; run: the others)
-        self.broken: str | None = None   # why no worker could replace a crashed one
+        self.broken: str | None = None   # why no worker could replace a crashed one, or join (_grow)
         self.dropped: set[int] = set()   # slots that no worker could take again
 
     # --- lifecycle ---
@@ -714,8 +715,8 @@ class WorkerPool:
                                 _, case = w.tasks.popleft()
                                 yield seq, self._probed(w, case, answers)
                         else:
-                            # work of the worker's own starts ("building": its own limit) or ends
-                            w.limit = HOST_WORK_SECONDS if kind == "building" else None
+                            # work of the worker's own starts ("apart": its own limit) or ends
+                            w.limit = HOST_WORK_SECONDS if kind == "apart" else None
                         w.alone = w.alone and bool(w.tasks)
                         if not w.tasks or not w.conn.poll(0):
                             break

@@ -44,13 +44,9 @@ def case_lines(stdout: str) -> list[str]:
     return [ln for ln in stdout.splitlines() if ln.startswith("  ABS(")]
 
 
-def ops(*args):
-    return ops_env({}, *args)
-
-
-def ops_env(env: dict, *args):
+def ops(*args, env=None):
     p = subprocess.run([sys.executable, "-c", OPS, *args], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
+                       env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
     report = [ln for ln in p.stderr.splitlines() if ln.startswith("REPORT ")]
     assert report, p.stderr[-2000:]
     imported, forks, spawned = ast.literal_eval(report[-1][len("REPORT "):])
@@ -70,7 +66,7 @@ def test_a_short_run_keeps_to_its_one_worker_and_a_long_one_grows_to_its_jobs():
     assert p.returncode == 0 and [ln.endswith(": OK") for ln in case_lines(p.stdout)] == [True] * 8, p.stdout
     assert (forks, spawned, imported) == (1, False, [])
     # cases of 0.1 s each: the second worker is forked once this process imported what it needs
-    p, imported, forks, spawned = ops_env({"OPS_FAULTY": "slow=ABS"}, "test", "-b", "FAULTY", "-o", "ABS", "-j", "2")
+    p, imported, forks, spawned = ops("test", "-b", "FAULTY", "-o", "ABS", "-j", "2", env={"OPS_FAULTY": "slow=ABS"})
     assert p.returncode == 0 and [ln.endswith(": OK") for ln in case_lines(p.stdout)] == [True] * 8, p.stdout
     assert (forks, spawned) == (2, False)
     assert "numpy" in imported

@@ -82,11 +82,11 @@ TBO_BIN ?= $(GGML_CPU_BIN)
 TBO_SRC ?= build/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp/tests/test-backend-ops.cpp
 TBO_NAMES := build/tbo-names/0.25.3
 tbo-names: $(TBO_NAMES)/test.tsv
-$(TBO_NAMES)/test.tsv: native/tbo_names.py | $(TBO_BIN)
-	$(PY) -m cannops.native.tbo_names $(TBO_BIN) $(TBO_SRC) $(TBO_NAMES)
+$(TBO_NAMES)/test.tsv: cases/tbo_names.py | $(TBO_BIN)
+	$(PY) -m cannops.cases.tbo_names $(TBO_BIN) $(TBO_SRC) $(TBO_NAMES)
 
 parity-0.25.3: setup $(TBO_NAMES)/test.tsv
-	$(PY) -m cannops.native.tbo_names --compare 0.25.3 $(TBO_NAMES)
+	$(PY) -m cannops.cases.tbo_names --compare 0.25.3 $(TBO_NAMES)
 	OPS_PARITY_VERSIONS=1 $(PY) -m pytest -q tests/test_parity_versions.py
 
 # The slow build paths: the bridge built against a plain install prefix (GGML_HOME) and

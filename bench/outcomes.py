@@ -1,5 +1,5 @@
 """Whether a change left `ops`'s outcomes as they were (a speed change must: issue 23): a
-fixed-seed sample run on GGML-CPU, CANN-SIM and NUMPY, FAULTY's crashes and overrun, the
+fixed-seed sample run on GGML-CPU, CANN-SIM and NUMPY (and 2 cases an op of the 0.25.3 catalog), FAULTY's crashes and overrun, the
 console of a small run, and `ops support` of both catalog versions (with --soc too), each
 written into a folder; `compare` tells two folders apart.
 
@@ -60,6 +60,8 @@ def run(out: str) -> None:
         cases = sample()
         jobs = [("test_ggml", ["test", "-b", "GGML-CPU", "-j", "2", "--seed", "1", *selection(cases)], {}),
                 ("test_sim", ["test", "-b", "CANN-SIM,NUMPY", "-j", "2", "--seed", "1", *selection(cases[::4])], {}),
+                ("test_0.25.3", ["test", "-b", "GGML-CPU,CANN-SIM", "--catalog", "0.25.3", "-j", "2", "--seed", "1",
+                                 "--sample", "2"], {}),
                 ("faulty", ["test", "-b", "FAULTY,GGML-CPU", "-o", "ABS,NEG,SQR,SIN"], {"OPS_FAULTY": FAULTS})]
         for name, args, extra in jobs:
             p = ops(*args, "--results", os.path.join(out, f"{name}.json"), env={**env, **extra})

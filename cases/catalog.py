@@ -116,7 +116,7 @@ def find_deviation(notes: Mapping[str, "Deviation | tuple[Deviation, ...]"], dev
 
 @dataclass(frozen=True)
 class Tolerance:
-    """A looser per-element bound for `ops test --strict` (cli/strict.py) than the output
+    """A looser per-element bound for `ops test --strict` (cli/engine/strict.py) than the output
     type's default, |out - ref| <= atol + rtol * |ref|: for the cases `when` picks, on the
     devices whose name starts with `device` ("" for every device), and why the op (or that
     device's implementation of it) is less precise than its output type. `atol_rms` is an

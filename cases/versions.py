@@ -52,7 +52,7 @@ def for_ggml(ggml_version: str | None) -> str:
 def ggml_version() -> str | None:
     """The version of the libggml the bridge loads, None without a bridge."""
     try:
-        from cannops.backend.ggml.library import ffi, lib
+        from cannops.native._ggml import ffi, lib
         return ffi.string(lib.ggml_version()).decode()
     except Exception:   # no bridge built, no libggml: a run with no ggml device
         return None

@@ -1,5 +1,5 @@
-"""The `ops` command line: test, perf, support, list, merge."""
-__version__ = "0.1.0"
+"""The `ops` command line: test, perf, support, list, merge; the run engine is cli/engine/."""
+from .engine import __version__  # noqa: F401  (the engine's package loads none of its modules)
 
 
 def plural(n: int, noun: str) -> str:

@@ -27,8 +27,7 @@ from cannops.cases.catalog import Case, Params
 from cannops.cases.names import case_from_name, cases_by_op, printed_values
 from cannops.cases.types import TYPES, ggml_type
 
-from .results import FAIL, CaseResult
-from .workers import WorkerPool
+from .engine import FAIL, CaseResult, WorkerPool
 
 # a drawn case's tensors, counted as f32 (what the reference and a quantizer cost grows with
 # elements, not packed bytes): at most this, or the family's largest grid point (an iq3_xxs
@@ -296,7 +295,7 @@ def fuzz(op: str, pool: WorkerPool, examples: int, seed: int, on_first=None, sto
         if named is None or named.params != case.params:
             outside("its name does not give it back")
         out.names.append(case.name)
-        _, result = next(pool.run([(0, case)], "test", INPUT_SEED))
+        result = next(pool.run([(0, case)])).result
         out.counts[result.status] += 1
         if result.status == FAIL:
             if not failures and on_first:

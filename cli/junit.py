@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from .results import DEVIATION, FAIL, NOT_SUPPORTED, SKIPPED, CaseResult, Run
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, SKIPPED, CaseResult, Run
 
 # characters XML 1.0 cannot carry (a worker's log tail may hold any byte)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

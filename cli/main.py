@@ -13,10 +13,10 @@ from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_report_options, check_seconds, check_writable,
                       catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       sample_option, selected_devices, selection_options, worker_count)
-from .selection import BadInput, split_ops_filter
+from .engine import BadInput, split_ops_filter
 
 if TYPE_CHECKING:
-    from .results import Run
+    from .engine import Run
 
 # Each command imports the modules it runs with inside it: `ops --help` and a bad option
 # stay free of NumPy and the backends (75 ms, against 300 ms with them all imported here).
@@ -33,25 +33,25 @@ def write_or_fail(path, write, *args) -> None:
 def set_up_workers(mode: str, jobs: int, threads: int | None = None) -> None:
     """Before anything imports NumPy here (the CANN simulator does as devices are found):
     this process's BLAS gets a worker's threads, so that workers may be forked."""
-    from .workers import set_up_forking, worker_threads
-    set_up_forking(worker_threads(mode, jobs, threads))   # as runner.execute's
+    from .engine import set_up_forking, worker_threads
+    set_up_forking(worker_threads(mode, jobs, threads))   # as the run spec's
 
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
-             resume_path=None, min_seconds=1.0, printer=None, strict=False, soc=None, ref_cache=True,
-             sample=None, resumed=None, cases=None, threads=None) -> Run:
+             resume_path=None, printer=None, soc=None, sample=None, resumed=None, cases=None,
+             **spec_fields) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output.
     resumed: results known already (results.Resumed), taken instead of running their cases;
-    cases: the selection, where the caller made it already (refs=True)."""
+    cases: the selection, where the caller made it already (refs=True); spec_fields: the
+    command's options that go to the run spec as they are (engine/spec.py: min_seconds,
+    strict, ref_cache, threads, ...), which the workers see."""
     check_common(jobs, timeout, seed)
-    set_up_workers(mode, jobs, threads)
-    from .selection import device_names
-    from .workers import FORKABLE, fork_ahead
+    set_up_workers(mode, jobs, spec_fields.get("threads"))
+    from .engine import FORKABLE, device_names, fork_ahead
     if all(name in FORKABLE for name in device_names(backends)[:1]):
         fork_ahead()   # the first device's first worker, importing while the cases are chosen
+    from .engine import Journal, JournalBusy, RunSpec, journal_path, load_resume, new_run, run_cases
     from .printers import ConsolePrinter, QuietPrinter
-    from .results import Journal, JournalBusy, journal_path, load_resume
-    from .runner import Options, execute, new_run
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
     ops = ops_text(ops)
@@ -63,9 +63,8 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     devices = selected_devices(backends, soc=soc)
     if not devices:
         raise BadInput("no device available (see `ops list devices`)")
-    opts = Options(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed,
-                   min_seconds=min_seconds, ops_filter=ops, params_filter=params, shard=shard,
-                   sample=sample, strict=strict, ref_cache=ref_cache, threads=threads)
+    spec = RunSpec(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed, ops_filter=ops,
+                   params_filter=params, shard=shard, sample=sample, **spec_fields)
     # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside"),
     # locked from here to the results file's writing: one run per results file
     jpath = (journal_path(results_path) if results_path and
@@ -79,12 +78,12 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     try:
         if resume_path:
             try:
-                resumed = load_resume(resume_path, new_run(opts))
+                resumed = load_resume(resume_path, new_run(spec))
             except ValueError as e:
                 raise BadInput(str(e)) from None
         if printer is None:
             printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
-        run = execute(cases, devices, opts, printer, journal, resumed)
+        run = run_cases(cases, devices, spec, printer, journal, resumed)
         if results_path:
             write_or_fail(results_path, run.write_json, results_path)
             if journal:
@@ -279,7 +278,7 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
             raise BadInput(f"--results classifies a saved file: {', '.join(given)} cannot go with it")
     base = check_report_options(log_dir, summary_file, baseline, markdown, can_print=True)
     if results_in is not None:
-        from .results import load_run
+        from .engine import load_run
         try:
             run = load_run(results_in)
         except ValueError as e:
@@ -326,9 +325,8 @@ def fuzz(ops, backends, examples, seed, timeout):
 
     from cannops.cases.cache import op_names
 
-    from .fuzz import Stop, cache_dir, fuzz as explore, stop_on_signals
-    from .selection import _suggest
-    from .workers import WorkerPool, WorkerStartError
+    from .engine import RunSpec, WorkerPool, WorkerStartError, suggest
+    from .fuzz import INPUT_SEED, Stop, cache_dir, fuzz as explore, stop_on_signals
     if examples < 1:
         raise BadInput(f"--examples must be at least 1 (got {examples})")
     check_common(1, timeout, 0 if seed is None else seed)
@@ -336,7 +334,7 @@ def fuzz(ops, backends, examples, seed, timeout):
     names = split_ops_filter(ops_text(ops))
     for op in names:
         if op not in known:
-            raise BadInput(f"unknown op {op!r}{_suggest(op, known)}" +
+            raise BadInput(f"unknown op {op!r}{suggest(op, known)}" +
                            (": ops fuzz takes op names; ops test -o runs a case" if "(" in op else ""))
     targets = selected_devices(backends)
     if not targets:
@@ -349,7 +347,7 @@ def fuzz(ops, backends, examples, seed, timeout):
     with stop_on_signals() as stopped:
         try:
             for target in targets:
-                pool = WorkerPool(target.members, 1, timeout, label=target.label)
+                pool = WorkerPool(target, RunSpec(seed=INPUT_SEED, timeout=timeout, timeout_given=True))
                 try:
                     try:
                         pool.start()
@@ -382,7 +380,7 @@ def _print_fuzz(found, say) -> bool:
     if found.minimal is None:
         say(f"  no failure{' before the interrupt' if found.interrupted else ''} ({counts})")
         return False
-    from .compare import worst_lines
+    from .engine import worst_lines
     from .printers import ConsolePrinter
     ConsolePrinter("test").case(found.minimal)
     for line in worst_lines(found.minimal.worst):
@@ -450,7 +448,7 @@ def list_(what, ops, params, sample, mode):
               help="Merge even when shards are missing; the merged run is then marked partial.")
 def merge(results, out_path, allow_partial):
     """Combine the JSON results of shards (or of several devices) into one results file."""
-    from .results import load_run, merge_runs
+    from .engine import load_run, merge_runs
     runs = []
     for path in results:
         try:
@@ -506,7 +504,7 @@ def main(argv=None):
 def _reap() -> None:
     """Whatever path `ops` leaves by, the processes it started are gone first (a command
     that started no worker never imported the module)."""
-    workers = sys.modules.get(f"{__package__}.workers")
+    workers = sys.modules.get(f"{__package__}.engine.workers")
     if workers is not None:
         # a second Ctrl-C while reaping must not leave the reaping half done
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)

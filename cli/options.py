@@ -9,7 +9,7 @@ import re
 import click
 
 from . import plural
-from .selection import BadInput, device_names, per_soc, select_cases, select_devices, split_ops_filter
+from .engine import BadInput, device_names, per_soc, select_cases, select_devices, split_ops_filter
 
 OUTPUTS = ("console", "csv", "json", "junit")
 
@@ -157,7 +157,7 @@ def check_common(jobs, timeout, seed):
 def worker_count(jobs: int, n_cases: int) -> int:
     """The workers -j asks for, no more than there are cases to run nor JOBS_PER_CORE per
     core (a note on stderr says so: -j 1000 spawned 1000 workers, heading for ~50 GB)."""
-    from .workers import JOBS_PER_CORE
+    from .engine import JOBS_PER_CORE
     cores = os.cpu_count() or 1
     cap = JOBS_PER_CORE * cores
     if jobs > cap:

@@ -6,7 +6,7 @@ import csv
 import json
 
 from . import plural
-from .results import OK, CaseResult, Run, load_run
+from .engine import OK, CaseResult, Run, load_run
 from .support import run_devices
 
 

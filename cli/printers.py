@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cannops.backend.base import SIMULATOR_CLOCK
 
 from . import plural
-from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -15,8 +15,7 @@ from cannops.cases.versions import current
 
 from . import __version__
 from .options import check_common, checked_selection, ops_text, selected_devices
-from .results import NOT_SUPPORTED, OK, CaseResult, Resumed, Run
-from .selection import BadInput
+from .engine import NOT_SUPPORTED, OK, BadInput, CaseResult, Resumed, Run
 
 
 def _entry(device: str) -> str | None:
@@ -34,7 +33,7 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
                  sample=None) -> tuple[Run | None, Resumed, list]:
     """The probe's Run from the cache, exactly as the workers would have made it, where
     every case of every device is there (else None; None too when the cache is off); the
-    decisions that are there, for a probe of the others only (runner.execute takes them
+    decisions that are there, for a probe of the others only (runner.run_cases takes them
     as a resumed run's); and the selected cases (run_mode's `cases`). Bad input raises as
     run_mode."""
     check_common(jobs, timeout, seed)

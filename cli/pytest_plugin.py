@@ -2,8 +2,8 @@
 test item named by its case name, so that -k, -x, --lf, --junitxml and pytest-xdist work
 on cases as on tests.
 
-Each item runs as `ops test` runs the case (cli/execute.py), in a worker process of the
-device (cli/workers.py: a crash or a hang is that item's failure); a FAIL shows the error
+Each item runs as `ops test` runs the case (cli/engine/execute.py), in a worker process of the
+device (cli/engine/workers.py: a crash or a hang is that item's failure); a FAIL shows the error
 figures and the elements furthest from the reference. Without --ops-op the plugin only
 adds its options: nothing is imported, nothing collected.
 """
@@ -106,15 +106,16 @@ class DeviceCases(pytest.Collector):
                                      case=case) for case in self.cases]
 
     def run(self, case):
-        from cannops.cli.workers import WorkerPool
+        from cannops.cli.engine import RunSpec, WorkerPool
         opts = self.config.option
         try:
             if STOPPED:
                 raise KeyboardInterrupt
             if self.pool is None:
-                self.pool = WorkerPool(self.target.members, 1, opts.ops_timeout, label=self.target.label)
+                spec = RunSpec(seed=opts.ops_seed, timeout=opts.ops_timeout, timeout_given=True)
+                self.pool = WorkerPool(self.target, spec)
                 self.pool.start()
-            _, result = next(self.pool.run([(0, case)], "test", opts.ops_seed))
+            result = next(self.pool.run([(0, case)])).result
         except KeyboardInterrupt:
             self.close()   # its busy worker killed now, not at the session's end
             pytest.exit(f"interrupted ({signal.Signals(STOPPED[0] if STOPPED else signal.SIGINT).name})",
@@ -125,7 +126,7 @@ class DeviceCases(pytest.Collector):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
-            from cannops.cli.workers import reap_children
+            from cannops.cli.engine import reap_children
             reap_children()
 
 
@@ -143,7 +144,7 @@ class CaseItem(pytest.Item):
         self.extra_keyword_matches.add(case.name)   # -k matches the case name itself too
 
     def runtest(self):
-        from cannops.cli.results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED
+        from cannops.cli.engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED
         r = self.parent.run(self.case)
         if r.status == NOT_SUPPORTED or r.status == SKIPPED:
             pytest.skip(f"{r.status} [{r.blamed}]" + (f" {r.reason}" if r.reason else ""))
@@ -162,7 +163,7 @@ class CaseItem(pytest.Item):
 
 def failure_text(r) -> str:
     """A FAIL as `ops test` prints it, with its error figures and worst elements."""
-    from cannops.cli.compare import worst_lines
+    from cannops.cli.engine import worst_lines
     lines = [f"{r.name} on {r.device}: FAIL", *r.reason.splitlines()]
     if r.error is not None:
         lines.append(f"{r.metric or 'error'} = {r.error:.9g} (threshold {r.threshold:.9g})")
@@ -180,7 +181,7 @@ def pytest_make_collect_report(collector):
 
 def device_collectors(session) -> list[DeviceCases]:
     from cannops.backend.base import list_devices
-    from cannops.cli.selection import BadInput, select_cases, select_devices
+    from cannops.cli.engine import BadInput, select_cases, select_devices
     opts = session.config.option
     try:
         cases = [c for _, c in select_cases("test", ",".join(opts.ops_op))]

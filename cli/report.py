@@ -20,7 +20,7 @@ import json
 import os
 import re
 
-from .results import Run, load_run
+from .engine import Run, load_run
 from .support import FAILING, ORDER, PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, device_statuses, run_devices
 
 SYMBOL = {SUPPORTED: "\u2705", PARTIAL: "\U0001f7e1", FAILING: "\u274c", UNSUPPORTED: "\u2753", UNKNOWN: "\U0001f50d"}
@@ -231,7 +231,7 @@ def op_log(run: Run, op: str, devices: list[str] | None = None, results=None) ->
     console printer writes them, so they are the very lines of the console). `results`:
     the op's results, when the caller has them at hand."""
     from .printers import ConsolePrinter, make_console
-    from .runner import device_passed
+    from .engine import device_passed
     buf = io.StringIO()
     printer = ConsolePrinter(run.mode, make_console(buf))
     names = devices if devices is not None else run_devices(run)

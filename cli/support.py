@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, Run
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, Run
 
 SUPPORTED, PARTIAL, UNSUPPORTED, FAILING, UNKNOWN = "supported", "partial", "unsupported", "fail", "unknown"
 ORDER = (SUPPORTED, PARTIAL, FAILING, UNSUPPORTED, UNKNOWN)  # the report's row order
@@ -54,7 +54,7 @@ def filter_ops(ops_filter: str | None) -> list[str]:
     """Op names that a -o filter asks for (a full case name counts for its op)."""
     if not ops_filter:
         return []
-    from .selection import split_ops_filter
+    from .engine import split_ops_filter
     return [item.split("(", 1)[0].strip() for item in split_ops_filter(ops_filter)]
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from cannops.backend import reference
-from cannops.cli.compare import compare
+from cannops.cli.engine.compare import compare
 from cannops.backend.cann.sim import dtypes
 from cannops.backend.cann.sim.runtime import SimError
 from cannops.native._aclnn import ffi
 
 
 def nmse(out: np.ndarray, ref: np.ndarray) -> float:
-    """The runner's metric (cli/compare.py); inf when NaN or infinities disagree."""
+    """The runner's metric (cli/engine/compare.py); inf when NaN or infinities disagree."""
     _, _, err = compare("", ref, out, float("inf"))
     return float("inf") if err is None else err
 

@@ -1,5 +1,5 @@
 """Deterministic samples of big case grids, and a check of sampled cases on a device
-through the runner's own test path (cli/execute.py), in this process.
+through the runner's own test path (cli/engine/execute.py), in this process.
 
     cases = sample(cases_of("ROPE", "ROPE_BACK"), 60)
     assert_ok("GGML-CPU", cases)
@@ -13,9 +13,9 @@ import functools
 
 from cannops.backend.base import open_device
 from cannops.cases import all_cases
-from cannops.cli.execute import test as run_test
-from cannops.cli.results import DEVIATION, NOT_SUPPORTED, OK
-from cannops.cli.selection import hash_sample as sample   # `ops test --sample`'s pick
+from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.results import DEVIATION, NOT_SUPPORTED, OK
+from cannops.cli.engine.selection import hash_sample as sample   # `ops test --sample`'s pick
 
 
 @functools.lru_cache(maxsize=None)

@@ -43,7 +43,7 @@ def test_a_cache_from_other_sources_is_not_read(cache_dir):
 
 
 def test_names_selection_matches_the_catalogs():
-    from cannops.cli.selection import select_cases
+    from cannops.cli.engine.selection import select_cases
     for args in (("test", "ADD,MUL_MAT", "f16", None), ("support", None, "type=q4_0", "3/7"),
                  ("test", "SOFT_MAX(type=f32,ne=[16,16,1,1],mask=0,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,max_bias=0.000000,inplace=0)", None, None)):
         full = [(i, c.name) for i, c in select_cases(*args)]

@@ -9,7 +9,7 @@ import pytest
 
 from cannops.cases import versions
 from cannops.cases.catalog import Family, Since, all_cases, at_version, new_params
-from cannops.cli.results import Run, load_resume, merge_runs
+from cannops.cli.engine.results import Run, load_resume, merge_runs
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 

@@ -45,7 +45,7 @@ def test_full_case_names_and_params_regex_select_cases():
 
 
 def test_sample_keeps_at_most_n_cases_per_op_the_same_in_every_run():
-    from cannops.cli.selection import hash_sample, select_cases
+    from cannops.cli.engine.selection import hash_sample, select_cases
     every = [c.name for _, c in select_cases("test", "ABS,TOP_K,SOFTCAP")]
     picked = ops("list", "cases", "-o", "ABS,TOP_K,SOFTCAP", "--sample", "3").stdout.split()
     assert sorted(n.split("(")[0] for n in picked) == ["ABS"] * 3 + ["SOFTCAP"] + ["TOP_K"] * 3

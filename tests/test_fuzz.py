@@ -15,9 +15,9 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from cannops.cases.catalog import Case
 from cannops.cases.names import case_from_name, parse_name
-from cannops.cli.fuzz import domain, fuzz
-from cannops.cli.selection import BadInput, select_cases
-from cannops.cli.workers import WorkerPool
+from cannops.cli.fuzz import INPUT_SEED, domain, fuzz
+from cannops.cli.engine.selection import BadInput, select_cases
+from cannops.cli.engine import RunSpec, WorkerPool
 
 from _sample import _catalog
 
@@ -54,7 +54,7 @@ def test_fuzz_finds_the_planted_bug_and_shrinks_it_to_the_smallest_shape(tmp_pat
 def test_the_same_seed_draws_the_same_cases(tmp_path, monkeypatch):
     def drawn(seed, db):
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / db))
-        with WorkerPool("NUMPY", timeout=60) as pool:
+        with WorkerPool("NUMPY", RunSpec(seed=INPUT_SEED, timeout=60)) as pool:
             out = fuzz("SSM_CONV", pool, 8, seed)
         assert out.minimal is None and out.counts["OK"] == 8, out
         return out.names

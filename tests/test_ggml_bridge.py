@@ -9,7 +9,7 @@ from cannops.backend import base
 from cannops.backend.base import DeviceError
 from cannops.backend.numpy_device import NumpyDevice
 from cannops.cases import all_cases
-from cannops.cli.compare import nmse
+from cannops.cli.engine.compare import nmse
 from cannops.cases.elementwise import clamp
 from cannops.cases.graph import Graph, add, contiguous_strides, cont, cpy, permute, scale, unary
 from cannops.cases.versions import VERSIONS, at_or_after

@@ -11,7 +11,7 @@ import pytest
 
 from cannops.backend.base import numeric_gradient, open_device
 from cannops.cases import Case, family
-from cannops.cli.execute import grad, mean_abs_asymmetry
+from cannops.cli.engine.execute import grad, mean_abs_asymmetry
 
 
 def tiny(op, ne=(4, 3, 1, 1), type="f32"):

@@ -88,3 +88,52 @@ def test_no_import_cycle():
 
 def test_a_cycle_is_found():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# The layers, highest first: a module imports its own layer's modules and lower layers' only
+# (DESIGN.md: cli -> engine -> backend -> cases -> native); the command line reaches the
+# engine through its package's API (cli/engine/__init__.py), never its modules.
+LAYERS = ("cannops.cli", "cannops.cli.engine", "cannops.backend", "cannops.cases", "cannops.native")
+ENGINE = "cannops.cli.engine"
+
+
+def _layer(module: str) -> int:
+    return max((i for i, root in enumerate(LAYERS) if module == root or module.startswith(root + ".")),
+               key=lambda i: len(LAYERS[i]))
+
+
+def _against_the_layers(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for m, targets in sorted(graph.items()):
+        for t in sorted(targets):
+            if _layer(t) < _layer(m):
+                found.append(f"{m} imports {t}: {LAYERS[_layer(m)]} is below {LAYERS[_layer(t)]}")
+            elif _layer(m) == 0 and _layer(t) == 1 and t != ENGINE:
+                found.append(f"{m} imports {t}: the engine's modules are reached through {ENGINE}'s API")
+    return found
+
+
+def test_imports_point_one_way():
+    mods = _modules()
+    graph = {m: _imports(m, path, is_pkg, mods) for m, (path, is_pkg) in mods.items()}
+    assert _against_the_layers(graph) == []
+
+
+def test_an_import_against_the_layers_is_found():
+    graph = {"cannops.cases.x": {"cannops.backend.y"}, "cannops.cli.main": {"cannops.cli.engine.runner"},
+             "cannops.cli.engine.runner": {"cannops.cases.x", "cannops.cli.engine.spec"},
+             "cannops.cli.options": {"cannops.cli.engine"}}
+    assert _against_the_layers(graph) == [
+        "cannops.cases.x imports cannops.backend.y: cannops.cases is below cannops.backend",
+        "cannops.cli.main imports cannops.cli.engine.runner: the engine's modules are reached through "
+        "cannops.cli.engine's API"]
+
+
+def test_the_engines_api_names_no_module_of_its_own():
+    """A public name that is also a submodule's would hide the module from `from . import`
+    inside the engine (its __getattr__ answers first)."""
+    from cannops.cli import engine
+    modules = {p.stem for p in pathlib.Path(engine.__path__[0]).glob("*.py")}
+    assert not modules & set(engine._API)
+    for name in engine.__all__:
+        assert getattr(engine, name) is not None

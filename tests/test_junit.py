@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from cannops.cli.junit import junit_xml
-from cannops.cli.results import CaseResult, DeviceInfo, Run
+from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from cannops.native.tbo_names import compare
+from cannops.cases.tbo_names import compare
 
 LISTS = pathlib.Path(__file__).resolve().parents[1] / "build" / "tbo-names" / "0.25.3"
 
@@ -42,7 +42,7 @@ def test_cann_rules_claim_what_ggml_cann_0_25_3_claims(monkeypatch):
 
     from cannops.backend.cann.rules import RULES
     from cannops.cases.names import case_from_name
-    from cannops.native.tbo_names import run
+    from cannops.cases.tbo_names import run
 
     if not GGML_CANN.exists():
         pytest.skip(f"no {GGML_CANN}: make ggml-cann VARIANTS=910B")

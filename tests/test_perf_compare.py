@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from cannops.cli.perf_report import markdown_side_by_side, markdown_vs_baseline, plot_perf
-from cannops.cli.results import OK, CaseResult, Run
+from cannops.cli.engine.results import OK, CaseResult, Run
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 CASE = "ADD(type=f32,ne=[4096,1,1,1],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0)"

@@ -1,11 +1,11 @@
-"""How far a perf figure can be trusted (cli/perf_measure.py): batches until the spread
+"""How far a perf figure can be trusted (cli/engine/perf_measure.py): batches until the spread
 is known, the machine's contention, and the doubts a figure carries."""
 import itertools
 import os
 
 import pytest
 
-from cannops.cli import perf_measure as pm
+from cannops.cli.engine import perf_measure as pm
 
 
 def test_relative_mad_is_robust_to_one_disturbed_batch():

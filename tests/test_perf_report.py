@@ -12,7 +12,7 @@ import pytest
 
 from cannops.cli import plural
 from cannops.cli.perf_report import slower_than_baseline
-from cannops.cli.results import CaseResult, DeviceInfo, Run
+from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 ADD = ["-o", "ADD", "-p", r"nr=\[1,1,1,1\]", "--min-time", "0.01"]

@@ -1,9 +1,9 @@
-"""Workers hold several cases at a time (cli/workers.py PIPELINE): a crash or a timeout is
+"""Workers hold several cases at a time (cli/engine/workers.py PIPELINE): a crash or a timeout is
 still the fault of the one case that was running, and the cases queued behind it run."""
 import pytest
 
-from cannops.cli import workers
-from cannops.cli.workers import WorkerPool
+from cannops.cli.engine import workers
+from cannops.cli.engine import RunSpec, WorkerPool
 from tests._sample import cases_of
 
 
@@ -20,10 +20,10 @@ def test_a_crash_or_timeout_blames_the_running_case_and_reruns_the_queued_ones(f
     order = []
     for i, bad in enumerate(tasks):
         order += [bad] + sgn[2 * i:2 * i + 2]
-    pool = WorkerPool("FAULTY", jobs=2, timeout=3)
+    pool = WorkerPool("FAULTY", RunSpec(timeout=3, jobs=2))
     pool.start()
     try:
-        got = dict(pool.run(enumerate(order), "test", 0))
+        got = {reply.seq: reply.result for reply in pool.run(enumerate(order))}
     finally:
         pool.close()
     assert sorted(got) == list(range(len(order)))         # each case answered once
@@ -75,10 +75,11 @@ def test_building_a_quantizer_table_is_not_the_cases_time():
     """iq1_s' table takes seconds of CPU to build (8.8 s on the wheel's libggml): its first
     case is not a timeout for it, however short the timeout."""
     case = [c for c in cases_of("MUL_MAT") if "type_a=iq1_s" in c.vars][0]
-    pool = WorkerPool("GGML-CPU", jobs=1, timeout=2)
+    pool = WorkerPool("GGML-CPU", RunSpec(timeout=2))
     pool.start()
     try:
-        (_, r), = pool.run([(0, case)], "test", 0)
+        (reply,) = pool.run([(0, case)])
+        r = reply.result
     finally:
         pool.close()
     assert r.status == "OK", r.reason

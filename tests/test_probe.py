@@ -48,7 +48,7 @@ def test_a_cold_probe_prints_what_a_warm_one_does_and_each_device_alone(tmp_path
 
 def test_the_cann_rules_a_probe_asks_are_the_devices_own():
     from cannops.backend.base import open_device, open_prober
-    from cannops.cli.selection import select_cases
+    from cannops.cli.engine.selection import select_cases
     from tests._sample import sample
     device, prober = open_device("CANN-SIM"), open_prober("CANN-SIM")
     try:

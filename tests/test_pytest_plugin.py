@@ -56,7 +56,7 @@ def test_abs_on_ggml_cpu_passes_under_xdist(tmp_path):
 
 def test_without_ops_op_the_plugin_collects_and_imports_nothing(tmp_path):
     (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
-    code = ("import sys; PLUGIN = ('cannops.cli', 'cannops.cli.pytest_plugin'); "
+    code = ("import sys; PLUGIN = ('cannops.cli', 'cannops.cli.engine', 'cannops.cli.pytest_plugin'); "
             "import sys, pytest; rc = pytest.main(['-q', '-p', 'no:cacheprovider', sys.argv[1]]); "
             "print(sorted(m for m in sys.modules if m.startswith('cannops.') and m not in PLUGIN))")
     p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)

@@ -78,7 +78,7 @@ def test_results_are_written_through_a_link_and_into_a_fifo(tmp_path):
 
 
 def test_a_regular_file_is_replaced_atomically_keeping_its_mode(tmp_path):
-    from cannops.cli.results import write_file
+    from cannops.cli.engine.results import write_file
     path = tmp_path / "r.json"
     path.write_text("old")
     os.chmod(path, 0o640)
@@ -91,7 +91,7 @@ def test_a_regular_file_is_replaced_atomically_keeping_its_mode(tmp_path):
 
 def _children(pid: int) -> list[int]:
     """The worker processes of a running `ops` (from /proc: Linux): spawned ones, or forked
-    ones (cli/workers.py FORKABLE, their command line the main's), not the resource tracker."""
+    ones (cli/engine/workers.py FORKABLE, their command line the main's), not the resource tracker."""
     return [p for p, fields in proc_stats() if int(fields[1]) == pid
             and "resource_tracker" not in _cmdline(p)]
 
@@ -245,7 +245,7 @@ def test_a_full_disk_is_one_line_and_status_2(flag):
 
 
 def test_a_failed_write_leaves_no_temp_file(tmp_path, monkeypatch):
-    from cannops.cli import results
+    from cannops.cli.engine import results
 
     def full(*a):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -301,7 +301,7 @@ def test_every_mode_is_valid_and_undecodable_bytes_name_the_file(tmp_path):
 # --- 10. the smaller ones ----------------------------------------------------------------------
 
 def test_a_crash_keeps_the_devices_own_lines_first(tmp_path):
-    from cannops.cli.workers import _tail
+    from cannops.cli.engine.workers import _tail
     log = tmp_path / "w.log"
     frames = "".join(f'  File "x.py", line {i} in f{i}\n' for i in range(30))
     log.write_text("ggml.c:123: GGML_ASSERT(a->ne[0] == b->ne[0]) failed\x1b[31m\x07\n"

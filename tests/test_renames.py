@@ -9,7 +9,7 @@ from cannops.cases.catalog import Case, family
 from cannops.cases.renames import aliases, name_in
 from cannops.cli.perf_report import load_perf_baseline, markdown_vs_baseline, slower_than_baseline
 from cannops.cli.report import load_baseline, markdown_report
-from cannops.cli.results import CaseResult, DeviceInfo, Run
+from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
 
 
 def _v0202_names(reference_dir):

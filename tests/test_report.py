@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cannops.cli.report import load_baseline, markdown_report
-from cannops.cli.results import CaseResult, DeviceInfo, Run
+from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
 from cannops.cli.support import device_statuses
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
@@ -97,9 +97,9 @@ def test_unknown_on_a_device_without_results_for_the_op():
 
 
 def test_an_unavailable_device_leaves_skipped_cases_and_unknown_ops(monkeypatch):
-    from cannops.cli import runner
+    from cannops.cli.engine import RunSpec, runner
     from cannops.cli.printers import QuietPrinter
-    from cannops.cli.selection import select_cases
+    from cannops.cli.engine.selection import select_cases
 
     class DeadPool:
         def __init__(self, name, *a, **kw):
@@ -113,7 +113,7 @@ def test_an_unavailable_device_leaves_skipped_cases_and_unknown_ops(monkeypatch)
 
     monkeypatch.setattr(runner, "WorkerPool", DeadPool)
     cases = select_cases("test", "ABS,NEG")
-    run = runner.execute(cases, ["CANN0"], runner.Options(ops_filter="ABS,NEG"), QuietPrinter("test"))
+    run = runner.run_cases(cases, ["CANN0"], RunSpec(ops_filter="ABS,NEG"), QuietPrinter("test"))
     assert len(run.results) == len(cases)
     assert all(r.status == "skipped" and r.reason == "no NPU here" for r in run.results)
     assert device_statuses(run) == {"CANN0": {"ABS": "unknown", "NEG": "unknown"}}

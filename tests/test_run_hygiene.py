@@ -172,7 +172,7 @@ def test_an_off_grid_name_outside_the_domain_is_one_line(name, message):
 
 def test_j_above_the_cases_or_the_cores_starts_no_idle_workers():
     from cannops.cli.options import worker_count
-    from cannops.cli.workers import JOBS_PER_CORE
+    from cannops.cli.engine import JOBS_PER_CORE
     cap = JOBS_PER_CORE * (os.cpu_count() or 1)
     assert worker_count(8, 2) == 2 and worker_count(1000, 10**6) == cap
     t0 = time.monotonic()
@@ -288,7 +288,7 @@ def summary_line(out: str) -> str:
 def test_a_backend_on_which_nothing_ran_is_not_ok_and_one_device_is_singular():
     import io
     from cannops.cli.printers import ConsolePrinter, make_console
-    from cannops.cli.results import NOT_SUPPORTED, CaseResult
+    from cannops.cli.engine.results import NOT_SUPPORTED, CaseResult
     out = io.StringIO()
     printer = ConsolePrinter("grad", make_console(out))
     printer.start(1)
@@ -397,7 +397,7 @@ def test_grad_on_cann_sim_where_nothing_runs_says_so_and_why():
 def test_the_progress_bar_shows_each_devices_time_left():
     import io
     from cannops.cli.printers import ConsolePrinter, make_console
-    from cannops.cli.results import OK, CaseResult, DeviceInfo
+    from cannops.cli.engine.results import OK, CaseResult, DeviceInfo
     from rich.console import Console
     printer = ConsolePrinter("test", Console(file=io.StringIO(), force_terminal=True, width=120))
     shown = []

@@ -192,11 +192,11 @@ def test_solve_tri_deviation_has_a_backward_error_ceiling():
 
 
 def test_a_simulated_device_gets_ten_times_the_default_timeout_only():
-    from cannops.cli.runner import Options, case_timeout
-    default = Options(timeout=60.0)
-    assert case_timeout(default, "CANN-SIM") == 600.0 and case_timeout(default, "GGML-CPU") == 60.0
-    given = Options(timeout=60.0, timeout_given=True)     # --timeout 60: exact on every device
-    assert case_timeout(given, "CANN-SIM") == 60.0
+    from cannops.cli.engine import RunSpec
+    default = RunSpec(timeout=60.0)
+    assert default.case_timeout("CANN-SIM") == 600.0 and default.case_timeout("GGML-CPU") == 60.0
+    given = RunSpec(timeout=60.0, timeout_given=True)     # --timeout 60: exact on every device
+    assert given.case_timeout("CANN-SIM") == 60.0
 
 
 def test_the_timeout_is_the_devices_a_big_cases_inputs_and_reference_are_timed_apart():

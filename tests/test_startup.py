@@ -23,7 +23,7 @@ import atexit, os, sys
 pid = os.getpid()
 def report():
     if os.getpid() == pid:
-        from cannops.cli import workers
+        from cannops.cli.engine import workers
         spawned = "multiprocessing.popen_spawn_posix" in sys.modules
         print("REPORT", ([m for m in %r if m in sys.modules], workers._Forked.count, spawned), file=sys.stderr)
 atexit.register(report)

@@ -1,4 +1,4 @@
-"""`ops test --strict`: the per-element bound (cli/strict.py), the families' looser bounds
+"""`ops test --strict`: the per-element bound (cli/engine/strict.py), the families' looser bounds
 with their reasons, the results' fields, and what it is for: the GELU family's former
 CANN mappings (aclnn operators whose documented formula is another GELU) pass the NMSE of
 test-backend-ops and FAIL the strict check, while correct results pass it."""
@@ -18,9 +18,9 @@ from cannops.backend import reference
 from cannops.backend.cann.sim import ops_unary
 from cannops.backend.reference.glu import halves as glu_halves
 from cannops.cases.catalog import FAMILIES, Tolerance, all_cases
-from cannops.cli import strict
-from cannops.cli.execute import test as run_test
-from cannops.cli.results import FAIL, OK
+from cannops.cli.engine import strict
+from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.results import FAIL, OK
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 
@@ -158,7 +158,7 @@ def test_results_record_strict(tmp_path):
 
 def test_a_strict_failure_in_junit_and_on_the_fail_line():
     from cannops.cli.junit import junit_xml
-    from cannops.cli.results import DeviceInfo, Run
+    from cannops.cli.engine.results import DeviceInfo, Run
     case = _f32_cases("GELU_QUICK")[0]
     r = run_test(Formula(_erf), case, 0, strict=True)
     run = Run(mode="test", strict=strict.STANDARD, results=[r], devices=[DeviceInfo("FORMULA")])

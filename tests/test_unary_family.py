@@ -283,7 +283,7 @@ def test_every_graph_is_what_ggml_constructors_build(ggml_cpu):
 
 
 def test_one_case_per_op_agrees_with_ggml_cpu(ggml_cpu):
-    from cannops.cli.execute import test as run_test
+    from cannops.cli.engine.execute import test as run_test
     first = {}
     for c in all_cases("test"):
         if c.family.name in MY_FAMILIES and "1024,1024" not in c.vars:

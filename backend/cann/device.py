@@ -124,7 +124,7 @@ class CANNRules(Device):
     """What a CANN device supports, decided without the device: the rules of its SoC family
     (rules.py) and the native layer's handlers, which need no context and no runtime. A
     probe (`ops support`) asks these in any worker, forked, or beside another device's
-    decisions on the same graph (cli/runner.py); CANNDevice decides by them too."""
+    decisions on the same graph (cli/engine/runner.py); CANNDevice decides by them too."""
 
     def __init__(self, name: str, description: str, soc_name: str):
         self.name, self.description = name, description

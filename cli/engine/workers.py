@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from .context import WorkerContext
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
+from .selection import Target
+from .spec import RunSpec, worker_threads  # noqa: F401  (worker_threads: the engine's API)
 
 if TYPE_CHECKING:   # this module is imported before NumPy (set_up_forking)
     from cannops.cases.catalog import Case
@@ -67,18 +70,6 @@ BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
 # so theirs are spawned. A forked worker keeps no file of this process open but its pipe.
 FORKABLE = ("GGML-CPU", "NUMPY", "FAULTY")
-JOBS_PER_CORE = 2   # -j above this many workers a core only adds memory (each holds a device)
-
-
-def worker_threads(mode: str, jobs: int, threads: int | None = None) -> int:
-    """ggml's CPU threads in each worker: --threads, else an equal share of the cores; for
-    perf, of half the cores, as test-backend-ops has its CPU backend (N_THREADS / 2), so
-    that the two tools' us/run compare."""
-    if threads:
-        return threads
-    cores = os.cpu_count() or 1
-    share = max(1, cores // 2) if mode == "perf" else cores
-    return max(1, share // min(max(jobs, 1), JOBS_PER_CORE * cores))
 
 
 _fork_threads: int | None = None   # the BLAS threads this process was set up with (None: not)
@@ -206,9 +197,9 @@ def _worker_ahead(conn) -> None:
     except (EOFError, OSError):
         return
     if msg is not None:
-        device, log_path, threads, env, prober, riders = msg
+        device, log_path, spec, env, prober, riders = msg
         os.environ.update(env)
-        _worker_main(conn, device, log_path, threads, prober, riders)
+        _worker_main(conn, device, log_path, spec, prober, riders)
 
 
 def _preload() -> None:
@@ -242,75 +233,86 @@ def device_info(device) -> DeviceInfo:
                       getattr(device, "n_threads", None) if getattr(device, "is_cpu", False) else None)
 
 
-def _worker_main(conn, device_name: str, log_path: str, threads: int | None, prober=None,
+class _InWorker(WorkerContext):
+    """A case's worker (context.WorkerContext): the quantizer tables it built, and its own
+    work told to the pool ("apart" ... "back"), which times that apart from the case."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.built: set[str] = set()   # the quantizer tables this process has
+        self.away = False              # inside host_work(): a table built for a big case's inputs is in it
+
+    @contextmanager
+    def host_work(self):
+        """Work of ours, timed by the pool apart from the device's run (HOST_WORK_SECONDS)."""
+        if self.away:
+            yield
+            return
+        self.conn.send(("apart", None))
+        self.away = True
+        try:
+            yield
+        finally:
+            self.away = False
+            self.conn.send(("back", None))
+
+    def prepare_inputs(self, case, seed: int, ref_cache: str | None) -> None:
+        """Before a case's inputs are made: the costly quantizer tables they need, built
+        apart from the case's time (seconds of CPU once per process), unless the inputs
+        come from the cache."""
+        from cannops.cases.inputs import build_quantizer_table, quantizer_tables
+
+        from .execute import inputs_cached
+        tables = quantizer_tables(case.vars) - self.built
+        path = inputs_cached(case, seed, ref_cache) if tables else None
+        if not tables or path is not None and path.exists():
+            return
+        with self.host_work():
+            for t in sorted(tables):
+                build_quantizer_table(t)
+            self.built.update(tables)
+
+
+def _open_in_worker(conn, device_name: str, spec: RunSpec, prober):
+    """The worker's device (or its prober), opened once everything a case needs is loaded,
+    so that a case's timeout counts its own run only, not the imports of the first case a
+    fresh worker gets; None where it cannot be opened (the pool is told why)."""
+    from cannops.backend import reference
+    from cannops.backend.base import open_device
+    from cannops.cases import catalog
+    try:
+        catalog.load_all()
+        reference.load_all()
+        device = prober if prober is not None else open_device(device_name)
+        threads = spec.worker_threads()
+        if threads and hasattr(device, "n_threads"):
+            device.n_threads = threads
+        conn.send(("ready", device_info(device)))
+        return device
+    except Exception as e:
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return None
+
+
+def _worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=None,
                  riders: tuple = ()) -> None:
-    """Entry point of a worker process. prober: what decides the device's support without
-    it (backend.base.open_prober), used instead of opening the device (a probe); riders:
-    the probers of other devices, each asked too on the graph built for a probed case."""
+    """Entry point of a worker process: the run's spec says what to do with each case sent.
+    prober: what decides the device's support without it (backend.base.open_prober), used
+    instead of opening the device (a probe); riders: the probers of other devices, each
+    asked too on the graph built for a probed case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
-    from cannops.backend import reference
-    from cannops.backend.base import open_device
-    from cannops.cases import catalog
-    from cannops.cases.inputs import build_quantizer_table, quantizer_tables
-
-    from . import execute
-    from .execute import inputs_cached, probe, run_one
-    built: set[str] = set()   # the quantizer tables this process has
-    away = False   # inside apart(): a table built for a big case's inputs is in it already
-
-    @contextmanager
-    def apart():
-        """Work of ours, timed by the pool apart from the device's run (HOST_WORK_SECONDS)."""
-        nonlocal away
-        if away:
-            yield
-            return
-        conn.send(("apart", None))
-        away = True
-        try:
-            yield
-        finally:
-            away = False
-            conn.send(("back", None))
-
-    def build_tables(case, seed: int, ref_cache: str | None) -> None:
-        """Before a case's inputs are made: the costly quantizer tables they need, built
-        apart from the case's time (seconds of CPU once per process), unless the inputs
-        come from the cache."""
-        tables = quantizer_tables(case.vars) - built
-        path = inputs_cached(case, seed, ref_cache) if tables else None
-        if not tables or path is not None and path.exists():
-            return
-        with apart():
-            for t in sorted(tables):
-                build_quantizer_table(t)
-            built.update(tables)
-
-    execute.prepare_inputs = build_tables
-    execute.host_work = apart
-    try:
-        # load what every case needs now, so that a case's timeout counts its own run
-        # only, not the imports of the first case a fresh worker gets
-        catalog.load_all()
-        reference.load_all()
-        device = prober if prober is not None else open_device(device_name)
-        if threads and hasattr(device, "n_threads"):
-            device.n_threads = threads
-        conn.send(("ready", device_info(device)))
-    except Exception as e:
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+    from .execute import probe, run_one
+    ctx = _InWorker(conn)
+    device = _open_in_worker(conn, device_name, spec, prober)
+    if device is None:
         return
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            break
-        mode, seed, min_seconds, strict, ref_cache, tasks = msg
-        if mode in BATCHED:
+    while (tasks := conn.recv()) is not None:
+        if spec.mode in BATCHED:
             answers = []
             for seq, case in tasks:
                 os.ftruncate(log_fd, 0)
@@ -319,8 +321,7 @@ def _worker_main(conn, device_name: str, log_path: str, threads: int | None, pro
             continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            result = run_one(device, case, mode, seed, min_seconds, strict, ref_cache)
-            conn.send(("result", seq, result))
+            conn.send(("result", seq, run_one(device, case, spec, ctx)))
     device.close()
 
 
@@ -467,23 +468,35 @@ class _Queue:
         return rest
 
 
+@dataclass
+class Reply:
+    """What the pool hands back for a case: its result (seq: its place in the tasks given),
+    and in a probe, the riders' results decided on the same graph."""
+    seq: int
+    result: CaseResult
+    riders: list[CaseResult] = field(default_factory=list)
+
+
 class WorkerPool:
     """N workers for one device, or spread round-robin over the devices of one kind (worker
     k opens members[k % len(members)]); their results are reported under `label`, with
-    the device each case ran on in `ran_on`. `run()` yields (seq, CaseResult) as cases finish."""
+    the device each case ran on in `ran_on`. `run()` yields a Reply as each case finishes.
+    Its workers get the run's spec whole, and do what it says with each case sent."""
 
-    def __init__(self, members: str | tuple[str, ...], jobs: int = 1, timeout: float = 60.0,
-                 threads: int | None = None, label: str | None = None, env: tuple = (),
+    def __init__(self, target: Target | str, spec: RunSpec = RunSpec(), jobs: int | None = None,
                  prober=None, riders: tuple = ()):
-        self.members = (members,) if isinstance(members, str) else tuple(members)
+        if isinstance(target, str):
+            target = Target(target, (target,))
+        self.spec = spec
+        self.members = target.members
         self.prober = prober    # a probe: what decides support without the device, opened instead
         self.riders = riders    # a probe: other devices' probers, asked on the same graphs
-        self.batched = False    # the mode run now answers per message (BATCHED)
-        self.device_name = label or self.members[0]
-        self.jobs = max(1, jobs)
-        self.timeout = timeout
-        self.threads = threads
-        self.env = dict(env)   # set for the workers only (--soc: CANN_SIM_SOC)
+        self.batched = spec.mode in BATCHED   # its workers answer per message
+        self.device_name = target.label
+        self.jobs = max(1, spec.jobs if jobs is None else jobs)
+        self.timeout = spec.case_timeout(target.label)
+        self.threads = spec.worker_threads()
+        self.env = dict(target.env)   # set for the workers only (--soc: CANN_SIM_SOC)
         self.ctx = mp.get_context("spawn")
         self.logdir = tempfile.TemporaryDirectory(prefix="ops-workers-")
         self.workers: list[_Worker] = []
@@ -503,7 +516,7 @@ class WorkerPool:
         if ahead is not None:
             p, parent = ahead
             try:
-                parent.send((device, log_path, self.threads, self.env, self.prober, self.riders))
+                parent.send((device, log_path, self.spec, self.env, self.prober, self.riders))
                 return self._started(p, parent, None, log_path, device, slot)
             except OSError:   # it died waiting: a worker is forked as usual
                 p.kill()
@@ -516,12 +529,12 @@ class WorkerPool:
             try:
                 if _Forked.count:
                     _preload()
-                p = _Forked(_worker_main, (child, device, log_path, self.threads, self.prober, self.riders),
+                p = _Forked(_worker_main, (child, device, log_path, self.spec, self.prober, self.riders),
                             (child.fileno(),), self.env)
             finally:
                 signal.signal(signal.SIGINT, handler)
             return self._started(p, parent, child, log_path, device, slot)
-        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.threads, self.prober,
+        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.spec, self.prober,
                                                         self.riders), daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
@@ -655,23 +668,20 @@ class WorkerPool:
             result.device = self.device_name   # one device under a label (CANN-SIM:310P)
         return result
 
-    def _crash_result(self, w: _Worker, why: str) -> tuple[int, CaseResult]:
+    def _crash_result(self, w: _Worker, why: str) -> Reply:
         seq, case = w.task
         tail = _tail(w.log_path)
         reason = why + (f"; last output:\n{tail}" if tail else "")
-        return seq, self._label(w, CaseResult(self.device_name, case.op, case.vars, FAIL, reason=reason,
-                                              seconds=time.monotonic() - w.started))
+        return Reply(seq, self._label(w, CaseResult(self.device_name, case.op, case.vars, FAIL, reason=reason,
+                                                    seconds=time.monotonic() - w.started)))
 
-    def run(self, tasks: Iterable[tuple[int, Case]], mode: str, seed: int,
-            min_seconds: float = 1.0, strict: bool = False,
-            ref_cache: str | None = None) -> Iterator[tuple[int, CaseResult]]:
+    def run(self, tasks: Iterable[tuple[int, Case]]) -> Iterator[Reply]:
         """Each worker holds up to PIPELINE[mode] cases; a case's timeout counts from when
-        this process read the result of the one before it (or sent it to an idle worker).
-        ref_cache: the reference cache's directory (cli/refcache.py; None: off)."""
+        this process read the result of the one before it (or sent it to an idle worker)."""
+        mode = self.spec.mode
         queue = _Queue(tasks, self.dropped, by_table=mode != "support",   # a probe quantizes nothing
                        from_both_ends=mode in BATCHED)   # (its results are reordered by the runner)
         depth = PIPELINE.get(mode, 1)
-        self.batched = mode in BATCHED
         grow_at = None if self._slots >= self.jobs else \
             time.monotonic() + (0.0 if len(queue) >= GROW_AT_ONCE_CASES else GROW_AFTER_SECONDS)
         while queue or any(w.tasks for w in self.workers):
@@ -682,11 +692,11 @@ class WorkerPool:
             if not self.workers:
                 # the device cannot be reopened: what is left is skipped, with the reason
                 for seq, case in queue.drain():
-                    yield seq, CaseResult(self.device_name, case.op, case.vars, SKIPPED,
-                                          reason=f"not run: {self.broken}")
+                    yield Reply(seq, CaseResult(self.device_name, case.op, case.vars, SKIPPED,
+                                                reason=f"not run: {self.broken}"))
                 return
             for w in list(self.workers):
-                self._top_up(w, queue, depth, (mode, seed, min_seconds, strict, ref_cache))
+                self._top_up(w, queue, depth)
             busy = [w for w in self.workers if w.tasks]
             if not busy:
                 continue   # every worker died idle and was replaced: send again
@@ -709,11 +719,11 @@ class WorkerPool:
                             seq, result = msg
                             w.tasks.popleft()
                             result.reason = clean_text(result.reason)
-                            yield seq, self._label(w, result)
+                            yield Reply(seq, self._label(w, result))
                         elif kind == "probed":
                             for seq, answers in msg[0]:
                                 _, case = w.tasks.popleft()
-                                yield seq, self._probed(w, case, answers)
+                                yield self._probed(w, seq, case, answers)
                         else:
                             # work of the worker's own starts ("apart": its own limit) or ends
                             w.limit = HOST_WORK_SECONDS if kind == "apart" else None
@@ -729,16 +739,15 @@ class WorkerPool:
     def _limit(self, w: _Worker) -> float:
         return w.limit or self.timeout
 
-    def _probed(self, w: _Worker, case, answers: list) -> CaseResult:
-        """A probed case's result from a worker's (status, reason) answers: the device's,
-        with the riders' results (in `riders`, a note for the runner, not a field)."""
+    def _probed(self, w: _Worker, seq: int, case, answers: list) -> Reply:
+        """A probed case's reply from a worker's (status, reason) answers: the device's
+        result, with the riders'."""
         (status, reason), *rode = answers   # (reasons cleaned by the worker)
         result = self._label(w, CaseResult(self.device_name, case.op, case.vars, status, reason))
-        if rode:
-            result.riders = [CaseResult(r.name, case.op, case.vars, st, why) for r, (st, why) in zip(self.riders, rode)]
-        return result
+        return Reply(seq, result, [CaseResult(r.name, case.op, case.vars, st, why)
+                                   for r, (st, why) in zip(self.riders, rode)])
 
-    def _top_up(self, w: _Worker, queue: "_Queue", depth: int, how: tuple) -> None:
+    def _top_up(self, w: _Worker, queue: "_Queue", depth: int) -> None:
         """Send w the next cases of the queue, up to `depth` held, once it holds half of that
         or less (a message per case cost the probe more than its cases); in one message, or
         where the worker answers a message at once (BATCHED) in messages of half the depth,
@@ -757,7 +766,7 @@ class WorkerPool:
                 room = depth - len(w.tasks)
                 batch = queue.take(w, min(room, max(1, depth // 2)) if self.batched else room)
             try:
-                w.conn.send((*how, batch))
+                w.conn.send(batch)
             except OSError:   # it died since: the cases were not sent, they go back
                 if w.alone:
                     queue.suspects.appendleft(batch[0])
@@ -778,11 +787,11 @@ class WorkerPool:
         w.tasks.clear()
         queue.put_back(rest)
 
-    def _crashed(self, w: _Worker, queue: "_Queue") -> Iterator[tuple[int, CaseResult]]:
+    def _crashed(self, w: _Worker, queue: "_Queue") -> Iterator[Reply]:
         w.process.join(5)
         return self._failed(w, queue, f"worker died: {_signal_name(w.process.exitcode)}")
 
-    def _failed(self, w: _Worker, queue: "_Queue", why: str) -> Iterator[tuple[int, CaseResult]]:
+    def _failed(self, w: _Worker, queue: "_Queue", why: str) -> Iterator[Reply]:
         """w died or hung: the case it ran is a FAIL saying `why`, those behind it go back to
         the queue, a fresh worker takes its place. Where it answered a message at once
         (BATCHED) and held several cases, which one it ran is unknown: they all go back, as

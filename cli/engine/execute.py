@@ -21,23 +21,17 @@ from .perf_measure import measure
 from .strict import bound as strict_bound
 from .strict import check as strict_check
 from .results import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult
+from .context import IN_PROCESS, WorkerContext
+from .spec import RunSpec
 
 
-# set in a worker (cli/workers.py): called as (case, seed, ref_cache) just before a case's
-# inputs are made, to build the quantizer tables they need apart from the case's own time
-prepare_inputs = None
-# set in a worker too: a context manager around a big case's inputs, reference and comparison
-# (leaves of HOST_WORK_ELEMENTS elements or more), work of ours that the pool times apart
-# from the case's timeout, which is the device's: MUL_MAT_ID's 128 q4_K experts of 4096 x 2048 take
-# 79 s to draw and quantize and 25 s for the reference, where ggml's CPU computes in 0.1 s
-host_work = contextlib.nullcontext
 HOST_WORK_ELEMENTS = 1 << 25
 
 
-def _apart(g):
-    """What a case's own work runs in: host_work for a big case, else nothing."""
+def _apart(g, ctx: WorkerContext):
+    """What a case's own work runs in: the worker's host work for a big case, else nothing."""
     big = sum(t.nelements() for t in g.leaves) >= HOST_WORK_ELEMENTS
-    return host_work if big else contextlib.nullcontext
+    return ctx.host_work if big else contextlib.nullcontext
 
 
 def _result(device: Device, case: Case, status: str, **kw) -> CaseResult:
@@ -76,9 +70,9 @@ def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str
 
 
 def test(device: Device, case: Case, seed: int, strict: bool = False,
-         ref_cache: str | None = None) -> CaseResult:
+         ref_cache: str | None = None, ctx: WorkerContext = IN_PROCESS) -> CaseResult:
     """NMSE (the family's metric) on every checked node; with `strict`, a per-element
-    bound too (cli/strict.py). `ref_cache`: the reference cache's directory (None: off)."""
+    bound too (cli/engine/strict.py). `ref_cache`: the reference cache's directory (None: off)."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -89,9 +83,9 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     check = check_indices(g)
-    apart = _apart(g)
+    apart = _apart(g, ctx)
     with apart():
-        inputs = _inputs(case, g, seed, ref_cache)
+        inputs = _inputs(case, g, seed, ref_cache, ctx)
         try:
             expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
         except NotImplementedError as e:
@@ -103,7 +97,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
     result.seconds = time.perf_counter() - t0
-    result.ref_cached = cached   # for the run's hit rate; not a field of the results file
+    result.ref_cached = cached
     return result
 
 
@@ -151,7 +145,7 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
 
 def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
     """The cache entry of the case's inputs where they are worth keeping (their quantizing
-    needs a costly libggml table: cli/refcache.py); None where not."""
+    needs a costly libggml table: cli/engine/refcache.py); None where not."""
     from cannops.cases.tables import quantizer_table
     if not ref_cache or quantizer_table(case.vars) is None:
         return None
@@ -159,10 +153,9 @@ def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
     return refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed, "inputs")
 
 
-def _inputs(case: Case, g, seed: int, ref_cache: str | None) -> dict:
-    """The case's inputs: from the cache where kept there (cli/refcache.py), else made."""
-    if prepare_inputs is not None:
-        prepare_inputs(case, seed, ref_cache)
+def _inputs(case: Case, g, seed: int, ref_cache: str | None, ctx: WorkerContext = IN_PROCESS) -> dict:
+    """The case's inputs: from the cache where kept there (cli/engine/refcache.py), else made."""
+    ctx.prepare_inputs(case, seed, ref_cache)
     path = inputs_cached(case, seed, ref_cache)
     if path is None:
         return case.init_inputs(g, seed)
@@ -178,7 +171,7 @@ def _inputs(case: Case, g, seed: int, ref_cache: str | None) -> dict:
 
 def _reference(case: Case, g, inputs, check: list[int], seed: int, ref_cache: str | None):
     """{checked node index: (reference values, source values for a metric that takes
-    them)}, from the reference cache (cli/refcache.py) or computed (and kept there); and
+    them)}, from the reference cache (cli/engine/refcache.py) or computed (and kept there); and
     whether it came from the cache. NotImplementedError: the reference cannot compute it."""
     path = None
     if ref_cache:
@@ -229,7 +222,7 @@ def mean_abs_asymmetry(numeric: np.ndarray, analytic: np.ndarray, expect=(),
         return float(np.mean(np.abs((a - b) / (a + b))))
 
 
-def grad(device: Device, case: Case, seed: int) -> CaseResult:
+def grad(device: Device, case: Case, seed: int, ctx: WorkerContext = IN_PROCESS) -> CaseResult:
     """test-backend-ops' gradient mode: backprop against finite differences, per parameter."""
     t0 = time.perf_counter()
     g = case.build()
@@ -244,7 +237,7 @@ def grad(device: Device, case: Case, seed: int) -> CaseResult:
     if n_grads > fam.grad_nmax:
         return _result(device, case, SKIPPED, reason=f"skipping large tensors for speed "
                                                       f"({n_grads} gradients > {fam.grad_nmax})")
-    inputs = _inputs(case, g, seed, None)
+    inputs = _inputs(case, g, seed, None, ctx)
     try:
         grads = device.grad(case, g, inputs)
     except GradUnsupported as e:
@@ -295,13 +288,14 @@ def op_size(out) -> int:
     return out.nbytes() + sum(s.nbytes() for s in out.src if s is not None)
 
 
-def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> CaseResult:
+def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
+         ctx: WorkerContext = IN_PROCESS) -> CaseResult:
     g = case.build()
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason)
-    with _apart(g)():
-        inputs = _inputs(case, g, seed, None)
+    with _apart(g, ctx)():
+        inputs = _inputs(case, g, seed, None, ctx)
     out = g.out
     fam = case.family
     flops = fam.flops(out, case.params) if fam.flops else 0
@@ -329,17 +323,17 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0) -> Cas
                    doubts="; ".join(m.doubts), clock=device.clock)
 
 
-def run_one(device: Device, case: Case, mode: str, seed: int, min_seconds: float = 1.0,
-            strict: bool = False, ref_cache: str | None = None) -> CaseResult:
-    """`case`: a Case, or a reference to one (cases/cache.py CaseRef) built here."""
+def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_PROCESS) -> CaseResult:
+    """The case in the spec's mode. `case`: a Case, or a reference to one (cases/cache.py
+    CaseRef) built here."""
     try:
         case = case.resolve()
-        if mode == "support":
+        if spec.mode == "support":
             return support(device, case)
-        if mode == "perf":
-            return perf(device, case, seed, min_seconds)
-        if mode == "grad":
-            return grad(device, case, seed)
-        return test(device, case, seed, strict, ref_cache)
+        if spec.mode == "perf":
+            return perf(device, case, spec.seed, spec.min_seconds, ctx)
+        if spec.mode == "grad":
+            return grad(device, case, spec.seed, ctx)
+        return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx)
     except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
         return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

@@ -112,12 +112,13 @@ def _nbytes(value) -> int:
     return value.nbytes
 
 
-def prune(where: Path) -> None:
+def prune(where: Path | str) -> None:
     """Keep the cache under OPS_REF_CACHE_MAX_MB: the entries written longest ago go first."""
     try:
         limit = float(os.environ.get("OPS_REF_CACHE_MAX_MB", MAX_MB)) * 2**20
     except ValueError:
         limit = MAX_MB * 2**20
+    where = Path(where)
     entries = []
     for sub in (where.iterdir() if where.is_dir() else ()):
         try:

@@ -30,7 +30,7 @@ def split_ops_filter(text: str) -> list[str]:
     return [i for i in items if i]
 
 
-def _suggest(word: str, choices: list[str]) -> str:
+def suggest(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word.upper(), choices, n=3, cutoff=0.6)
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
@@ -72,12 +72,12 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
             if "(" in item:
                 op = item.split("(", 1)[0]
                 if op not in known:
-                    raise BadInput(f"unknown op {op!r}{_suggest(op, known)}")
+                    raise BadInput(f"unknown op {op!r}{suggest(op, known)}")
                 wanted_names[item] = None
             elif item in known:
                 wanted_ops.add(item)
             else:
-                raise BadInput(f"unknown op {item!r}{_suggest(item, known)}")
+                raise BadInput(f"unknown op {item!r}{suggest(item, known)}")
         if wanted_names:
             ops_named = {name.split("(", 1)[0] for name in wanted_names}
             by_name = {c.name for c in cases if c.op in ops_named}

@@ -84,7 +84,7 @@ class CaseResult:
     flops: float = 0.0          # FLOP/s
     bandwidth_gb_s: float = 0.0
     memory_kb: int = 0
-    # perf: how far to trust the figure (cli/perf_measure.py): the batches timed, their
+    # perf: how far to trust the figure (cli/engine/perf_measure.py): the batches timed, their
     # relative MAD, the 1-minute load average and the cores' worth of CPU other processes
     # took while measuring, the share stolen by a hypervisor; `doubts` says why the figure
     # is not to be trusted ("": nothing known against it); `clock` what measured it
@@ -99,12 +99,15 @@ class CaseResult:
     ran_on: str = ""            # with -b KIND: the device of that kind the case ran on
     worst: list = field(default_factory=list)  # FAIL: the elements furthest from the
                                 # reference, [flat index, got, expected], of the first failing node
-    # test --strict (cli/strict.py): whether the per-element check ran, and its figures on
+    # test --strict (cli/engine/strict.py): whether the per-element check ran, and its figures on
     # the checked node that failed it (else the one with the largest error)
     strict: bool = False
     max_abs: float | None = None
     max_rel: float | None = None
     worst_index: int | None = None  # flat element index, ggml order
+    # test: whether the reference came from the cache (engine/refcache.py; None: no cache),
+    # for the run's hit rate; kept in memory, not written to the results file
+    ref_cached: bool | None = field(default=None, metadata={"file": False})
 
     @property
     def name(self) -> str:
@@ -118,7 +121,7 @@ class CaseResult:
     def to_dict(self) -> dict[str, Any]:
         # every field is a plain value: a shallow copy is asdict's result, without its
         # recursive deep copy (thousands of results per run)
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d = {k: getattr(self, k) for k, f in self.__dataclass_fields__.items() if f.metadata.get("file", True)}
         d["name"] = self.name
         return d
 
@@ -149,10 +152,10 @@ class Run:
     results: list[CaseResult] = field(default_factory=list)
     interrupted: bool = False
     version: str = ""
-    strict: str | None = None           # test --strict: the standard applied (cli/strict.py)
+    strict: str | None = None           # test --strict: the standard applied (cli/engine/strict.py)
     catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
     exit_status: int = 0                # of the command that made it; not saved
-    # test: the cases whose reference came from the reference cache (cli/refcache.py) and
+    # test: the cases whose reference came from the reference cache (cli/engine/refcache.py) and
     # those computed; None where no reference was needed (saved, never read back)
     reference_cache: dict | None = None
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from cannops import cli as _pkg
+from . import __version__
 from cannops.cases.versions import current
 
 from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
-from .workers import WorkerPool, WorkerStartError, device_info, worker_threads
+from .spec import RunSpec
+from .workers import WorkerPool, WorkerStartError, device_info
 
 if TYPE_CHECKING:   # a run hands the workers cases.cache.CaseRef's: this process needs no catalog
     from cannops.cases.catalog import Case
@@ -29,35 +30,6 @@ class Interrupted(Exception):
         self.exit_status = 128 + signum
 
 
-@dataclass
-class Options:
-    mode: str = "test"
-    jobs: int = 1
-    timeout: float = 60.0
-    timeout_given: bool = False   # --timeout: exact; else a simulator gets SIMULATOR_TIME times it
-    seed: int = 0
-    min_seconds: float = 1.0   # perf: measure each case at least this long
-    ops_filter: str | None = None
-    params_filter: str | None = None
-    shard: str | None = None
-    sample: int | None = None  # --sample: at most this many cases per op
-    strict: bool = False       # test: the per-element check too (cli/strict.py)
-    catalog: str = ""          # the catalog version (cases/versions.py); "": the one in use
-    ref_cache: bool = True     # test: keep the reference's outputs on disk (cli/refcache.py)
-    threads: int | None = None  # perf --threads: ggml CPU threads per worker (None: workers.worker_threads)
-
-
-# a simulated device (CANN-SIM) runs every aclnn call in Python, moving each operator's whole
-# output through NumPy: its big cases (e.g. MoE matmuls over 128 experts) take minutes, so
-# its default per-case timeout is this many times the mode's
-SIMULATOR_TIME = 10
-
-
-def case_timeout(opts: "Options", device: str) -> float:
-    simulated = device.endswith("-SIM")
-    return opts.timeout * (SIMULATOR_TIME if simulated and not opts.timeout_given else 1)
-
-
 def device_passed(results) -> bool:
     return not any(r.status == FAIL for r in results)
 
@@ -66,27 +38,23 @@ def _raise_interrupt(signum, frame):
     raise Interrupted(signum)
 
 
-def new_run(opts: Options) -> Run:
+def new_run(spec: RunSpec) -> Run:
     standard = None
-    if opts.strict:   # the checker's module imports NumPy: only a strict run takes its standard
+    if spec.strict:   # the checker's module imports NumPy: only a strict run takes its standard
         from .strict import STANDARD as standard
-    return Run(mode=opts.mode, seed=opts.seed, ops_filter=opts.ops_filter,
-               params_filter=opts.params_filter, shard=opts.shard, sample=opts.sample, version=_pkg.__version__,
-               strict=standard, catalog=opts.catalog or current())
+    return Run(mode=spec.mode, seed=spec.seed, ops_filter=spec.ops_filter,
+               params_filter=spec.params_filter, shard=spec.shard, sample=spec.sample, version=__version__,
+               strict=standard, catalog=spec.catalog or current())
 
 
-def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer,
-            journal_path: "str | Journal | None" = None, resumed: Resumed | None = None) -> Run:
+def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, printer,
+              journal_path: "str | Journal | None" = None, resumed: Resumed | None = None) -> Run:
     """Run the cases on each target (a Target, or a plain device name) in turn. Each
     result goes to the journal as it comes (see results.Journal); the cases in `resumed`
     are not run again, their earlier results are taken."""
     devices = [Target(d, (d,)) if isinstance(d, str) else d for d in devices]
-    run = new_run(opts)
-    # of a resumed run, only this run's devices and cases (by index and name) count
-    resumed = resumed or Resumed()
-    labels, names = {t.label for t in devices}, {idx: c.name for idx, c in cases}
-    resumed = Resumed({k: r for k, r in resumed.results.items() if k[1] in labels and names.get(k[0]) == r.name},
-                      {n: d for n, d in resumed.devices.items() if n in labels})
+    run = new_run(spec)
+    resumed = _this_runs(resumed or Resumed(), devices, cases)
     # a Journal given is the caller's (locked, closed once the results file is written)
     owned = isinstance(journal_path, str)
     journal = Journal(journal_path) if owned else journal_path
@@ -97,54 +65,21 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
         for r in resumed.results.values():
             journal.result(r)
     old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    # ggml's CPU backend is multi-threaded: each worker gets its share of the cores
-    threads = worker_threads(opts.mode, opts.jobs, opts.threads)
     n_ok = 0
-    ref_dir, scratch = None, None
-    if opts.mode == "test":
-        from . import refcache
-        ref_dir = refcache.location(opts.ref_cache)
-        if ref_dir is None and len(devices) > 1:
-            # no cache: the run keeps the references for its other devices, then drops them
-            import tempfile
-            scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
-            ref_dir = scratch.name
+    spec, scratch = _references(spec, len(devices))
+    if spec.mode == "test":
         run.reference_cache = {"hits": 0, "computed": 0}
-    probers, riders = _probe_plan(devices) if opts.mode == "support" else ({}, {})
+    probers, riders = _probe_plan(devices) if spec.mode == "support" else ({}, {})
     rode: dict[str, dict[int, CaseResult]] = {}   # a rider's label -> its results by case index
     try:
         printer.start(len(devices))
         for i, target in enumerate(devices):
-            name = target.label
-            earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
-            given = rode.pop(name, {})   # decided with another device's cases (riders)
-            left = sum(idx not in earlier and idx not in given for idx, _ in cases)
-            pool = WorkerPool(target.members, max(1, min(opts.jobs, left)), case_timeout(opts, name), threads,
-                              label=name, env=target.env, prober=probers.get(name), riders=riders.get(name, ()))
-            try:
-                known = resumed.devices.get(name) or (device_info(probers[name]) if given else None)
-                if len(earlier.keys() | given.keys()) == len(cases) and known:
-                    info = known  # all done before, or beside the lead: no worker needed
-                else:
-                    try:
-                        info = pool.start()
-                    except WorkerStartError as e:
-                        printer.device_skipped(i, len(devices), name, str(e))
-                        # its cases stay in the results, skipped: the device's ops are unknown
-                        run.results.extend(CaseResult(device=name, op=c.op, params=c.vars, status=SKIPPED,
-                                                      reason=str(e), index=idx) for idx, c in cases)
-                        continue
-                run.devices.append(info)
-                if journal:
-                    journal.device(info)
-                printer.device_start(i, len(devices), info, len(cases))
-                done = _run_device(pool, cases, opts, printer, run, earlier, journal,
-                                   None if ref_dir is None else str(ref_dir), given, rode)
-            finally:
-                pool.close()
-            ok = device_passed(done)
-            n_ok += ok
-            printer.device_end(name, done, ok)
+            done = _run_target(i, target, cases, devices, spec, printer, run, resumed, journal,
+                               probers, riders, rode)
+            if done is not None:
+                ok = device_passed(done)
+                n_ok += ok
+                printer.device_end(target.label, done, ok)
         printer.end(n_ok, len(devices))
     except Interrupted as e:
         _keep_resumed(run, resumed)
@@ -165,12 +100,68 @@ def execute(cases: list[tuple[int, Case]], devices: list, opts: Options, printer
             signal.signal(s, h)
         if scratch is not None:
             scratch.cleanup()
-        elif ref_dir is not None and run.reference_cache["computed"]:
-            refcache.prune(ref_dir)
+        elif spec.ref_dir is not None and run.reference_cache["computed"]:
+            from . import refcache
+            refcache.prune(spec.ref_dir)
         if journal and owned:
             journal.close()
     run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
     return run
+
+
+def _this_runs(resumed: Resumed, devices: list[Target], cases) -> Resumed:
+    """Of a resumed run, only this run's devices and cases (by index and name) count."""
+    labels, names = {t.label for t in devices}, {idx: c.name for idx, c in cases}
+    return Resumed({k: r for k, r in resumed.results.items() if k[1] in labels and names.get(k[0]) == r.name},
+                   {n: d for n, d in resumed.devices.items() if n in labels})
+
+
+def _references(spec: RunSpec, n_devices: int):
+    """The spec with the directory a test keeps its references in (ref_dir), and the
+    scratch directory to remove at the end, if any: the cache's (engine/refcache.py), or
+    with the cache off and several devices, a directory of the run's own that lets them
+    share the references, dropped at the end."""
+    if spec.mode != "test":
+        return spec, None
+    from . import refcache
+    ref_dir, scratch = refcache.location(spec.ref_cache), None
+    if ref_dir is None and n_devices > 1:
+        import tempfile
+        scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
+        ref_dir = scratch.name
+    return replace(spec, ref_dir=None if ref_dir is None else str(ref_dir)), scratch
+
+
+def _run_target(i: int, target: Target, cases, devices, spec: RunSpec, printer, run: Run, resumed: Resumed,
+                journal, probers: dict, riders: dict, rode: dict) -> list | None:
+    """One target's cases, through a pool of its own: its results (None: its workers could
+    not start, and its cases are in the run as skipped)."""
+    name = target.label
+    earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
+    given = rode.pop(name, {})   # decided with another device's cases (riders)
+    left = sum(idx not in earlier and idx not in given for idx, _ in cases)
+    pool = WorkerPool(target, spec, jobs=max(1, min(spec.jobs, left)), prober=probers.get(name),
+                      riders=riders.get(name, ()))
+    try:
+        known = resumed.devices.get(name) or (device_info(probers[name]) if given else None)
+        if len(earlier.keys() | given.keys()) == len(cases) and known:
+            info = known  # all done before, or beside the lead: no worker needed
+        else:
+            try:
+                info = pool.start()
+            except WorkerStartError as e:
+                printer.device_skipped(i, len(devices), name, str(e))
+                # its cases stay in the results, skipped: the device's ops are unknown
+                run.results.extend(CaseResult(device=name, op=c.op, params=c.vars, status=SKIPPED,
+                                              reason=str(e), index=idx) for idx, c in cases)
+                return None
+        run.devices.append(info)
+        if journal:
+            journal.device(info)
+        printer.device_start(i, len(devices), info, len(cases))
+        return _run_device(pool, cases, printer, run, earlier, journal, given, rode)
+    finally:
+        pool.close()
 
 
 def _probe_plan(targets: list[Target]) -> tuple[dict, dict]:
@@ -197,8 +188,7 @@ def _keep_resumed(run: Run, resumed: Resumed) -> None:
     run.devices.extend(d for n, d in resumed.devices.items() if n not in names)
 
 
-def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earlier=None, journal=None,
-                ref_dir: str | None = None, given=None, rode=None):
+def _run_device(pool: WorkerPool, cases, printer, run: Run, earlier=None, journal=None, given=None, rode=None):
     """Feed the pool the cases not in `earlier` (index -> result of a resumed run) nor in
     `given` (index -> result decided beside another device's: journalled here); print
     results in case order; keep out-of-order ones on interrupt. The results of the pool's
@@ -231,15 +221,14 @@ def _run_device(pool: WorkerPool, cases, opts: Options, printer, run: Run, earli
     try:
         flush()
         if todo:
-            for seq, result in pool.run(iter(todo), opts.mode, opts.seed, opts.min_seconds, opts.strict,
-                                        ref_dir):
+            for reply in pool.run(iter(todo)):
+                seq, result = reply.seq, reply.result
                 result.index = cases[seq][0]
-                for r in result.__dict__.pop("riders", ()):   # the pool's note, not a field
+                for r in reply.riders:
                     r.index = result.index
                     rode.setdefault(r.device, {})[r.index] = r
-                cached = result.__dict__.pop("ref_cached", None)   # a worker's note, not a field
-                if cached is not None and run.reference_cache is not None:
-                    run.reference_cache["hits" if cached else "computed"] += 1
+                if result.ref_cached is not None and run.reference_cache is not None:
+                    run.reference_cache["hits" if result.ref_cached else "computed"] += 1
                 if journal:
                     journal.result(result)
                 pending[seq] = result

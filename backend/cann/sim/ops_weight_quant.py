@@ -31,7 +31,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, invalid, need_dtype, operator, tensor
-from .runtime import SimError
+from .refusals import SimError
 
 HALF = {"f16", "bf16"}
 

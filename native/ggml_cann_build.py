@@ -34,7 +34,7 @@ PROJECT = pathlib.Path(__file__).resolve().parent / "ggml_cann"
 
 # What ggml-cann relies on beyond the docs, each let pass by name (every use still
 # printed as `CANN-SIM tolerated [rule]`) so that one finding does not hide every case
-# behind it (docs/ggml-cann-on-cann-sim.md; runtime.RELAXATIONS says why each is safe):
+# behind it (docs/ggml-cann-on-cann-sim.md; refusals.RELAXATIONS says why each is safe):
 # its buffer type declares 128-byte alignment where aclrtMalloc promises 64; its views
 # declare a storage without their offset and hand over their own, unaligned address as
 # tensorData (the page asks for 32-byte alignment); FLASH_ATTN_EXT hands FIAS strided

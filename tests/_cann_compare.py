@@ -7,7 +7,7 @@ import numpy as np
 from cannops.backend import reference
 from cannops.cli.engine.compare import compare
 from cannops.backend.cann.sim import dtypes
-from cannops.backend.cann.sim.runtime import SimError
+from cannops.backend.cann.sim.refusals import SimError
 from cannops.native._aclnn import ffi
 
 
@@ -52,35 +52,35 @@ class SimTensors:
     operator's GetWorkspaceSize check directly; everything is released on close()."""
 
     def __init__(self):
-        from cannops.backend.cann.sim import install, runtime
+        from cannops.backend.cann.sim import acl_meta, install, state
         install()
-        self.rt, self.addrs, self.handles, self.scalars = runtime, [], [], []
+        self.meta, self.state, self.addrs, self.handles, self.scalars = acl_meta, state, [], [], []
 
     def tensor(self, dims, acl_dtype, strides=None):
         np_dtype = dtypes.numpy_dtype(acl_dtype)
         if strides is None:
             strides = [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims))]
         span = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
-        addr = self.rt.STATE.memory.malloc(span * np_dtype.itemsize)
+        addr = self.state.STATE.memory.malloc(span * np_dtype.itemsize)
         self.addrs.append(addr)
-        t = self.rt.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), acl_dtype,
+        t = self.meta.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), acl_dtype,
                                     ffi.new("int64_t[]", list(strides)), 0, 2,
                                     ffi.new("int64_t[]", [span]), 1, ffi.cast("void *", addr))
         self.handles.append(t)
         return t
 
     def scalar_f32(self, value: float):
-        s = self.rt.aclCreateScalar(ffi.new("float *", value), 0)   # ACL_FLOAT
+        s = self.meta.aclCreateScalar(ffi.new("float *", value), 0)   # ACL_FLOAT
         self.scalars.append(s)
         return s
 
     def close(self):
         for s in self.scalars:
-            self.rt.aclDestroyScalar(s)
+            self.meta.aclDestroyScalar(s)
         for t in self.handles:
-            self.rt.aclDestroyTensor(t)
+            self.meta.aclDestroyTensor(t)
         for a in self.addrs:
-            self.rt.STATE.memory.free(a)
+            self.state.STATE.memory.free(a)
 
 
 def rejected(prepare, *args) -> SimError:

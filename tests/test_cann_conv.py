@@ -49,10 +49,10 @@ class _Sim(SimTensors):
         """A contiguous FLOAT tensor in the NCL / NCHW format aclnnConvolution wants (or fmt)."""
         fmt = {3: lib.ACL_FORMAT_NCL, 4: lib.ACL_FORMAT_NCHW}[len(dims)] if fmt is None else fmt
         n = int(np.prod(dims))
-        addr = self.rt.STATE.memory.malloc(4 * n)
+        addr = self.state.STATE.memory.malloc(4 * n)
         self.addrs.append(addr)
         strides = [int(np.prod(dims[i + 1:])) for i in range(len(dims))]
-        t = self.rt.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), lib.ACL_FLOAT,
+        t = self.meta.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), lib.ACL_FLOAT,
                                     ffi.new("int64_t[]", strides), 0, fmt, ffi.new("int64_t[]", [n]), 1,
                                     ffi.cast("void *", addr))
         self.handles.append(t)
@@ -71,7 +71,7 @@ def test_simulator_refuses_documented_invalid_calls(sim):
     arrays = []
 
     def ints(*v):
-        arrays.append(sim.rt.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v)))
+        arrays.append(sim.meta.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v)))
         return arrays[-1]
     try:
         x = sim.conv_tensor([1, 2, 5])
@@ -104,4 +104,4 @@ def test_simulator_refuses_documented_invalid_calls(sim):
         assert e.code == lib.ACLNN_ERR_PARAM_INVALID and "ND" in str(e)
     finally:
         for arr in arrays:
-            sim.rt.aclDestroyIntArray(arr)
+            sim.meta.aclDestroyIntArray(arr)

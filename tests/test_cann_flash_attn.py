@@ -62,7 +62,7 @@ def lib_list(t, x):
     """A list of one tensor (made once per tensor: the list owns it, and destroys it)."""
     key = int(ffi.cast("uintptr_t", x))
     if key not in t.lists:
-        t.lists[key] = t.rt.aclCreateTensorList(ffi.new("aclTensor *[]", [x]), 1)
+        t.lists[key] = t.meta.aclCreateTensorList(ffi.new("aclTensor *[]", [x]), 1)
         t.handles.remove(x)
     return t.lists[key]
 
@@ -98,5 +98,5 @@ def test_documented_refusals():
         assert "innerPrecise" in str(rejected(fia, *_fia(t, q, k, v, out, inner=7)))
     finally:
         for lst in t.lists.values():
-            t.rt.aclDestroyTensorList(lst)
+            t.meta.aclDestroyTensorList(lst)
         t.close()

@@ -64,14 +64,14 @@ class Sim(SimTensors):
 
     def tensor_fmt(self, values, fmt, acl_dtype=lib.ACL_FLOAT):
         t = self.tensor(list(values.shape), acl_dtype)
-        desc = self.rt.STATE.tensors.get(t, "t")
+        desc = self.state.STATE.tensors.get(t, "t")
         desc.format = fmt
         if values.size:
             desc.array(write=True)[...] = values
         return t, desc
 
     def ints(self, *v):
-        a = self.rt.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v))
+        a = self.meta.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v))
         self.arrays.append(a)
         return a
 
@@ -82,7 +82,7 @@ def sim():
     s.arrays = []
     yield s
     for a in s.arrays:
-        s.rt.aclDestroyIntArray(a)
+        s.meta.aclDestroyIntArray(a)
     s.close()
 
 

@@ -13,7 +13,7 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from _cann_compare import SimTensors, check_cases, nmse, rejected, run_graph  # noqa: E402
 from cannops.backend.base import DeviceError  # noqa: E402
-from cannops.backend.cann.sim.runtime import SimError  # noqa: E402
+from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
 from cannops.cases import movement as M  # noqa: E402
 from cannops.cases.catalog import all_cases  # noqa: E402
 from cannops.cases.graph import Graph, permute  # noqa: E402
@@ -121,7 +121,7 @@ def test_simulator_refuses_documented_invalid_calls(sim):
     arrays = []
 
     def ints(*v):
-        arrays.append(sim.rt.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v)))
+        arrays.append(sim.meta.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v)))
         return arrays[-1]
     try:
         # ReflectionPad1d: each pad must stay below the last dim's size
@@ -143,16 +143,16 @@ def test_simulator_refuses_documented_invalid_calls(sim):
         # Cat: shapes outside the concatenated dim must agree
         a, b = sim.tensor([2, 3], f32), sim.tensor([2, 4], f32)
         parts = ffi.new("aclTensor *[]", [a, b])
-        lst = sim.rt.aclCreateTensorList(parts, 2)
+        lst = sim.meta.aclCreateTensorList(parts, 2)
         e = rejected(ops.cat, lst, 0, sim.tensor([4, 3], f32))
         assert e.code == lib.ACLNN_ERR_PARAM_INVALID and "outside dim 0" in str(e)
-        sim.rt.aclDestroyTensorList(lst)   # ... which destroys a and b too
+        sim.meta.aclDestroyTensorList(lst)   # ... which destroys a and b too
         sim.handles = [h for h in sim.handles if h not in (a, b)]
         with pytest.raises(SimError, match="not a live aclTensor"):
-            sim.rt.aclDestroyTensor(a)
+            sim.meta.aclDestroyTensor(a)
     finally:
         for arr in arrays:
-            sim.rt.aclDestroyIntArray(arr)
+            sim.meta.aclDestroyIntArray(arr)
 
 
 def test_tensor_lists_leave_no_leak():
@@ -178,7 +178,7 @@ def test_add_refuses_a_float_alpha_on_integer_operands():
     batched GET_ROWS offsets its int32 row ids with an INT32 alpha for that reason)."""
     from cannops.backend.cann.sim.aclnn import OPS
     t = SimTensors()
-    i32 = t.rt.aclCreateScalar(ffi.new("int32_t *", 1), lib.ACL_INT32)
+    i32 = t.meta.aclCreateScalar(ffi.new("int32_t *", 1), lib.ACL_INT32)
     try:
         a, b, out = (t.tensor([4, 3], lib.ACL_INT32) for _ in range(3))
         e = rejected(OPS["Add"], a, b, t.scalar_f32(1.0), out)
@@ -187,5 +187,5 @@ def test_add_refuses_a_float_alpha_on_integer_operands():
         f = t.tensor([4, 3], lib.ACL_FLOAT)
         OPS["Add"](f, f, t.scalar_f32(1.0), f)                # and a float one on floats
     finally:
-        t.rt.aclDestroyScalar(i32)
+        t.meta.aclDestroyScalar(i32)
         t.close()

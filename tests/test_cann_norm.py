@@ -64,7 +64,7 @@ def test_uneven_groups_are_not_supported(dev):
 
 def test_documented_refusals():
     from cannops.backend.cann.sim.aclnn import OPS as SIM
-    from cannops.backend.cann.sim.runtime import aclCreateIntArray, aclDestroyIntArray
+    from cannops.backend.cann.sim.acl_meta import aclCreateIntArray, aclDestroyIntArray
     t = SimTensors()
     shape = aclCreateIntArray(ffi.new("int64_t[]", [4]), 1)
     try:

@@ -75,7 +75,8 @@ def test_argsort_of_f64_is_refused(dev):
 
 def test_reduction_arguments_are_checked():
     from cannops.backend.cann.sim.aclnn import OPS as SIM
-    from cannops.backend.cann.sim.runtime import STATE, aclCreateIntArray, aclDestroyIntArray
+    from cannops.backend.cann.sim.acl_meta import aclCreateIntArray, aclDestroyIntArray
+    from cannops.backend.cann.sim.state import STATE
     t = SimTensors()
     dims = aclCreateIntArray(ffi.new("int64_t[]", [1, -1]), 2)
     try:
@@ -97,14 +98,14 @@ def test_argsort_orders_equal_keys_by_the_seed(dev, monkeypatch):
     """aclnnArgsort's page promises a deterministic result, not a stable one: equal keys
     come in an order CANN_SIM_SEED fixes (the process id by default), the same for the
     same seed, and always a valid sort."""
-    from cannops.backend.cann.sim import runtime as rt
+    from cannops.backend.cann.sim.state import STATE
     g = Graph()
     a = g.new_tensor("f32", [16, 3], "a")
     g.out = R.argsort(a, R.SORT_DESC)
     x = np.tile(np.array([2, 0, 1, 0], np.float32), (3, 4))   # each key 4 or 8 times a row
     orders = {}
     for seed in (1, 2, 3, 1):
-        monkeypatch.setattr(rt.STATE, "seed", seed)
+        monkeypatch.setattr(STATE, "seed", seed)
         got, _ = run_graph(dev, g, {a.index: x})
         idx = got.reshape(3, 16).astype(np.int64)
         np.testing.assert_array_equal(np.take_along_axis(x, idx, 1), -np.sort(-x, 1))

@@ -12,7 +12,7 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from _cann_compare import SimTensors  # noqa: E402
 from cannops.backend.cann.sim import aclnn, dtypes  # noqa: E402
-from cannops.backend.cann.sim.runtime import SimError  # noqa: E402
+from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 INVALID, NULLPTR = 161002, 161001
@@ -38,7 +38,7 @@ class Sim(SimTensors):
         return t
 
     def desc(self, t):
-        return self.rt.STATE.tensors.get(t, "t")
+        return self.state.STATE.tensors.get(t, "t")
 
     def get(self, t) -> np.ndarray:
         return np.array(self.desc(t).array())
@@ -46,24 +46,24 @@ class Sim(SimTensors):
     def scalar(self, value, short: str = "f32"):
         v = np.array([value], dtypes.numpy_dtype(acl(short)))
         self.keep.append(v)
-        s = self.rt.aclCreateScalar(ffi.from_buffer(v), acl(short))
+        s = self.meta.aclCreateScalar(ffi.from_buffer(v), acl(short))
         self.scalars.append(s)
         return s
 
     def ints(self, *v):
-        a = self.rt.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v))
+        a = self.meta.aclCreateIntArray(ffi.new("int64_t[]", list(v)), len(v))
         self.arrays.append(a)
         return a
 
     def raw(self, nbytes: int, dims, short: str, strides=None, fmt=lib.ACL_FORMAT_ND, addr=None):
         """A descriptor over an allocation of nbytes (or over addr), storage = its view's span."""
         if addr is None:
-            addr = self.rt.STATE.memory.malloc(nbytes)
+            addr = self.state.STATE.memory.malloc(nbytes)
             self.addrs.append(addr)
         if strides is None:
             strides = [int(np.prod(dims[i + 1:], dtype=np.int64)) for i in range(len(dims))]
         span = 1 + sum((d - 1) * s for d, s in zip(dims, strides))
-        t = self.rt.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), acl(short),
+        t = self.meta.aclCreateTensor(ffi.new("int64_t[]", list(dims)), len(dims), acl(short),
                                     ffi.new("int64_t[]", list(strides)), 0, fmt,
                                     ffi.new("int64_t[]", [span]), 1, ffi.cast("void *", addr))
         self.handles.append(t)
@@ -71,7 +71,7 @@ class Sim(SimTensors):
 
     def close(self):
         for a in self.arrays:
-            self.rt.aclDestroyIntArray(a)
+            self.meta.aclDestroyIntArray(a)
         super().close()
 
 
@@ -258,7 +258,7 @@ def test_trans_matmul_weight_then_mm(sim):
     sim.desc(nd).array(write=True)[...] = w
     run("TransMatmulWeight", nd)
     assert sim.desc(nd).format == lib.ACL_FORMAT_FRACTAL_NZ
-    raw = np.frombuffer(sim.rt.STATE.memory.bytes(addr, nbytes, "w"), np.float16)
+    raw = np.frombuffer(sim.state.STATE.memory.bytes(addr, nbytes, "w"), np.float16)
     assert not np.array_equal(raw[:n * k].reshape(n, k), w.astype(np.float16))   # the data moved
     nz, _ = sim.raw(0, (k, n), "f16", strides=(1, k), fmt=lib.ACL_FORMAT_FRACTAL_NZ, addr=addr)
     out = sim.put(np.zeros((m, n)))

@@ -8,7 +8,7 @@ import pytest
 cann = pytest.importorskip("cannops.backend.cann")
 from test_cann_sim_ggml_cann_ops import Sim, run  # noqa: E402
 from cannops.backend.cann.sim import aclnn, cube, dtypes  # noqa: E402
-from cannops.backend.cann.sim.runtime import SimError  # noqa: E402
+from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 RNG = np.random.default_rng(11)

@@ -14,12 +14,14 @@ import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")
-from cannops.backend.cann.sim import aclnn, runtime as rt  # noqa: E402
+from cannops.backend.cann.sim import aclnn, runtime, state  # noqa: E402
+from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
+from cannops.backend.cann.sim.state import STATE, soc_family  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
 
 from test_cann_sim import dev  # noqa: E402,F401  (the simulated device fixture)
 
-R = rt.RUNTIME
+R = runtime.RUNTIME
 INVALID_PARAM = 100000                 # ACL_ERROR_INVALID_PARAM
 RT_PARAM_INVALID = 107000              # ACL_ERROR_RT_PARAM_INVALID
 INVALID_DEVICEID = 107001              # ACL_ERROR_RT_INVALID_DEVICEID
@@ -43,7 +45,7 @@ def ok(name, *args):
 
 
 def refused(code, name, *args, words=""):
-    with pytest.raises(rt.SimError) as e:
+    with pytest.raises(SimError) as e:
         R[name](*args)
     assert e.value.code == code, str(e.value)
     assert words in str(e.value)
@@ -61,10 +63,10 @@ def in_thread(fn):
     def body():
         try:
             out["value"] = fn()
-        except rt.SimError as e:
+        except SimError as e:
             out["error"] = e
         finally:   # a thread id is reused: a later thread must not inherit this context
-            rt.STATE.current.pop(threading.get_ident(), None)
+            STATE.current.pop(threading.get_ident(), None)
     t = threading.Thread(target=body)
     t.start()
     t.join()
@@ -102,7 +104,7 @@ def put(dst, values: np.ndarray):
 
 def get(src, n: int, dtype=np.float32) -> np.ndarray:
     """The device bytes as they are now (no synchronisation)."""
-    return rt.STATE.memory.bytes(addr(src), n * np.dtype(dtype).itemsize, "test").view(dtype).copy()
+    return STATE.memory.bytes(addr(src), n * np.dtype(dtype).itemsize, "test").view(dtype).copy()
 
 
 def copy_async(dst, src, nbytes, s):
@@ -137,7 +139,7 @@ def test_tensor_data_32_byte_aligned(dev, mem, monkeypatch):
     refused(161002, "aclCreateTensor", *args, 0, lib.ACL_FORMAT_ND, dims, 1,
             ffi.cast("char *", p) + 16, words="is not 32-byte aligned (16 bytes past)")
     ok("aclDestroyTensor", R["aclCreateTensor"](*args, 4, lib.ACL_FORMAT_ND, storage, 1, p))
-    monkeypatch.setattr(rt.STATE, "allowed", frozenset({"tensor-data-align"}))
+    monkeypatch.setattr(STATE, "allowed", frozenset({"tensor-data-align"}))
     t = R["aclCreateTensor"](*args, 0, lib.ACL_FORMAT_ND, dims, 1, ffi.cast("char *", p) + 16)
     ok("aclDestroyTensor", t)   # CANN_SIM_ALLOW=tensor-data-align: a foreign client let off
 
@@ -159,13 +161,13 @@ def test_peer_access_one_device(dev):
 
 
 def test_peer_access_two_devices(dev, monkeypatch):
-    monkeypatch.setattr(rt, "DEVICE_COUNT", 2)
+    monkeypatch.setattr(state, "DEVICE_COUNT", 2)
     can = ffi.new("int32_t *", -1)
     ok("aclrtDeviceCanAccessPeer", can, 0, 1)
     assert can[0] == 1
     ok("aclrtDeviceEnablePeerAccess", 1, 0)
     ok("aclrtDeviceEnablePeerAccess", 1, 0)     # again, as ggml-cann does per copy
-    assert (0, 1) in rt.STATE.peer_access
+    assert (0, 1) in STATE.peer_access
 
 
 def test_synchronize_device_runs_every_stream(dev, mem):
@@ -320,7 +322,7 @@ def test_vmm_refusals(dev):
     refused(INVALID_PARAM, "aclrtReserveMemAddress", v, 2 * MiB, 4096, ffi.NULL, 0)
     refused(INVALID_PARAM, "aclrtReserveMemAddress", v, 2 * MiB, 0, ffi.cast("void *", 1 << 44), 0)
     refused(INVALID_PARAM, "aclrtMallocPhysical", h, 2 * MiB, prop(), 1, words="flags")
-    refused(MEMORY_ALLOCATION, "aclrtMallocPhysical", h, rt.STATE.memory.capacity + 2 * MiB, prop(), 0)
+    refused(MEMORY_ALLOCATION, "aclrtMallocPhysical", h, STATE.memory.capacity + 2 * MiB, prop(), 0)
     base = reserve(8 * MiB)
     p2, p4 = physical(2 * MiB), physical(4 * MiB)
     odd = physical(3 * MiB)                       # taken, but never mappable
@@ -390,7 +392,7 @@ def test_capture_refuses_and_fails(dev, mem, stream, call, code):
     """What the device refuses during a capture (dev_guide 04-01) fails the capture."""
     b = ffi.cast("char *", mem(512))
     ok("aclmdlRICaptureBegin", stream, GLOBAL)
-    with pytest.raises(rt.SimError) as e:
+    with pytest.raises(SimError) as e:
         call(stream, b)
     assert e.value.code == code
     refused(CAPTURE_INVALIDATED, "aclmdlRICaptureEnd", stream, ffi.new("aclmdlRI *"),
@@ -437,9 +439,10 @@ def _child(body: str, env: dict | None = None) -> subprocess.CompletedProcess:
     import os
     code = textwrap.dedent("""
         from cannops.backend import cann
-        from cannops.backend.cann.sim import runtime as rt
+        from cannops.backend.cann.sim.refusals import SimError
+        from cannops.backend.cann.sim.runtime import RUNTIME as R
+        from cannops.backend.cann.sim.state import soc_family
         from cannops.native._aclnn import ffi, lib
-        R = rt.RUNTIME
     """) + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
@@ -467,15 +470,15 @@ def test_vmm_and_model_leaks_reported(dev):
 
 
 def test_soc_from_environment(dev):
-    assert rt.STATE.soc == "Ascend910B3" and rt.soc_family() == "910B"
+    assert STATE.soc == "Ascend910B3" and soc_family() == "910B"
     p310 = _child("""
         dev = cann.open_device(cann.SIM_NAME)
-        print(ffi.string(R["aclrtGetSocName"]()).decode(), rt.soc_family())
+        print(ffi.string(R["aclrtGetSocName"]()).decode(), soc_family())
         p = ffi.new("aclrtPhysicalMemProp *")
         p.memAttr, p.location.type = lib.ACL_HBM_MEM_HUGE1G, lib.ACL_MEM_LOCATION_TYPE_DEVICE
         try:
             R["aclrtMemGetAllocationGranularity"](p, 0, ffi.new("size_t *"))
-        except rt.SimError as e:
+        except SimError as e:
             print(e.code)
     """, {"CANN_SIM_SOC": "Ascend310P3"})
     assert p310.returncode == 0, p310.stderr
@@ -483,7 +486,7 @@ def test_soc_from_environment(dev):
     unknown = _child("""
         try:
             R["aclInit"](ffi.NULL)
-        except rt.SimError as e:
+        except SimError as e:
             print(e.code, e)
     """, {"CANN_SIM_SOC": "Ascend999"})
     assert unknown.returncode == 0, unknown.stderr

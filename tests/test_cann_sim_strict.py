@@ -55,7 +55,8 @@ def test_float_alpha_on_int_add_is_refused(dev):
     """aclnnAdd: alpha must convert to the promoted type, and FLOAT -> INT32 does not
     (the GET_ROWS slice sum of issue 10): the simulator refuses as the hardware does."""
     from cannops.backend.cann.sim.aclnn import OPS
-    from cannops.backend.cann.sim.runtime import RUNTIME, SimError
+    from cannops.backend.cann.sim.refusals import SimError
+    from cannops.backend.cann.sim.runtime import RUNTIME
     p = lib.ops_cann_alloc(dev.ctx, 64, ffi.new("char[]", 64), 64)
     dims = ffi.new("int64_t[]", [4])
     x = RUNTIME["aclCreateTensor"](dims, 1, lib.ACL_INT32, ffi.NULL, 0, lib.ACL_FORMAT_ND, dims, 1, p)
@@ -111,12 +112,12 @@ def test_pageable_async_copy_is_done_when_the_call_returns(dev):
 
 
 def dev_stream(dev):
-    from cannops.backend.cann.sim.runtime import STATE
+    from cannops.backend.cann.sim.state import STATE
     return ffi.cast("void *", next(iter(STATE.streams.objects)))
 
 
 def test_device_addresses_are_64_but_not_128_aligned(dev):
-    from cannops.backend.cann.sim.runtime import STATE
+    from cannops.backend.cann.sim.state import STATE
     err = ffi.new("char[]", 256)
     blocks = [lib.ops_cann_alloc(dev.ctx, 1000 + 64 * i, err, 256) for i in range(4)]
     try:
@@ -227,7 +228,8 @@ def call_op(dev, name, *specs) -> int:
     """The simulated aclnn<name>GetWorkspaceSize checks on descriptors made from specs:
     0 where they pass, else the SimError code."""
     from cannops.backend.cann.sim.aclnn import OPS
-    from cannops.backend.cann.sim.runtime import RUNTIME, SimError
+    from cannops.backend.cann.sim.refusals import SimError
+    from cannops.backend.cann.sim.runtime import RUNTIME
     made, blocks, buffers = [], [], []
 
     def build(spec):

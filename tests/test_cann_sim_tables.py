@@ -223,17 +223,18 @@ def _prepare_on(monkeypatch, soc_name, op, allowed=frozenset()):
     """aclnn<op>GetWorkspaceSize's framework checks with every argument nullptr, on SoC
     soc_name: the SimError's (code, message), or (0, "") where the operator's own checks
     are reached and pass."""
-    from cannops.backend.cann.sim import aclnn, runtime
+    from cannops.backend.cann.sim import aclnn, state
+    from cannops.backend.cann.sim.refusals import SimError
     from cannops.native._aclnn import ffi
-    monkeypatch.setattr(runtime.STATE, "soc", soc_name)
-    monkeypatch.setattr(runtime.STATE, "allowed", frozenset(allowed))
+    monkeypatch.setattr(state.STATE, "soc", soc_name)
+    monkeypatch.setattr(state.STATE, "allowed", frozenset(allowed))
     import inspect
     n = len(inspect.signature(aclnn.OPS[op]).parameters)
     args = [ffi.NULL] * n + [ffi.new("uint64_t *"), ffi.new("aclOpExecutor **")]
     try:
         aclnn._prepare(op, args)
         return 0, ""
-    except runtime.SimError as e:
+    except SimError as e:
         return e.code, str(e)
     except Exception as e:  # noqa: BLE001 - an operator's checks stumbling on nullptr
         return -1, repr(e)
@@ -439,8 +440,8 @@ def _offered_on_310p():
 def test_simulator_takes_what_310p_lists(dev, monkeypatch, op):
     """The same probes on the simulated Ascend310P3 (its operator checks, then the SoC's
     own, aclnn.check_soc), against the page's Atlas 推理系列产品 dtypes."""
-    from cannops.backend.cann.sim import aclnn, runtime
-    monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
+    from cannops.backend.cann.sim import aclnn, state
+    monkeypatch.setattr(state.STATE, "soc", "Ascend310P3")
     prepare = aclnn.OPS[op]
     monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, prepare(*a)))
     _probe_against_page(dev, op, "310P", PROBES_310P.get(op, PROBES[op]), NOT_TAKEN_310P, NOT_LISTED_310P)
@@ -451,13 +452,13 @@ def test_undocumented_operator_is_offered_on_310p_without_bf16(dev, monkeypatch)
     unless the source registers no 310P kernel. No silent page's operator is offered today:
     aclnnRotaryPositionEmbedding (registered for A2 only), taken off UNOFFERED, stands in."""
     from cannops.backend.cann import soc
-    from cannops.backend.cann.sim import aclnn, runtime
+    from cannops.backend.cann.sim import aclnn, state
     op = "RotaryPositionEmbedding"
     assert OPS[op]["support"]["310P"] == "not documented"
     code, msg = _prepare_on(monkeypatch, "Ascend310P3", op)
     assert "not ascend310p" in msg, msg   # as it stands: refused
     monkeypatch.setitem(soc.UNOFFERED, "310P", {k: v for k, v in soc.UNOFFERED["310P"].items() if k != op})
-    monkeypatch.setattr(runtime.STATE, "soc", "Ascend310P3")
+    monkeypatch.setattr(state.STATE, "soc", "Ascend310P3")
     prepare = aclnn.OPS[op]
     monkeypatch.setitem(aclnn.OPS, op, lambda *a: aclnn.check_soc(op, aclnn.check_soc(op) or prepare(*a)))
     param, make = PROBES[op]

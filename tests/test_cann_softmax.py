@@ -60,7 +60,7 @@ def test_odd_timestep_dim(dev):
 
 def test_documented_refusals():
     from cannops.backend.cann.sim.aclnn import OPS as SIM
-    from cannops.backend.cann.sim.runtime import aclCreateScalar, aclDestroyScalar
+    from cannops.backend.cann.sim.acl_meta import aclCreateScalar, aclDestroyScalar
     t = SimTensors()
     base = aclCreateScalar(ffi.new("float *", 2.0), lib.ACL_FLOAT)
     try:

@@ -66,12 +66,13 @@ It is stricter than hardware, so that the native layer's mistakes show:
     permutation drawn from CANN_SIM_SEED (default: the process id; the same seed and
     input give the same order);
   * the simulated SoC is CANN_SIM_SOC (default Ascend910B3; Ascend310P3, ...), which
-    aclrtGetSocName reports and runtime.soc_family() gives operators; an unknown one
+    aclrtGetSocName reports and state.soc_family() gives operators; an unknown one
     fails aclInit.
 
 `install()` attaches the Python implementations to the `extern "Python"` entry points of
-cannops.native._aclnn; runtime.py holds the runtime, aclnn.py the operator framework and
-ops_<family>.py the operators.
+cannops.native._aclnn; runtime.py gathers the ACL runtime (its rooms: refusals, memory,
+state, streams, descriptors, entries and the acl_<header>.py entry points), aclnn.py the
+operator framework and ops_<family>.py the operators.
 """
 from __future__ import annotations
 

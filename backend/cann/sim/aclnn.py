@@ -25,8 +25,11 @@ from .binding import ffi, lib
 
 from ..soc import unoffered
 from . import dtypes
-from .runtime import (STATE, ScalarDesc, SimError, TensorDesc, api_entries, enqueue, entry,
-                      get_stream, guarded, soc_family, tolerate)
+from .descriptors import ScalarDesc, TensorDesc
+from .entries import api_entries, entry, guarded
+from .refusals import SimError
+from .state import STATE, soc_family, tolerate
+from .streams import enqueue, get_stream
 
 OPS: dict[str, Callable[..., "Plan"]] = {}
 MAX_DIMS = 8

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import dtypes
 from .aclnn import as_f32, in_type, invalid
-from .runtime import soc_family
+from .state import soc_family
 
 KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
 KEEP, HF32, F16 = "f32", "hf32", "f16"

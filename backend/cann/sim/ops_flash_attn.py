@@ -37,7 +37,8 @@ from .binding import ffi, lib
 from . import dtypes
 from .aclnn import Plan, as_f32, invalid, need_contiguous, need_dims, need_dtype, operator, rounded, tensor
 from .ops_movement import _tensor_list
-from .runtime import SimError, tolerate
+from .refusals import SimError
+from .state import tolerate
 
 LAYOUTS = ("BSH", "BSND", "BNSD", "BNSD_BSND", "TND")
 CHUNK = 1 << 22    # logits computed at once

@@ -40,7 +40,7 @@ from .binding import lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, in_type, int_array, invalid, need_dims, need_dtype,
                     need_same_dtype, operator, tensor)
-from .runtime import soc_family
+from .state import soc_family
 
 F = {"f32", "f16", "bf16"}
 

@@ -38,7 +38,10 @@ from .binding import ffi, lib
 from . import dtypes
 from .aclnn import Plan, need_nd, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
 from .cube import USE_FP16, USE_HF32, Cube, cube_of
-from .runtime import STATE, SimError, TensorDesc, entry
+from .descriptors import TensorDesc
+from .entries import entry
+from .refusals import SimError
+from .state import STATE
 
 F = {"f32", "f16", "bf16"}
 

@@ -22,7 +22,7 @@ from .binding import lib
 from .aclnn import Plan, invalid, need_dims, need_nd, need_dtype, need_same_dtype, operator, tensor
 from .ops_matmul import _check, product_plan
 from .ops_movement import _dim
-from .runtime import SimError
+from .refusals import SimError
 
 SELECT_TYPES = {"f32", "f16", "bf16", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
                 "bool", "c64", "c128"}

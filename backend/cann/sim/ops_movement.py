@@ -4,7 +4,7 @@ mirror_pad / roll / range / fill / tril / triu, ops-nn gather_v2).
 Per operator, what its aclnn page says for Atlas A2/A3 (the simulated Ascend910B1): the
 dtypes of each tensor, the dims it takes, how out's shape follows from the inputs, and
 the listed ACLNN_ERR_PARAM_INVALID cases. aclTensorList (aclnnCat's input) lives in
-runtime.py with the other descriptors.
+acl_meta.py with the other descriptors.
 """
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from .binding import ffi, lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_cast, need_dims, need_dtype,
                     need_same_dtype, need_same_shape, operator, promote, scalar, tensor)
-from .runtime import STATE, SimError, TensorDesc
+from .descriptors import TensorDesc
+from .refusals import SimError
+from .state import STATE
 
 # integer and float types the A2 pages list for most of these operators
 BASIC = {"f32", "f16", "bf16", "f64", "s8", "u8", "s16", "s32", "s64", "bool"}

@@ -36,7 +36,7 @@ from . import dtypes
 from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims,
                     need_dtype, need_same_dtype, need_same_shape, operator, rounded, scalar,
                     sum_halving, tensor)
-from .runtime import SimError
+from .refusals import SimError
 
 F = {"f32", "f16", "bf16"}
 TILING_ERROR = 561002   # ACLNN_ERR_INNER_TILING_ERROR: RmsNorm's "parameters not as described"

@@ -19,10 +19,9 @@ import numpy as np
 
 from . import dtypes
 from .binding import lib
-from .runtime import STATE
+from .state import STATE, tolerate
 from .aclnn import (Plan, as_compute, broadcast, in_type, int_array, invalid, need_cast, need_dims, need_dtype,
                     need_same_shape, operator, promote, tensor)
-from .runtime import tolerate
 
 SUM_TYPES = {"f16", "f32", "s8", "s16", "s32", "s64", "u8", "bool", "f64", "c64", "c128", "bf16"}
 MEAN_TYPES = {"f32", "f16", "bf16", "f64", "s32", "s64", "s16", "s8", "u8", "c64", "c128"}

@@ -15,7 +15,7 @@ import numpy as np
 from .binding import lib
 
 from .aclnn import Plan, need_nd, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
-from .runtime import SimError
+from .refusals import SimError
 
 SELF_TYPES = {"f32", "bf16", "f16", "s32", "s64", "s16", "s8", "u8", "f64", "bool", "c64", "c128"}
 

@@ -31,7 +31,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, invalid, need_dtype, operator, tensor
-from .runtime import SimError
+from .refusals import SimError
 
 HALF = {"f16", "bf16"}
 
@@ -94,28 +94,8 @@ def _nd2(t, what: str) -> None:
         raise invalid(f"{what} is empty, which is not supported")
 
 
-@operator("WeightQuantBatchMatmulV2")
-def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qoffset_p, bias_p,
-                                 group_size, y_p):
-    for p, what in ((x_p, "x"), (weight_p, "weight"), (scale_p, "antiquantScale"), (y_p, "y")):
-        if p == ffi.NULL:
-            raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, f"{what} is nullptr")
-    x, w, s, y = (tensor(x_p, "x"), tensor(weight_p, "weight"), tensor(scale_p, "antiquantScale"),
-                  tensor(y_p, "y"))
-    off = tensor(offset_p, "antiquantOffsetOptional", optional=True)
-    bias = tensor(bias_p, "biasOptional", optional=True)
-    if qoffset_p != ffi.NULL and qscale_p == ffi.NULL:
-        raise invalid("quantOffsetOptional is given without quantScaleOptional")
-    if qscale_p != ffi.NULL:
-        raise invalid("quantScaleOptional (INT8 output quantization) is not simulated")
-
-    need_dtype(x, "x", HALF)
-    need_dtype(w, "weight", {"s8", "s4"})
-    need_dtype(s, "antiquantScale", HALF)
-    need_dtype(y, "y", HALF)
-    for t, what in ((s, "antiquantScale"), (y, "y")):
-        if t.dtype != x.dtype:
-            raise invalid(f"{what} dtype {dtypes.name(t.dtype)} should be x's, {dtypes.name(x.dtype)}")
+def _mkn(x, w, y) -> tuple[int, int, int]:
+    """x (m, k) times weight (k, n) into y (m, n), each 2-D and in its size limits."""
     _nd2(x, "x")
     _nd2(w, "weight")
     _nd2(y, "y")
@@ -131,9 +111,12 @@ def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qof
         raise invalid(f"an INT4 weight needs an even inner axis (dims {list(w.dims)})")
     if y.dims != (m, n):
         raise invalid(f"y shape {list(y.dims)} should be {[m, n]}")
+    return m, k, n
 
-    # the scale's shape gives the antiquantisation mode
-    group_size = int(group_size)
+
+def _check_antiquant(x, s, off, bias, k: int, n: int, group_size: int) -> None:
+    """antiquantScale / antiquantOffsetOptional / biasOptional against the mode that the
+    scale's shape and antiquantGroupSize give (per tensor, per channel, per group)."""
     if group_size == 0:
         if s.dims not in ((1,), (1, 1), (n,), (1, n)):
             raise invalid(f"antiquantScale shape {list(s.dims)}: per tensor it is (1,) or (1, 1), "
@@ -158,6 +141,34 @@ def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qof
         need_dtype(bias, "biasOptional", {"f16"} if dtypes.short(x.dtype) == "f16" else {"f32"})
         if bias.dims not in ((n,), (1, n)):
             raise invalid(f"biasOptional shape {list(bias.dims)} should be ({n},) or (1, {n})")
+
+
+@operator("WeightQuantBatchMatmulV2")
+def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qoffset_p, bias_p,
+                                 group_size, y_p):
+    for p, what in ((x_p, "x"), (weight_p, "weight"), (scale_p, "antiquantScale"), (y_p, "y")):
+        if p == ffi.NULL:
+            raise SimError(lib.ACLNN_ERR_PARAM_NULLPTR, f"{what} is nullptr")
+    x, w, s, y = (tensor(x_p, "x"), tensor(weight_p, "weight"), tensor(scale_p, "antiquantScale"),
+                  tensor(y_p, "y"))
+    off = tensor(offset_p, "antiquantOffsetOptional", optional=True)
+    bias = tensor(bias_p, "biasOptional", optional=True)
+    if qoffset_p != ffi.NULL and qscale_p == ffi.NULL:
+        raise invalid("quantOffsetOptional is given without quantScaleOptional")
+    if qscale_p != ffi.NULL:
+        raise invalid("quantScaleOptional (INT8 output quantization) is not simulated")
+
+    need_dtype(x, "x", HALF)
+    need_dtype(w, "weight", {"s8", "s4"})
+    need_dtype(s, "antiquantScale", HALF)
+    need_dtype(y, "y", HALF)
+    for t, what in ((s, "antiquantScale"), (y, "y")):
+        if t.dtype != x.dtype:
+            raise invalid(f"{what} dtype {dtypes.name(t.dtype)} should be x's, {dtypes.name(x.dtype)}")
+    m, k, n = _mkn(x, w, y)
+
+    group_size = int(group_size)
+    _check_antiquant(x, s, off, bias, k, n, group_size)
 
     half = np.float16 if dtypes.short(x.dtype) == "f16" else np.float32
 

@@ -1,6 +1,6 @@
 """Looser `ops test --strict` bounds shared by several families (catalog.Tolerance), each
 with the reason its ops are less precise than their output type; the figures are
-ggml-CPU's worst error over the catalog with a margin (README, "--strict").
+ggml-CPU's worst error over the catalog with a margin (docs/strict.md).
 
 A sum of K products carries a rounding error that grows with the terms, not with the
 result, which may cancel to ~0: these bounds are in units of the reference's root mean

@@ -6,7 +6,7 @@ strict check bounds every element instead: |out - ref| <= atol + rtol * |ref|, t
 PyTorch's assert_close and of Ascend's operator precision standard, with PyTorch's
 per-dtype defaults (integer outputs exact). A family may declare a looser bound for some
 of its cases (catalog.Tolerance), always with its reason; the checker holds no per-op
-knowledge. See /README.md, "--strict".
+knowledge. See docs/strict.md.
 """
 from __future__ import annotations
 

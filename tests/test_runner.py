@@ -232,3 +232,27 @@ def test_the_timeout_is_the_devices_a_big_cases_inputs_and_reference_are_timed_a
     p = ops("test", "-b", "GGML-CPU", "-o", "ADD", "-p", r"type=f32,ne=\[64,262144,1,1\]", "--timeout", "0.5")
     assert p.returncode == 0, p.stdout[-2000:]
     assert "ADD(type=f32,ne=[64,262144,1,1],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0): OK" in p.stdout
+
+
+def test_an_option_of_ops_test_reaches_the_workers_as_a_run_spec_field():
+    """Each option of `ops test` and `ops perf` is one run_mode takes itself (selection,
+    devices, outputs), a report option, or a RunSpec field, which run_mode hands on whole:
+    the spec is what the pool and every worker get (a new option is a field, nothing more)."""
+    import dataclasses
+    import inspect
+
+    from cannops.cli import main
+    from cannops.cli.engine import RunSpec, WorkerPool
+    fields = {f.name for f in dataclasses.fields(RunSpec)}
+    own = set(inspect.signature(main.run_mode).parameters) - {"spec_fields"}
+    for command in (main.test, main.perf):
+        names = {p.name for p in command.params if p.expose_value}
+        assert names - own - fields <= {"log_dir", "summary_file", "baseline", "threshold_pct", "markdown",
+                                         "plot_path"}, command.name
+        assert names & fields   # strict / ref_cache, min_seconds / threads: to the spec
+    spec = RunSpec(strict=True, seed=7)
+    pool = WorkerPool("NUMPY", spec)
+    try:
+        assert pool.spec is spec and pool.timeout == spec.case_timeout("NUMPY")
+    finally:
+        pool.close()

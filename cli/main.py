@@ -57,6 +57,9 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     ops = ops_text(ops)
     results_path = results_path or resume_path
     check_writable(results_path)
+    if mode == "test":   # a cache folder of other things is refused before anything is written
+        from .engine import reference_dir
+        reference_dir(spec_fields.get("ref_cache", True))
     if cases is None:
         cases = checked_selection(mode, ops, params, shard, sample=sample, refs=True)
     jobs = worker_count(jobs, len(cases))
@@ -484,9 +487,10 @@ def main(argv=None):
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+    from cannops.cases.cache import ForeignFolder
     try:
         rv = cli.main(args=argv, prog_name="ops", standalone_mode=False)
-    except BadInput as e:
+    except (BadInput, ForeignFolder) as e:
         click.echo(f"ops: error: {e}", err=True)
         sys.exit(2)
     except click.exceptions.Exit as e:

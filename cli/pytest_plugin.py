@@ -181,12 +181,13 @@ def pytest_make_collect_report(collector):
 
 def device_collectors(session) -> list[DeviceCases]:
     from cannops.backend.base import list_devices
+    from cannops.cases.cache import ForeignFolder
     from cannops.cli.engine import BadInput, select_cases, select_devices
     opts = session.config.option
     try:
         cases = [c for _, c in select_cases("test", ",".join(opts.ops_op))]
         targets = select_devices(tuple(opts.ops_device), list_devices())
-    except BadInput as e:
+    except (BadInput, ForeignFolder) as e:
         raise pytest.UsageError(f"ops: {e}") from None
     if not targets:
         raise pytest.UsageError("ops: no device available (see `ops list devices`)")

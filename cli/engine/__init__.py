@@ -26,6 +26,7 @@ _API = {
     **dict.fromkeys(("BadInput", "Target", "select_cases", "select_devices", "device_names", "per_soc",
                      "split_ops_filter", "suggest"), "selection"),
     **dict.fromkeys(("worst_lines",), "compare"),
+    **dict.fromkeys(("reference_dir",), "refcache"),
 }
 __all__ = sorted(_API)
 

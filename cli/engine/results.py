@@ -108,6 +108,8 @@ class CaseResult:
     # test: whether the reference came from the cache (engine/refcache.py; None: no cache),
     # for the run's hit rate; kept in memory, not written to the results file
     ref_cached: bool | None = field(default=None, metadata={"file": False})
+    # test: an entry was in the cache for it but failed its checks (computed again)
+    ref_rejected: bool = field(default=False, metadata={"file": False})
 
     @property
     def name(self) -> str:

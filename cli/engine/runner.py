@@ -69,7 +69,7 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
     n_ok = 0
     spec, scratch = _references(spec, len(devices))
     if spec.mode == "test":
-        run.reference_cache = {"hits": 0, "computed": 0}
+        run.reference_cache = {"hits": 0, "computed": 0, "rejected": 0}
     probers, riders = _probe_plan(devices) if spec.mode == "support" else ({}, {})
     rode: dict[str, dict[int, CaseResult]] = {}   # a rider's label -> its results by case index
     try:
@@ -230,6 +230,7 @@ def _run_device(pool: WorkerPool, cases, printer, run: Run, earlier=None, journa
                     rode.setdefault(r.device, {})[r.index] = r
                 if result.ref_cached is not None and run.reference_cache is not None:
                     run.reference_cache["hits" if result.ref_cached else "computed"] += 1
+                    run.reference_cache["rejected"] += result.ref_rejected
                 if journal:
                     journal.result(result)
                 pending[seq] = result

@@ -101,8 +101,8 @@ class _InWorker(WorkerContext):
 
         from .execute import inputs_cached
         tables = quantizer_tables(case.vars) - self.built
-        path = inputs_cached(case, seed, ref_cache) if tables else None
-        if not tables or path is not None and path.exists():
+        entry = inputs_cached(case, seed, ref_cache) if tables else None
+        if not tables or entry is not None and entry[0].exists():
             return
         with self.host_work():
             for t in sorted(tables):

@@ -84,6 +84,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
                 resumed = load_resume(resume_path, new_run(spec))
             except ValueError as e:
                 raise BadInput(str(e)) from None
+            _same_devices(resume_path, resumed, [t.label for t in devices])
         if printer is None:
             printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
         run = run_cases(cases, devices, spec, printer, journal, resumed)
@@ -95,6 +96,17 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
         if journal:
             journal.close()
     return run
+
+
+def _same_devices(path, resumed, labels) -> None:
+    """A resume goes on with the devices of the run it resumes: one that leaves some out
+    would write a results file without their results (exit status 2, naming them)."""
+    left_out = sorted(resumed.named - set(labels))
+    if left_out:
+        every = labels + [d for d in left_out if d not in labels]
+        raise BadInput(f"--resume {path}: it holds results of {', '.join(left_out)}, which this run's devices "
+                       f"({', '.join(labels)}) leave out: resume with -b {','.join(every)}, or give --results "
+                       f"to start over")
 
 
 class _Stdout:

@@ -132,6 +132,23 @@ def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path
     one_line_error(p, "another selection")
 
 
+def test_a_resume_on_fewer_devices_is_refused_and_drops_nothing(tmp_path):
+    """Issue 32, 4: resumed with -b naming one of its two devices, a results file lost the
+    other's results (exit 0); now refused, naming it, the file untouched; the same devices
+    in another order resume it whole."""
+    res = tmp_path / "r.json"
+    p = ops("test", "-b", "GGML-CPU,NUMPY", *TWO, "--results", str(res))
+    assert p.returncode == 0, p.stderr
+    before = res.read_bytes()
+    one_line_error(ops("test", "-b", "NUMPY", *TWO, "--resume", str(res)),
+                   f"--resume {res}: it holds results of GGML-CPU, which this run's devices (NUMPY) leave out")
+    assert res.read_bytes() == before and not os.path.exists(f"{res}.partial.jsonl")
+    p = ops("test", "-b", "NUMPY,GGML-CPU", *TWO, "--resume", str(res))
+    assert p.returncode == 0, p.stderr
+    assert sorted((r["device"], r["op"]) for r in load(res)["results"]) == [
+        ("GGML-CPU", "ABS"), ("GGML-CPU", "SGN"), ("NUMPY", "ABS"), ("NUMPY", "SGN")]
+
+
 # --- 3. merges of shards that do not make a whole --------------------------------------------
 
 @pytest.fixture(scope="module")

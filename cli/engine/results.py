@@ -453,6 +453,9 @@ class Resumed:
     and the devices it opened."""
     results: dict[tuple[int, str], CaseResult] = field(default_factory=dict)
     devices: dict[str, DeviceInfo] = field(default_factory=dict)
+    # every device the file and its journal name (skipped results included): a resume on
+    # fewer devices would drop the others' results
+    named: set[str] = field(default_factory=set)
 
 
 def load_resume(path: str, run: Run) -> Resumed:
@@ -474,6 +477,7 @@ def load_resume(path: str, run: Run) -> Resumed:
             raise ValueError(f"--resume {source}: another selection: {diff}")
 
     def keep(r: CaseResult) -> None:
+        out.named.add(r.device)
         if r.status != SKIPPED:
             out.results[(r.index, r.device)] = r
 
@@ -490,6 +494,7 @@ def load_resume(path: str, run: Run) -> Resumed:
         found = True
         for d in prev.devices:
             out.devices[d.name] = d
+            out.named.add(d.name)
         for r in prev.results:
             keep(r)
     jpath = journal_path(path)
@@ -509,6 +514,7 @@ def load_resume(path: str, run: Run) -> Resumed:
                 elif "device" in obj:
                     d = DeviceInfo(**obj["device"])
                     out.devices[d.name] = d
+                    out.named.add(d.name)
                 else:
                     keep(result_from_dict(obj["result"], f"line {n}"))
             except (ValueError, KeyError, TypeError, AttributeError) as e:

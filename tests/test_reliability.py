@@ -179,6 +179,43 @@ def test_merge_allow_partial_marks_the_run_partial(shards, tmp_path):
     assert p.returncode == 0 and json.loads(p.stdout)["interrupted"] is False
 
 
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    """A device x shard CI matrix: each device's two shards, run apart."""
+    d = tmp_path_factory.mktemp("matrix")
+    out = {}
+    for dev in ("GGML-CPU", "NUMPY"):
+        for k in (1, 2):
+            path = d / f"{dev}-{k}.json"
+            p = ops("test", "-b", dev, *TWO, "--shard", f"{k}/2", "--results", str(path))
+            assert p.returncode == 0, p.stderr
+            out[dev, k] = str(path)
+    return out
+
+
+def test_merge_completeness_is_per_device(matrix, tmp_path):
+    """Issue 32, 5: GGML-CPU 1/2 and NUMPY 2/2 merged as a whole run (and `ops support` said
+    supported for each); each device needs each shard once. The whole matrix merges."""
+    one_line_error(ops("merge", matrix["GGML-CPU", 1], matrix["NUMPY", 2]),
+                   "missing shard 2/2 of GGML-CPU; missing shard 1/2 of NUMPY (or merge with --allow-partial)")
+    one_line_error(ops("merge", *matrix.values(), matrix["NUMPY", 2]), "NUMPY: shard 2/2 is given twice")
+    p = ops("merge", *matrix.values())
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert not doc["interrupted"] and "missing_shards" not in doc
+    assert sorted((r["device"], r["op"]) for r in doc["results"]) == [
+        ("GGML-CPU", "ABS"), ("GGML-CPU", "SGN"), ("NUMPY", "ABS"), ("NUMPY", "SGN")]
+    # partial, per device: marked so, and said so
+    out = tmp_path / "m.json"
+    p = ops("merge", matrix["GGML-CPU", 1], matrix["NUMPY", 1], matrix["NUMPY", 2], "--allow-partial",
+            "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = load(out)
+    assert doc["interrupted"] is True and doc["missing_shards"] == {"GGML-CPU": ["2/2"]}
+    p = ops("support", "--results", str(out))
+    assert p.returncode == 0 and "partial: GGML-CPU lacks shard 2/2" in p.stdout, p.stdout
+
+
 # --- 4, 5. empty selections, bad numbers ------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [

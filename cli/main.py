@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, plural
-from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_report_options, check_seconds, check_writable,
-                      catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
+from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_distinct_outputs, check_report_options,
+                      check_seconds, check_writable, catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       sample_option, selected_devices, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 
@@ -196,6 +196,8 @@ def grad(log_dir, summary_file, baseline, **kw):
 def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
     """test and grad: the report options checked first, then the run, its outputs and
     reports; the exit status is the run's."""
+    check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
+                           log_dir)
     base = check_report_options(log_dir, summary_file, baseline)
     run = run_mode(mode, **kw)
     emit(run, kw["output"])
@@ -230,6 +232,7 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     check_seconds("--min-time", kw["min_seconds"])
     if markdown and kw["output"] != "console":
         raise BadInput(f"--markdown prints the tables: it cannot go with --output {kw['output']}")
+    check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--plot": plot_path})
     if plot_path is not None:
         if os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
             raise BadInput(f"--plot {plot_path}: the file name must end in " + ", ".join(f".{f}" for f in PLOT_FORMATS))
@@ -291,6 +294,8 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
                  if kw[key]] + (["--run"] if compute else [])
         if given:
             raise BadInput(f"--results classifies a saved file: {', '.join(given)} cannot go with it")
+    # the results classified are read, not written: the report must not replace them either
+    check_distinct_outputs({"--results": results_in, "--summary-file": summary_file}, log_dir)
     base = check_report_options(log_dir, summary_file, baseline, markdown, can_print=True)
     if results_in is not None:
         from .engine import load_run

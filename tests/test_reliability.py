@@ -216,6 +216,35 @@ def test_merge_completeness_is_per_device(matrix, tmp_path):
     assert p.returncode == 0 and "partial: GGML-CPU lacks shard 2/2" in p.stdout, p.stdout
 
 
+@pytest.mark.parametrize("outputs,message", [
+    (["--results", "X", "--summary-file", "X"], "--results and --summary-file name one file"),
+    (["--resume", "X", "--summary-file", "X"], "--results and --summary-file name one file"),
+    (["--results", "X", "--summary-file", "sub/../X"], "--results and --summary-file name one file"),
+    (["--results", "X", "--summary-file", "link"], "--results and --summary-file name one file"),
+    (["--results", "X", "--summary-file", "X.partial.jsonl"], "--summary-file and --results' journal name one file"),
+    (["--results", "logs/ABS.log", "--log-dir", "logs"], "--results logs/ABS.log is in --log-dir logs"),
+])
+def test_two_outputs_naming_one_file_are_refused_before_the_run(tmp_path, outputs, message):
+    """Issue 32, 10: --results X --summary-file X left the markdown report where the results
+    were, exit 0. Refused before the run, nothing written."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "X").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "X")
+    before = sorted(os.listdir(tmp_path))
+    one_line_error(ops("test", "-b", "NUMPY", *TWO, *outputs, cwd=tmp_path), message)
+    assert sorted(os.listdir(tmp_path)) == before and (tmp_path / "X").read_text() == "mine"
+
+
+def test_support_never_writes_its_report_over_the_results_it_reads(tmp_path):
+    res = tmp_path / "r.json"
+    assert ops("test", "-b", "NUMPY", *TWO, "--results", str(res)).returncode == 0
+    one_line_error(ops("support", "--results", str(res), "--summary-file", str(res)),
+                   "--results and --summary-file name one file")
+    assert load(res)["mode"] == "test"
+    one_line_error(ops("perf", "-b", "NUMPY", "-o", "ADD", "--sample", "1", "--results", str(tmp_path / "p.svg"),
+                       "--plot", str(tmp_path / "p.svg")), "--results and --plot name one file")
+
+
 # --- 4, 5. empty selections, bad numbers ------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [

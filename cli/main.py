@@ -110,8 +110,11 @@ def _same_devices(path, resumed, labels) -> None:
 
 
 class _Stdout:
-    """stdout for the final outputs: a reader that went away (`ops ... | head`) stops the
-    writing quietly, the files are still written, and the exit status says SIGPIPE."""
+    """stdout for the final outputs. One rule for every command: a reader that went away
+    (`ops ... | head -1`) stops the writing quietly, the files are still written, and a
+    status of 0 becomes 141 (128 + SIGPIPE, what a shell reports for a writer killed by
+    SIGPIPE, so that `set -o pipefail` sees the output was cut); a status that says more
+    (1: failures, 2: bad input, 128 + n: a signal) stays."""
     broken = False
 
     @classmethod
@@ -122,8 +125,13 @@ class _Stdout:
             fn(*args)
             sys.stdout.flush()
         except BrokenPipeError:
-            cls.broken = True
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            cls.gone()
+
+    @classmethod
+    def gone(cls) -> None:
+        """The reader went away: what is left to write goes nowhere."""
+        cls.broken = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     @classmethod
     def status(cls, status: int) -> int:
@@ -506,20 +514,43 @@ def main(argv=None):
             stream.reconfigure(errors="replace")
     from cannops.cases.cache import ForeignFolder
     try:
-        rv = cli.main(args=argv, prog_name="ops", standalone_mode=False)
-    except (BadInput, ForeignFolder) as e:
-        click.echo(f"ops: error: {e}", err=True)
-        sys.exit(2)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except (click.Abort, KeyboardInterrupt):
-        sys.exit(130)
-    except click.ClickException as e:
-        click.echo(f"ops: error: {e.format_message()}", err=True)
-        sys.exit(2)
+        status = _command(argv, ForeignFolder)
     finally:
         _reap()
-    sys.exit(rv or 0)
+    try:
+        sys.stdout.flush()   # here, not at exit: a reader gone after the last write is seen
+    except BrokenPipeError:
+        _Stdout.gone()
+    sys.exit(_Stdout.status(status))
+
+
+def _command(argv, ForeignFolder) -> int:
+    """The command's exit status (its errors one line on stderr)."""
+    try:
+        rv = cli.main(args=argv, prog_name="ops", standalone_mode=False)
+    except SystemExit as e:
+        wrapped = getattr(sys.stdout, "wrapped", None)
+        if wrapped is not None:
+            # click met EPIPE in a command's plain writes (ops list, --help): it wraps the
+            # streams and exits 1; the rule here is the one of every output
+            sys.stdout, sys.stderr = wrapped, getattr(sys.stderr, "wrapped", sys.stderr)
+            _Stdout.gone()
+            return 0
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BrokenPipeError:
+        _Stdout.gone()
+        return 0
+    except (BadInput, ForeignFolder) as e:
+        click.echo(f"ops: error: {e}", err=True)
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        return 130
+    except click.ClickException as e:
+        click.echo(f"ops: error: {e.format_message()}", err=True)
+        return 2
+    return rv or 0
 
 
 def _reap() -> None:

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-# the signal (SIGINT, SIGTERM) that stopped the session, once one came
+# the signal (SIGINT, SIGTERM, SIGHUP) that stopped the session, once one came
 STOPPED: list[int] = []
 # pytest-xdist's workers, in its controller: a signal to the controller alone is theirs too
 XDIST_WORKERS: list[int] = []
@@ -41,13 +41,13 @@ def pytest_xdist_newgateway(gateway):
 
 
 def pytest_configure(config):
-    """With --ops-op, Ctrl-C and SIGTERM stop the session wherever it is, as `ops test`:
+    """With --ops-op, Ctrl-C, SIGTERM and SIGHUP stop the session wherever it is, as `ops test`:
     in a pytest-xdist worker too (which went on through its whole queue, a hung case at a
     time, and reported a pass). Installed in the main thread only, as signal() requires."""
     global XDIST_WORKER
     XDIST_WORKER = hasattr(config, "workerinput")
     if config.option.ops_op and threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, _stop)
 
 

@@ -297,6 +297,22 @@ def test_a_closed_pipe_stops_quietly_and_every_file_is_written(tmp_path):
     assert rc in (0, 128 + signal.SIGPIPE) and "Traceback" not in err, err
 
 
+def test_every_command_follows_one_rule_when_its_reader_goes(tmp_path):
+    """Issue 32, 11: ops list and ops merge exited 1 or 0 when their stdout's reader went away,
+    ops test 141. One rule: 141 (128 + SIGPIPE) where the status would be 0, nothing on
+    stderr; a status that says more (2: bad input) stays."""
+    res = tmp_path / "r.json"
+    assert ops("test", "-b", "NUMPY", *TWO, "--results", str(res)).returncode == 0
+    for args in (["list", "ops"], ["list", "devices"], ["list", "cases", "-o", "ABS"], ["--help"],
+                 ["merge", str(res)], ["merge", str(res), "--out", str(tmp_path / "m.json")],
+                 ["support", "--results", str(res)], ["test", "-b", "NUMPY", *TWO, "--output", "json"]):
+        rc, err = _head_1(args, lines=0)
+        assert (rc, err) == (128 + signal.SIGPIPE, ""), (args, rc, err)
+    assert (tmp_path / "m.json").exists()
+    rc, err = _head_1(["test", "--seed", "-1"], lines=0)
+    assert rc == 2 and "--seed must be at least 0" in err
+
+
 # --- 7. a quick stop -------------------------------------------------------------------------
 
 def test_sigterm_stops_busy_workers_at_once(tmp_path):
@@ -315,6 +331,30 @@ def test_sigterm_stops_busy_workers_at_once(tmp_path):
     proc.communicate(timeout=60)
     assert time.monotonic() - t0 < 1.5  # was 2 s per busy worker, one after the other
     assert proc.returncode == 128 + signal.SIGTERM and load(res)["interrupted"] is True
+
+
+def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
+    """Issue 32, 11: a closed terminal or a dropped ssh session (SIGHUP) ended a run with
+    status 129 and no results file, no summary; now it stops as SIGTERM does, keeping what
+    was done. Its workers (hung up too, as the terminal's process group) leave it to the
+    main process."""
+    res, summary = tmp_path / "r.json", tmp_path / "s.md"
+    env = dict(os.environ, OPS_FAULTY="hang=EXP", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([*OPS, "test", "-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "-j", "2",
+                             "--timeout", "600", "--results", str(res), "--summary-file", str(summary)],
+                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    seen = 0
+    while seen < 2:
+        line = proc.stdout.readline()
+        assert line
+        seen += line.startswith("  ABS(")
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGHUP)   # the whole group, as a terminal's hang-up
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP
+    doc = load(res)
+    assert doc["interrupted"] is True and [r["status"] for r in doc["results"]] == ["OK", "OK"]
+    assert "Interrupted" in summary.read_text()
 
 
 # --- 8. a full disk ------------------------------------------------------------------------

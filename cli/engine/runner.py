@@ -1,7 +1,7 @@
 """Runs the selected cases on each device through a worker pool and collects a `Run`.
 
 Results are printed in case order whatever the number of workers, and kept whatever
-happens: an interrupt (SIGINT / SIGTERM) stops the workers, and everything computed so
+happens: an interrupt (SIGINT / SIGTERM / SIGHUP: STOP_SIGNALS) stops the workers, and everything computed so
 far is in the returned run, marked `interrupted`.
 """
 from __future__ import annotations
@@ -35,7 +35,17 @@ def device_passed(results) -> bool:
     return not any(r.status == FAIL for r in results)
 
 
+# what stops a run and keeps its results: Ctrl-C, kill, and a closed terminal or a dropped
+# ssh session (SIGHUP, whose default would end the run with no results file)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _raise_interrupt(signum, frame):
+    if signum == signal.SIGHUP:
+        # the terminal is gone: writing to it would fail (EIO) before the files are written
+        for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
+            if os.isatty(fd):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
     raise Interrupted(signum)
 
 
@@ -65,7 +75,7 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
             journal.device(info)
         for r in resumed.results.values():
             journal.result(r)
-    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, _raise_interrupt) for s in STOP_SIGNALS}
     n_ok = 0
     spec, scratch = _references(spec, len(devices))
     if spec.mode == "test":

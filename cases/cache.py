@@ -35,9 +35,10 @@ _hashes: dict[str, str] = {}
 MARKER = "CACHEDIR.TAG"   # the cache-directory tag that backup tools know, with ops' own line
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55"   # bford.info/cachedir: the tag's first line
 _ENTRY_MAGIC = b"ops-cache-entry/1\n"
-# the names cache's own entries (and a writer's temporary file); `reference` is the reference
-# cache's root, with a marker of its own
-OWN_NAMES = re.compile(r"(names|families|probe)-[\w.+-]+\.pickle|\.tmp-\w+|reference")
+# the names cache's own entries (and a writer's temporary file; digest-*: the reference cache's
+# digests of libraries, cli/engine/refcache.py); `reference` is the reference cache's root,
+# with a marker of its own
+OWN_NAMES = re.compile(r"(names|families|probe|digest)-[\w.+-]+\.pickle|\.tmp-\w+|reference")
 
 
 class ForeignFolder(Exception):

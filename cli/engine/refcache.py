@@ -88,14 +88,34 @@ def _code_identity() -> str:
         from cannops.cases.cache import sources_hash
         parts = [sources_hash("cases", "backend/reference"), np.__version__]
         try:
-            from cannops.backend.base import file_identity
             from cannops.backend.ggml import library_files
             from cannops.native import _ggml
-            parts += [file_identity(_ggml.__file__)] + [file_identity(f) for f in library_files()]
+            files = dict.fromkeys(os.path.realpath(f) for f in [_ggml.__file__, *library_files()])
+            parts += [content_digest(f) for f in files]
         except Exception:   # no bridge: the NumPy quantizers make the inputs
             parts.append("numpy-quantizers")
         _identity = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
     return _identity
+
+
+def content_digest(path: str) -> str:
+    """The SHA-256 of a file's bytes (a library: its content, not its path nor its time, so
+    that a byte-identical rebuild, or another checkout of the same build, shares the
+    entries), computed once per build: kept in the names cache (cases/cache.py) under the
+    file's path, size, time and inode, which a rebuild changes."""
+    from cannops.cases import cache
+    st = os.stat(path)
+    stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    entry = f"digest-{hashlib.sha256(stamp.encode()).hexdigest()[:24]}.pickle"
+    known = cache.load(entry)
+    if isinstance(known, dict) and known.get("stamp") == stamp:
+        return known["sha256"]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    cache.store(entry, {"stamp": stamp, "sha256": h.hexdigest()})
+    return h.hexdigest()
 
 
 def entry_key(version: str, case_name: str, seed: int, what: str = "reference") -> dict:

@@ -139,6 +139,23 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+STALE_TMP_S = 3600   # a writer's temporary file this old is of a writer that died (kill -9)
+
+
+def sweep_tmp(folder: Path) -> None:
+    """Remove the temporary files of writers that died (.tmp-*, an hour old): the cache's own."""
+    import time
+    now = time.time()
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.name.startswith(".tmp-") and e.is_file(follow_symlinks=False) and \
+                        now - e.stat(follow_symlinks=False).st_mtime > STALE_TMP_S:
+                    os.unlink(e.path)
+    except OSError:
+        pass
+
+
 _claimed: dict[str, Path | None] = {}
 
 
@@ -153,6 +170,8 @@ def cache_dir() -> Path | None:
         where = os.path.join(base, "cannops-ops")
     if where not in _claimed:
         _claimed[where] = claim(Path(where), "names", lambda e: OWN_NAMES.fullmatch(e.name) is not None)
+        if _claimed[where] is not None:
+            sweep_tmp(_claimed[where])
     return _claimed[where]
 
 

@@ -195,3 +195,30 @@ def test_a_case_is_never_resolved_under_another_name(cache_dir):
         assert not (cache_dir / entry).exists()   # the next run enumerates the names again
     finally:
         cache._case_names.cache_clear()
+
+
+def test_a_full_disk_leaves_no_temporary_file(cache_dir, monkeypatch):
+    """Issue 32, 9: on a full disk cache.store left its .tmp-* files, which nothing removed;
+    those a killed writer leaves go after an hour."""
+    import errno
+    import time
+
+    class Full:
+        def __reduce__(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    cache.store("names-x.pickle", [Full()])                 # the write fails half way
+    real = os.replace
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", full)
+    cache.store("names-y.pickle", [1, 2, 3])                # the rename fails
+    monkeypatch.setattr(os, "replace", real)
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["CACHEDIR.TAG"]
+    old, new = cache_dir / ".tmp-dead1", cache_dir / ".tmp-live1"
+    for p in (old, new):
+        p.write_bytes(b"x")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    cache._claimed.clear()
+    cache.cache_dir()
+    assert not old.exists() and new.exists()

@@ -35,12 +35,11 @@ import re
 import time
 from pathlib import Path
 
-from cannops.cases.cache import ForeignFolder, _write_atomically, claim, seal, unseal
+from cannops.cases.cache import STALE_TMP_S, ForeignFolder, _write_atomically, claim, seal, sweep_tmp, unseal
 
 MAX_ENTRY_BYTES = 32 << 20
 READ_BYTES_PER_S = 200e6   # reading an entry back, unpickling included, on a busy machine
 MAX_MB = 2048
-STALE_TMP_S = 3600   # a writer's temporary file this old is of a writer that died
 _identity: str | None = None
 _SUB = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"[0-9a-f]{38}(\.inputs)?\.pickle")
@@ -195,6 +194,7 @@ def prune(where: Path | str) -> None:
     except ValueError:
         limit = MAX_MB * 2**20
     where = Path(where)
+    sweep_tmp(where)   # the marker's writer's
     entries, now = [], time.time()
     try:
         subs = [e.path for e in os.scandir(where) if _SUB.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]

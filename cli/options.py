@@ -145,13 +145,17 @@ def check_seconds(flag, value):
         raise BadInput(f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:g} (got {value:g})")
 
 
+def check_seed(flag, value):
+    if value < 0:
+        raise BadInput(f"{flag} must be at least 0 (got {value})")
+
+
 def check_common(jobs, timeout, seed):
     if jobs < 1:
         raise BadInput(f"-j must be at least 1 (got {jobs})")
     if timeout is not None:
         check_seconds("--timeout", timeout)
-    if seed < 0:
-        raise BadInput(f"--seed must be at least 0 (got {seed})")
+    check_seed("--seed", seed)
 
 
 def worker_count(jobs: int, n_cases: int) -> int:

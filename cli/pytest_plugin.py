@@ -46,9 +46,25 @@ def pytest_configure(config):
     time, and reported a pass). Installed in the main thread only, as signal() requires."""
     global XDIST_WORKER
     XDIST_WORKER = hasattr(config, "workerinput")
+    if config.option.ops_op:
+        check_options(config.option)
     if config.option.ops_op and threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, _stop)
+
+
+def check_options(opts) -> None:
+    """Every plugin option through the validators of the option of `ops test` it stands for
+    (cli/options.py): a bad value is a usage error before anything runs, never a run of
+    device failures (a timeout of inf overflowed the worker's wait)."""
+    from .engine import BadInput
+    from .options import check_seconds, check_seed, ops_text
+    try:
+        ops_text(tuple(opts.ops_op))
+        check_seconds("--ops-timeout", opts.ops_timeout)
+        check_seed("--ops-seed", opts.ops_seed)
+    except BadInput as e:
+        raise pytest.UsageError(f"ops: {e}") from None
 
 
 def pytest_sessionfinish(session, exitstatus):

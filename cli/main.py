@@ -88,6 +88,12 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
         if printer is None:
             printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
         run = run_cases(cases, devices, spec, printer, journal, resumed)
+        short = [r.name for r in run.results if r.host_error]
+        if short:
+            click.echo(f"ops: error: the host ran out of memory in {plural(len(short), 'case')} ({short[0]}"
+                       f"{', ...' if len(short) > 1 else ''}): skipped, not a device's verdict; run "
+                       f"{'it' if len(short) == 1 else 'them'} with fewer workers (-j) or on a larger host",
+                       err=True)
         if results_path:
             write_or_fail(results_path, run.write_json, results_path)
             if journal:

@@ -245,6 +245,34 @@ def test_support_never_writes_its_report_over_the_results_it_reads(tmp_path):
                        "--plot", str(tmp_path / "p.svg")), "--results and --plot name one file")
 
 
+def test_a_case_whose_peak_exceeds_the_memory_available_is_refused_before_any_work(tmp_path):
+    """Issue 32, 7: the off-grid limit counted the tensors only: 1.5 GiB of them peaked at
+    7.7 GB, and a case that needs ~80 GB was let through to take the machine down. The run's
+    peak is estimated (cli/engine/selection.py peak_bytes) and a case above the memory
+    available is refused before any work (here before --resume's file is even looked at)."""
+    from cannops.cli.engine.selection import memory_available
+    free = memory_available()
+    if free is None or free > 90 << 30:
+        pytest.skip("memory unknown, or more than the largest case off the grid may need")
+    k = 2 if free > 45 << 30 else 1     # f32 ABS: tensors 8 GiB per k, a peak of 48 GiB per k
+    name = f"ABS(type=f32,ne_a=[1024,1024,1024,{k}],v=0)"
+    p = ops("test", "-b", "NUMPY", "-o", name, "--resume", str(tmp_path / "none.json"))
+    one_line_error(p, f"{name}: a run of it would take about {48 * k:.1f} GiB at its peak")
+    assert "memory available" in p.stderr and not os.listdir(tmp_path)
+    assert ops("list", "cases", "-o", name).stdout.strip() == name   # listing it is no work
+
+
+def test_the_hosts_memory_error_is_a_host_error_never_a_device_fail(tmp_path):
+    """Issue 32, 7: a MemoryError on the host was the device's FAIL; it is that case skipped,
+    with why, the other cases go on, and the run's status is 2 (the host's, not the device's)."""
+    res = tmp_path / "r.json"
+    p = ops("test", "-b", "FAULTY", *TWO, "--results", str(res), env={"OPS_FAULTY": "nomem=ABS"})
+    one_line_error(p, "ops: error: the host ran out of memory in 1 case (ABS(type=f32,ne_a=[5,7,11,13],v=0))")
+    doc = load(res)
+    assert [(r["op"], r["status"]) for r in doc["results"]] == [("ABS", "skipped"), ("SGN", "OK")]
+    assert "MemoryError" in doc["results"][0]["reason"] and doc["summary"]["FAULTY"]["FAIL"] == 0
+
+
 # --- 4, 5. empty selections, bad numbers ------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [

@@ -344,6 +344,9 @@ def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_P
         if spec.mode == "grad":
             return grad(device, case, spec.seed, ctx)
         return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx)
+    except MemoryError:   # the host's, wherever it came from: no verdict on the device
+        return _result(device, case, SKIPPED, host_error=True,
+                       reason="the host ran out of memory (MemoryError): no verdict on the device")
     except StaleName as e:   # a name the names cache made up: no verdict on it
         return _result(device, case, SKIPPED, reason=f"not a case of the catalog ({e}): the names cache "
                                                      f"that named it was wrong, and is removed")

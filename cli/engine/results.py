@@ -110,6 +110,8 @@ class CaseResult:
     ref_cached: bool | None = field(default=None, metadata={"file": False})
     # test: an entry was in the cache for it but failed its checks (computed again)
     ref_rejected: bool = field(default=False, metadata={"file": False})
+    # the host ran out of memory in it (a skipped case, no verdict): the run's exit status is 2
+    host_error: bool = field(default=False, metadata={"file": False})
 
     @property
     def name(self) -> str:

@@ -116,7 +116,12 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
             refcache.prune(spec.ref_dir)
         if journal and owned:
             journal.close()
-    run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
+    if raise_after:
+        run.exit_status = raise_after.exit_status
+    elif any(r.host_error for r in run.results):
+        run.exit_status = 2   # a host error, as bad input: not the devices' verdict
+    else:
+        run.exit_status = 0 if n_ok == len(devices) else 1
     return run
 
 

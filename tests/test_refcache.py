@@ -256,3 +256,22 @@ def test_the_key_follows_the_librarys_content_not_its_path_or_time(tmp_path, mon
     assert identity() != first
     # computed once per build seen: the bridge, and the four stamps of the fakes
     assert len(list((tmp_path / "cache").glob("digest-*.pickle"))) == 5
+
+
+def test_the_reference_cache_never_takes_the_names_caches_folder(tmp_path):
+    """Found probing issue 32 again: OPS_REF_CACHE naming OPS_CACHE_DIR's folder, new, was
+    marked as the reference cache's, and the names cache then refused its own folder in every
+    later run. The names cache claims its folder first: the reference cache is refused."""
+    env = {"OPS_CACHE_DIR": str(tmp_path / "c"), "OPS_REF_CACHE": str(tmp_path / "c")}
+    p = _ops("test", "-b", "NUMPY", "-o", "ABS", "-p", r"ne_a=\[5,", **env)
+    assert p.returncode == 2 and "the reference cache will not use" in p.stderr, p.stderr
+    p = _ops("list", "ops", OPS_CACHE_DIR=str(tmp_path / "c"))
+    assert p.returncode == 0 and "ABS" in p.stdout.split(), p.stderr
+
+
+@pytest.mark.parametrize("limit", ["nan", "-5"])
+def test_a_limit_that_is_no_number_of_megabytes_keeps_the_default(tmp_path, monkeypatch, limit):
+    _entries(tmp_path, 3)
+    monkeypatch.setenv("OPS_REF_CACHE_MAX_MB", limit)
+    refcache.prune(tmp_path)
+    assert len(list((tmp_path / "ab").iterdir())) == 3

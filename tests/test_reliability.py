@@ -385,6 +385,34 @@ def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
     assert "Interrupted" in summary.read_text()
 
 
+def test_a_closed_terminal_stops_the_run_and_keeps_its_files(tmp_path):
+    """Issue 32, 11, as a terminal does it: the run's controlling terminal closes (its master
+    side), the kernel hangs up the session, and every later write to the terminal fails
+    (EIO): the results file and the summary are still written, status 129."""
+    import fcntl
+    import pty
+    import termios
+    res, summary = tmp_path / "r.json", tmp_path / "s.md"
+    master, slave = pty.openpty()
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    proc = subprocess.Popen([*OPS, "test", "-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "-j", "2",
+                             "--timeout", "600", "--results", str(res), "--summary-file", str(summary)],
+                            stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal,
+                            env=dict(os.environ, OPS_FAULTY="hang=EXP"))
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + 120
+    while seen.count(b"ABS(") < 2:
+        assert time.monotonic() < deadline, seen[-2000:]
+        seen += os.read(master, 4096)
+    time.sleep(1.0)
+    os.close(master)
+    assert proc.wait(60) == 128 + signal.SIGHUP
+    assert load(res)["interrupted"] is True and "Interrupted" in summary.read_text()
+
+
 # --- 8. a full disk ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flag", ["--results", "--summary-file"])

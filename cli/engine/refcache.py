@@ -63,9 +63,11 @@ def location(enabled: bool = True) -> Path | None:
     where = os.environ.get("OPS_REF_CACHE", "")
     if not enabled or where == "off":
         return None
+    from cannops.cases.cache import cache_dir
+    # the names cache's root is claimed first: an OPS_REF_CACHE naming it is then refused
+    # (its marker is the names cache's), never marked as the reference cache's
+    base = cache_dir()
     if not where:
-        from cannops.cases.cache import cache_dir
-        base = cache_dir()
         if base is None:
             return None
         where = str(base / "reference")
@@ -192,6 +194,8 @@ def prune(where: Path | str) -> None:
     try:
         limit = float(os.environ.get("OPS_REF_CACHE_MAX_MB", MAX_MB)) * 2**20
     except ValueError:
+        limit = MAX_MB * 2**20
+    if not limit >= 0:   # nan, or below 0: a slip, not "remove every entry"
         limit = MAX_MB * 2**20
     where = Path(where)
     sweep_tmp(where)   # the marker's writer's

@@ -42,9 +42,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def _raise_interrupt(signum, frame):
     if signum == signal.SIGHUP:
-        # the terminal is gone: writing to it would fail (EIO) before the files are written
+        # the terminal is gone: writing to it would fail (EIO) before the files are written.
+        # (isatty() is False on a hung-up terminal: a character device is what is asked)
+        import stat
         for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
-            if os.isatty(fd):
+            if stat.S_ISCHR(os.fstat(fd).st_mode):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
     raise Interrupted(signum)
 

@@ -83,7 +83,7 @@ def claim(root: Path, kind: str, own) -> Path | None:
                                    f"which ops did not put there")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        _write_atomically(marker, f"{_TAG}\n{_owner_line(kind)}\n# see docs/caches.md in ops' sources\n".encode())
+        write_atomically(marker, f"{_TAG}\n{_owner_line(kind)}\n# see docs/caches.md in ops' sources\n".encode())
     except OSError:
         return None
     return root
@@ -123,7 +123,7 @@ def unseal(data: bytes, what: dict):
         return None, None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """A reader sees the old file or the new one, never half; on an error (a full disk) no
     temporary file is left behind and the OSError is raised."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -205,7 +205,7 @@ def store(name: str, obj) -> None:
     if d is None:
         return
     try:
-        _write_atomically(d / name, seal({"entry": name}, obj))
+        write_atomically(d / name, seal({"entry": name}, obj))
     except OSError:
         pass
 

@@ -35,7 +35,7 @@ import re
 import time
 from pathlib import Path
 
-from cannops.cases.cache import STALE_TMP_S, ForeignFolder, _write_atomically, claim, seal, sweep_tmp, unseal
+from cannops.cases.cache import STALE_TMP_S, ForeignFolder, claim, seal, sweep_tmp, unseal, write_atomically
 
 MAX_ENTRY_BYTES = 32 << 20
 READ_BYTES_PER_S = 200e6   # reading an entry back, unpickling included, on a busy machine
@@ -173,7 +173,7 @@ def store(path: Path, key: dict, refs: dict, seconds: float) -> bool:
         return False
     try:
         path.parent.mkdir(exist_ok=True)   # the root is the claimed cache's: never made here
-        _write_atomically(path, seal({**key, "entry": _name(path), "arrays": _describe(refs)}, refs))
+        write_atomically(path, seal({**key, "entry": _name(path), "arrays": _describe(refs)}, refs))
     except OSError:
         return False
     return True

@@ -108,12 +108,21 @@ cann-sim-toolkit: $(TOOLKIT)/cann-sim.json
 $(TOOLKIT)/cann-sim.json: $(NATIVE_STAMP) native/cann_sim_toolkit.py
 	$(PY) -m cannops.native.cann_sim_toolkit $(TOOLKIT)
 
-# ggml-cann (ggml 0.25.3, from the llama-cpp-python sdist: downloaded once, sha256-checked)
-# and test-backend-ops built against the simulated toolkit: build/ggml-cann/<variant>/
-# (bin/test-backend-ops, prefix/). VARIANTS: any of 910B 310P 910B-graph.
+# ggml-cann and test-backend-ops built against the simulated toolkit, from the pinned
+# llama-cpp-python sdist (ggml 0.25.3; downloaded once, sha256-checked), another release
+# (LLAMA_CPP_PYTHON=0.3.17; one not in native/ggml_sources.py's VERIFIED table needs
+# LLAMA_CPP_PYTHON_SHA256=) or a local llama.cpp / ggml tree used in place
+# (GGML_SRC=~/llama.cpp): $(GGML_CANN_OUT)/<variant>/ (bin/test-backend-ops, prefix/,
+# source.json). VARIANTS: any of 910B 310P 910B-graph.
 VARIANTS ?= 910B 310P 910B-graph
+GGML_CANN_OUT ?= build/ggml-cann
+GGML_SRC ?=
+LLAMA_CPP_PYTHON ?=
+LLAMA_CPP_PYTHON_SHA256 ?=
+GGML_CANN_ENV = GGML_SRC="$(GGML_SRC)" LLAMA_CPP_PYTHON="$(LLAMA_CPP_PYTHON)" \
+	LLAMA_CPP_PYTHON_SHA256="$(LLAMA_CPP_PYTHON_SHA256)" GGML_CANN_OUT="$(GGML_CANN_OUT)"
 ggml-cann: cann-sim-toolkit
-	$(PY) -m cannops.native.ggml_cann_build $(VARIANTS)
+	$(GGML_CANN_ENV) $(PY) -m cannops.native.ggml_cann_build $(VARIANTS)
 
 # The sample the CI runs through both runners on each built variant: test-backend-ops
 # itself (op by op, as the Ascend CI does; any abort, FAIL or op without an OK line fails),
@@ -138,12 +147,12 @@ SAMPLE_ROPE_P := ne_a=\[128,32,2,1\].*ef=0\.0
 SAMPLE_OPS_310P := ADD,MUL_MAT,SOFT_MAX,ROPE,GET_ROWS,SET_ROWS,CPY,RMS_NORM
 SAMPLE_TBO_310P := -p 'ADD=^(?!type=bf16)'
 ggml-cann-check: ggml-cann
-	for v in $(filter-out 310P,$(VARIANTS)); do $(PY) bench/tbo_ops.py build/ggml-cann/$$v/bin/test-backend-ops \
+	for v in $(filter-out 310P,$(VARIANTS)); do $(PY) bench/tbo_ops.py $(GGML_CANN_OUT)/$$v/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean || exit 1; done
-	$(if $(filter 310P,$(VARIANTS)),$(PY) bench/tbo_ops.py build/ggml-cann/310P/bin/test-backend-ops \
+	$(if $(filter 310P,$(VARIANTS)),$(PY) bench/tbo_ops.py $(GGML_CANN_OUT)/310P/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
-	$(MAKE) native GGML_HOME=$(CURDIR)/build/ggml-cann/910B/prefix
-	. build/ggml-cann/910B/env.sh && \
+	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
+	. $(GGML_CANN_OUT)/910B/env.sh && \
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \
 	    $(OPS) test -b GGML-CANN0 -o ROPE -p '$(SAMPLE_ROPE_P)' -j 2 --timeout 600; \
 	    status=$$?; $(MAKE) native; exit $$status

@@ -12,7 +12,8 @@ NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.
 NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-check tbo-names parity-0.25.3 \
-	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check clean
+	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
+	ascend-ci-replay clean
 
 all: setup
 
@@ -156,6 +157,24 @@ ggml-cann-check: ggml-cann
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \
 	    $(OPS) test -b GGML-CANN0 -o ROPE -p '$(SAMPLE_ROPE_P)' -j 2 --timeout 600; \
 	    status=$$?; $(MAKE) native; exit $$status
+
+# An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
+# variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its
+# test-backend-ops, op by op (the same ops and filters as ggml-cann-check; 0 FAIL, no abort).
+CI_RELEASE ?= 0.3.17
+CI_RELEASE_OUT ?= build/ggml-cann-$(CI_RELEASE)
+ggml-cann-release-check: cann-sim-toolkit
+	$(MAKE) ggml-cann VARIANTS=910B LLAMA_CPP_PYTHON=$(CI_RELEASE) GGML_CANN_OUT=$(CI_RELEASE_OUT)
+	$(PY) bench/tbo_ops.py $(CI_RELEASE_OUT)/910B/bin/test-backend-ops \
+	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean
+
+# The Ascend CI's two shared reports replayed at their ggml (ggml-org/ggml trees unpacked
+# from the GGML_MIRROR git dir) and at 0.3.17, every op on the simulated 910B, and
+# docs/ascend-ci-replay.md written from the runs (bench/ascend_ci_replay.py; raw logs and
+# results in build/replay/; about an hour on 2 loaded cores).
+ascend-ci-replay: cann-sim-toolkit
+	$(PY) bench/ascend_ci_replay.py trees && $(PY) bench/ascend_ci_replay.py build && \
+	    $(PY) bench/ascend_ci_replay.py run && $(PY) bench/ascend_ci_replay.py doc
 
 clean:
 	rm -rf $(VENV) native/*.so native/.built native/_build

@@ -126,6 +126,16 @@ def run_op(binary: str, backend: str, op: str, timeout: float, params: str | Non
             "seconds": round(time.monotonic() - t0, 2), "finished": not deaths}
 
 
+def source_of(binary: str) -> dict | None:
+    """What `make ggml-cann` recorded of the binary's ggml (<variant>/source.json beside its
+    bin/ launcher: release or tree, ggml version), None for another binary."""
+    path = pathlib.Path(binary).resolve().parent.parent / "source.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("binary")
@@ -156,7 +166,8 @@ def main() -> int:
         results.append(r)
         if args.json:       # after every op: an interrupted run loses nothing it measured
             pathlib.Path(args.json).write_text(json.dumps(
-                {"binary": args.binary, "backend": args.backend, "ops": results}, indent=1))
+                {"binary": args.binary, "backend": args.backend, "source": source_of(args.binary),
+                 "ops": results}, indent=1))
         c = r["counts"]
         line = (f"{op:28s} {c['OK']:6d} OK {c['not supported']:6d} n/s {c['FAIL']:4d} FAIL "
                 f"{r['seconds']:8.1f} s" + (f"  DIED x{len(r['deaths'])}" if r["deaths"] else ""))

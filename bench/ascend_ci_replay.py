@@ -170,7 +170,8 @@ def load(target: str) -> dict[str, dict]:
         text = first_process(REPLAY / f"{target}-logs" / f"{op}.log")
         r["ci"] = classify_log(text) if text else None
         r["status"] = case_status(r["counts"], bool(r["deaths"]))
-        r["assert"] = next(iter(re.findall(r"^.*GGML_ASSERT\(.*\) failed.*$|^.*GGML_ABORT.*$", text, re.M)), None)
+        found = re.findall(r"^.*GGML_ASSERT\(.*\) failed.*$|^.*GGML_ABORT.*$", text, re.M)
+        r["assert"] = found[0].replace(str(ROOT) + "/", "") if found else None
     return runs
 
 
@@ -191,8 +192,10 @@ def cell(r: dict | None) -> str:
 def source_line(target: str) -> str:
     src = binary(target).parents[1] / "source.json"
     rec = json.loads(src.read_text()) if src.exists() else {}
-    return (f"{TARGETS[target]['what']}; built: {rec.get('name', '?')}, ggml {rec.get('ggml_version', '?')}, "
-            f"{rec.get('build_seconds', '?')} s")
+    name = rec.get("name", "?")
+    if name.startswith(str(ROOT)):
+        name = name[len(str(ROOT)) + 1:]
+    return f"{TARGETS[target]['what']}; built from `{name}` (ggml {rec.get('ggml_version', '?')} by its CMakeLists)"
 
 
 def cmd_doc(_targets: list[str]) -> None:
@@ -256,10 +259,49 @@ def cmd_doc(_targets: list[str]) -> None:
                     ", ".join(f"{op} {x} → {y}" for op, (x, y) in changes.items()) +
                     ". The replays' (CI's rule): " +
                     (", ".join(f"{op} {x} → {y}" for op, (x, y) in moved.items()) or "none") + ".", ""]
+    out += release_section(runs)
     out += crashes(runs)
     out += [FOOTER.strip(), ""]
     DOC.write_text("\n".join(out))
     print(f"replay: {DOC}")
+
+
+# 0.3.17 (ggml 0.9.8, after both reports) against the reports: op -> judgement
+RELEASE_JUDGEMENTS = {
+    "OUT_PROD": "version: a's ❌ is the missing `break` (#17737), gone with #17512 before 0.9.8",
+    "GATED_LINEAR_ATTN": "version: ✅ since #18653 (2026-01-16), after report a",
+    "L2_NORM": "ggml-cann (fixed by 0.25.3): test-backend-ops 0.9.8 added `eps=10` cases (2 FAIL, "
+               "`ERR = 0.29 > 1e-7`); ggml-cann 0.9.8 computes x / ‖x‖ with aclnnNorm + aclnnDiv and "
+               "ignores eps, where ggml's reference divides by max(‖x‖, eps); 0.25.3's ggml-cann "
+               "clamps the norm at eps (aclnnClampMin) and passes them",
+    "MUL_MAT": "classifier and ggml-cann: ggml-cann 0.9.8 lets bf16 × f32 through and aborts on "
+               "aclnnMm's refusal (139 cases, `docs/ggml-cann-on-cann-sim.md`), which 0.9.5 answered "
+               "`not supported`; the abort prints `CANN error` and a backtrace, no `FAIL`, and the "
+               "first process had printed only OK lines, so the CI's rule says ✅ (ops' rule: ❌)",
+}
+
+
+def release_section(runs: dict[str, dict]) -> list[str]:
+    rel = runs.get("0.3.17") or {}
+    if not rel:
+        return []
+    lines = ["## The nearest release: 0.3.17 (ggml 0.9.8)", "",
+             "llama-cpp-python 0.3.17 vendors a llama.cpp of after both reports. Its replay "
+             "against each report (CI's rule), every difference judged:", "",
+             "| op | report a | report b | 0.3.17 (CI's rule) | 0.3.17 (cases) | OK / n.s. / FAIL | judgement |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    ra, rb = report_statuses(TARGETS["a"]["report"]), report_statuses(TARGETS["b"]["report"])
+    agree = {t: sum(1 for op, st in rep.items() if rel.get(op, {}).get("ci") == st) for t, rep in (("a", ra), ("b", rb))}
+    for op in CI_OPS:
+        r = rel.get(op)
+        if r is None or (r["ci"] == ra.get(op) and r["ci"] == rb.get(op)):
+            continue
+        note = RELEASE_JUDGEMENTS.get(op, "**not judged**")
+        lines.append(f"| {op} | {SYMBOL.get(ra.get(op), '–')} | {SYMBOL.get(rb.get(op), '–')} | "
+                     f"{SYMBOL[r['ci']] if r['ci'] else '–'} | {SYMBOL[r['status']]} | {cell(r)} | {note} |")
+    lines += ["", f"Agreement under the CI's rule: {agree['a']} of {len(ra)} with report a, "
+              f"{agree['b']} of {len(rb)} with report b.", ""]
+    return lines
 
 
 def summary(runs: dict[str, dict]) -> list[str]:

@@ -270,9 +270,9 @@ def cmd_doc(_targets: list[str]) -> None:
 RELEASE_JUDGEMENTS = {
     "OUT_PROD": "version: a's ❌ is the missing `break` (#17737), gone with #17512 before 0.9.8",
     "GATED_LINEAR_ATTN": "version: ✅ since #18653 (2026-01-16), after report a",
-    "L2_NORM": "ggml-cann (fixed by 0.25.3): test-backend-ops 0.9.8 added `eps=10` cases (2 FAIL, "
+    "L2_NORM": "ggml-cann (fixed by 0.11.1): test-backend-ops 0.9.8 added `eps=10` cases (2 FAIL, "
                "`ERR = 0.29 > 1e-7`); ggml-cann 0.9.8 computes x / ‖x‖ with aclnnNorm + aclnnDiv and "
-               "ignores eps, where ggml's reference divides by max(‖x‖, eps); 0.25.3's ggml-cann "
+               "ignores eps, where ggml's reference divides by max(‖x‖, eps); from 0.11.1 ggml-cann "
                "clamps the norm at eps (aclnnClampMin) and passes them",
     "MUL_MAT": "classifier and ggml-cann: ggml-cann 0.9.8 lets bf16 × f32 through and aborts on "
                "aclnnMm's refusal (139 cases, `docs/ggml-cann-on-cann-sim.md`), which 0.9.5 answered "

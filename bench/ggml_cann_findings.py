@@ -120,7 +120,8 @@ def table() -> str:
     runs = [json.loads(p.read_text()) for p in OUT.glob("*.json")]
     order = {"ci-a": 0, "ci-b": 1}
     runs.sort(key=lambda r: (tuple(int(x) for x in r["ggml_version"].split(".")), order.get(r["label"], 9)))
-    names = [f"{r['label']} ({r['ggml_version']})" for r in runs]
+    names = [f"{ {'ci-a': 'report a', 'ci-b': 'report b'}.get(r['label'], r['label'])} ({r['ggml_version']})"
+             for r in runs]
     lines = ["| finding | " + " | ".join(names) + " | first seen | last seen |",
              "|---|" + "---|" * (len(runs) + 2)]
     rows = [("buffer alignment 128 (`CANN_SIM_MALLOC_ALIGN=128`)", [r["alignment"] == 128 for r in runs])]

@@ -361,10 +361,11 @@ def crashes(runs: dict[str, dict]) -> list[str]:
         return []
     return ["## Crashes by a signal in the first runs", "",
             "The first runs of the replays (two replays and two builds at once on the 2 cores, "
-            "with two other engineers' jobs: load 6 to 8) lost four processes to a signal, "
+            f"with two other engineers' jobs: load 6 to 11) lost {len(rows)} processes to a signal, "
             "not to an abort; each is the first process of its op, so the CI's rule read its log. "
             "None came back: every op was run again whole (the table above has the rerun), and "
-            "each case alone 6 to 12 times, with no crash. Not a ggml-cann finding; the "
+            "the cases alone 6 to 12 times (a: MUL_MAT_ID, POOL_2D; b: FLASH_ATTN_EXT, "
+            "MAP_CUSTOM3), with no crash. Not a ggml-cann finding; the "
             "simulator is suspected (a race or memory pressure in the embedded simulator, not "
             "yet found). They show a blind spot of the CI's classifier: a process killed by a "
             "signal prints neither `FAIL` nor an assert, so its op keeps 🟡 or ✅.", "",

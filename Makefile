@@ -12,7 +12,8 @@ NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.
 NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-check tbo-names parity-0.25.3 \
-	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check clean
+	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
+	ascend-ci-replay clean
 
 all: setup
 
@@ -108,12 +109,21 @@ cann-sim-toolkit: $(TOOLKIT)/cann-sim.json
 $(TOOLKIT)/cann-sim.json: $(NATIVE_STAMP) native/cann_sim_toolkit.py
 	$(PY) -m cannops.native.cann_sim_toolkit $(TOOLKIT)
 
-# ggml-cann (ggml 0.25.3, from the llama-cpp-python sdist: downloaded once, sha256-checked)
-# and test-backend-ops built against the simulated toolkit: build/ggml-cann/<variant>/
-# (bin/test-backend-ops, prefix/). VARIANTS: any of 910B 310P 910B-graph.
+# ggml-cann and test-backend-ops built against the simulated toolkit, from the pinned
+# llama-cpp-python sdist (ggml 0.25.3; downloaded once, sha256-checked), another release
+# (LLAMA_CPP_PYTHON=0.3.17; one not in native/ggml_sources.py's VERIFIED table needs
+# LLAMA_CPP_PYTHON_SHA256=) or a local llama.cpp / ggml tree used in place
+# (GGML_SRC=~/llama.cpp): $(GGML_CANN_OUT)/<variant>/ (bin/test-backend-ops, prefix/,
+# source.json). VARIANTS: any of 910B 310P 910B-graph.
 VARIANTS ?= 910B 310P 910B-graph
+GGML_CANN_OUT ?= build/ggml-cann
+GGML_SRC ?=
+LLAMA_CPP_PYTHON ?=
+LLAMA_CPP_PYTHON_SHA256 ?=
+GGML_CANN_ENV = GGML_SRC="$(GGML_SRC)" LLAMA_CPP_PYTHON="$(LLAMA_CPP_PYTHON)" \
+	LLAMA_CPP_PYTHON_SHA256="$(LLAMA_CPP_PYTHON_SHA256)" GGML_CANN_OUT="$(GGML_CANN_OUT)"
 ggml-cann: cann-sim-toolkit
-	$(PY) -m cannops.native.ggml_cann_build $(VARIANTS)
+	$(GGML_CANN_ENV) $(PY) -m cannops.native.ggml_cann_build $(VARIANTS)
 
 # The sample the CI runs through both runners on each built variant: test-backend-ops
 # itself (op by op, as the Ascend CI does; any abort, FAIL or op without an OK line fails),
@@ -138,15 +148,33 @@ SAMPLE_ROPE_P := ne_a=\[128,32,2,1\].*ef=0\.0
 SAMPLE_OPS_310P := ADD,MUL_MAT,SOFT_MAX,ROPE,GET_ROWS,SET_ROWS,CPY,RMS_NORM
 SAMPLE_TBO_310P := -p 'ADD=^(?!type=bf16)'
 ggml-cann-check: ggml-cann
-	for v in $(filter-out 310P,$(VARIANTS)); do $(PY) bench/tbo_ops.py build/ggml-cann/$$v/bin/test-backend-ops \
+	for v in $(filter-out 310P,$(VARIANTS)); do $(PY) bench/tbo_ops.py $(GGML_CANN_OUT)/$$v/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean || exit 1; done
-	$(if $(filter 310P,$(VARIANTS)),$(PY) bench/tbo_ops.py build/ggml-cann/310P/bin/test-backend-ops \
+	$(if $(filter 310P,$(VARIANTS)),$(PY) bench/tbo_ops.py $(GGML_CANN_OUT)/310P/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
-	$(MAKE) native GGML_HOME=$(CURDIR)/build/ggml-cann/910B/prefix
-	. build/ggml-cann/910B/env.sh && \
+	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
+	. $(GGML_CANN_OUT)/910B/env.sh && \
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \
 	    $(OPS) test -b GGML-CANN0 -o ROPE -p '$(SAMPLE_ROPE_P)' -j 2 --timeout 600; \
 	    status=$$?; $(MAKE) native; exit $$status
+
+# An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
+# variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its
+# test-backend-ops, op by op (the same ops and filters as ggml-cann-check; 0 FAIL, no abort).
+CI_RELEASE ?= 0.3.17
+CI_RELEASE_OUT ?= build/ggml-cann-$(CI_RELEASE)
+ggml-cann-release-check: cann-sim-toolkit
+	$(MAKE) ggml-cann VARIANTS=910B LLAMA_CPP_PYTHON=$(CI_RELEASE) GGML_CANN_OUT=$(CI_RELEASE_OUT)
+	$(PY) bench/tbo_ops.py $(CI_RELEASE_OUT)/910B/bin/test-backend-ops \
+	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean
+
+# The Ascend CI's two shared reports replayed at their ggml (ggml-org/ggml trees unpacked
+# from the GGML_MIRROR git dir) and at 0.3.17, every op on the simulated 910B, and
+# docs/ascend-ci-replay.md written from the runs (bench/ascend_ci_replay.py; raw logs and
+# results in build/replay/; about an hour on 2 loaded cores).
+ascend-ci-replay: cann-sim-toolkit
+	$(PY) bench/ascend_ci_replay.py trees && $(PY) bench/ascend_ci_replay.py build && \
+	    $(PY) bench/ascend_ci_replay.py run && $(PY) bench/ascend_ci_replay.py doc
 
 clean:
 	rm -rf $(VENV) native/*.so native/.built native/_build

@@ -4,7 +4,7 @@ failed ACL call) is recorded with the last lines of its stderr, and the op goes 
 cases it had not reached (they are excluded from the rerun by a params regex).
 
   python bench/tbo_ops.py BINARY [-b CANN0] [-o OP,OP] [-p OP=REGEX ...] [--json FILE]
-                                 [--timeout S] [--require-clean]
+                                 [--logs DIR] [--timeout S] [--require-clean]
 
 Without -o, every op the binary lists (--list-ops). Used by .ci/run (a sample on the
 simulated 910B), `make bench` (time per case) and docs/ggml-cann-on-cann-sim.md.
@@ -52,15 +52,23 @@ def parse_cases(out: str, op: str) -> dict[str, str]:
     line of a case counts)."""
     cases: dict[str, str] = {}
     for m in map(CASE.search, ANSI.sub("", out).splitlines()):
-        if m and m["op"] == op and m["params"] not in cases:
+        if m and m["op"] == op and m["params"] not in cases and m["status"].strip():
             cases[m["params"]] = status_of(m["status"])
     return cases
+
+
+def dying_case(out: str, op: str) -> str | None:
+    """The case whose line a process that died had begun ("  OP(params): " and no status:
+    test-backend-ops prints the name before it computes), else None."""
+    lines = [m for m in map(CASE.search, ANSI.sub("", out).splitlines()) if m and m["op"] == op]
+    return lines[-1]["params"] if lines and not lines[-1]["status"].strip() else None
 
 
 CHUNK = 200   # cases named in one params regex after a death (one argument: 128 KiB at most)
 
 
-def run_op(binary: str, backend: str, op: str, timeout: float, params: str | None = None) -> dict:
+def run_op(binary: str, backend: str, op: str, timeout: float, params: str | None = None,
+           log: pathlib.Path | None = None) -> dict:
     cases: dict[str, str] = {}
     deaths: list[dict] = []
     pending: list[str] | None = None   # after a death: the cases still to run, in order
@@ -77,6 +85,9 @@ def run_op(binary: str, backend: str, op: str, timeout: float, params: str | Non
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
+        if log is not None:   # the raw console of every process of the op, in order
+            with log.open("a") as f:
+                f.write(f"$ {' '.join(cmd)}\n{out}{err}[exit {rc}]\n")
         before = len(cases)
         for case, status in parse_cases(out, op).items():
             cases.setdefault(case, status)
@@ -101,7 +112,7 @@ def run_op(binary: str, backend: str, op: str, timeout: float, params: str | Non
         # that did not finish (support mode enumerates an op's cases in the same order)
         if pending is None:
             pending = support_order(binary, backend, op, params)
-        victim = next((p for p in pending if p not in cases), None)
+        victim = dying_case(out, op) or next((p for p in pending if p not in cases), None)
         deaths.append({"rc": rc, "after": len(cases), "case": victim,
                        "stderr": "\n".join(err.strip().splitlines()[-6:])})
         if victim is None or len(deaths) >= RERUNS:
@@ -115,6 +126,16 @@ def run_op(binary: str, backend: str, op: str, timeout: float, params: str | Non
             "seconds": round(time.monotonic() - t0, 2), "finished": not deaths}
 
 
+def source_of(binary: str) -> dict | None:
+    """What `make ggml-cann` recorded of the binary's ggml (<variant>/source.json beside its
+    bin/ launcher: release or tree, ggml version), None for another binary."""
+    path = pathlib.Path(binary).resolve().parent.parent / "source.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("binary")
@@ -125,6 +146,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the per-op results here (after each op)")
     ap.add_argument("--resume", action="store_true", help="keep the ops --json already holds")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per test-backend-ops process")
+    ap.add_argument("--logs", help="keep each op's raw console (stdout, stderr, exit) as DIR/OP.log")
     ap.add_argument("--require-clean", action="store_true",
                     help="exit 1 if an op died, failed or printed no OK line")
     args = ap.parse_args()
@@ -135,11 +157,17 @@ def main() -> int:
     if args.resume and args.json and pathlib.Path(args.json).exists():
         done = {r["op"]: r for r in json.loads(pathlib.Path(args.json).read_text())["ops"]}
     for op in ops:
-        r = done.get(op) or run_op(args.binary, args.backend, op, args.timeout, params.get(op))
+        log = None
+        if args.logs and op not in done:
+            log = pathlib.Path(args.logs) / f"{op}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.unlink(missing_ok=True)
+        r = done.get(op) or run_op(args.binary, args.backend, op, args.timeout, params.get(op), log)
         results.append(r)
         if args.json:       # after every op: an interrupted run loses nothing it measured
             pathlib.Path(args.json).write_text(json.dumps(
-                {"binary": args.binary, "backend": args.backend, "ops": results}, indent=1))
+                {"binary": args.binary, "backend": args.backend, "source": source_of(args.binary),
+                 "ops": results}, indent=1))
         c = r["counts"]
         line = (f"{op:28s} {c['OK']:6d} OK {c['not supported']:6d} n/s {c['FAIL']:4d} FAIL "
                 f"{r['seconds']:8.1f} s" + (f"  DIED x{len(r['deaths'])}" if r["deaths"] else ""))

@@ -1,29 +1,44 @@
-"""`make ggml-cann`: ggml (CPU + CANN) and test-backend-ops from the llama-cpp-python
-sdist (native/ggml_sources.py), built against the simulated CANN toolkit
-(native/cann_sim_toolkit.py) as the variants the Ascend CI runs:
+"""`make ggml-cann`: ggml (CPU + CANN) and test-backend-ops from a ggml source
+(native/ggml_sources.py: the pinned llama-cpp-python sdist, LLAMA_CPP_PYTHON=VERSION, or
+a local tree, GGML_SRC=DIR), built against the simulated CANN toolkit
+(native/cann_sim_toolkit.py) as the variants the Ascend CI runs, under GGML_CANN_OUT
+(default build/ggml-cann, so several sources sit side by side):
 
-  build/ggml-cann/<variant>/cmake/   the CMake build (native/ggml_cann/CMakeLists.txt)
-  build/ggml-cann/<variant>/prefix/  its install prefix (include/, lib/, bin/): what
-                                     `make native GGML_HOME=...` points the bridge at
-  build/ggml-cann/<variant>/bin/test-backend-ops
-                                     the unchanged binary, started with the variant's
-                                     environment (the simulated SoC, ACL graph mode)
+  <out>/<variant>/cmake/   the CMake build (native/ggml_cann/CMakeLists.txt)
+  <out>/<variant>/prefix/  its install prefix (include/, lib/, bin/): what
+                           `make native GGML_HOME=...` points the bridge at
+  <out>/<variant>/bin/test-backend-ops
+                           the unchanged binary, started with the variant's environment
+                           (the simulated SoC, ACL graph mode)
+  <out>/<variant>/source.json
+                           what was built: the source (release and sha256, or the tree's
+                           path and `git describe`), ggml's version read from the tree,
+                           the variant and the build's time, for the tools that report on it
+  <out>/<variant>/build.log
+                           the compiler's output of the last build
 
-Variant `cpu` is the same project without CANN (no toolkit needed), in build/ggml-cpu/:
-ggml 0.25.3's CPU backend and its test-backend-ops (prefix/bin/test-backend-ops), which
-`make tbo-names` lists the 0.25.3 case names from and `make native GGML_HOME=...` tests.
+Variant `cpu` is the same project without CANN (no toolkit needed), in build/ggml-cpu/
+for the pinned release (<out>/cpu otherwise): ggml's CPU backend and its
+test-backend-ops (prefix/bin/test-backend-ops), which `make tbo-names` lists the case
+names from and `make native GGML_HOME=...` tests.
 
-A variant already configured is only rebuilt (ninja skips what is up to date).
+Every build configures again (a second or two) and ninja recompiles only what changed,
+so a GGML_SRC tree edited since is rebuilt in the files touched. A toolkit entry point
+that the source calls and the simulator lacks fails the build with one line naming it.
 `python -m cannops.native.ggml_cann_build [VARIANT ...]`; prints the time of each.
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
 import time
+
+from .ggml_sources import Source, SourceError
 
 from . import cann_sim_toolkit, ggml_sources
 
@@ -57,13 +72,18 @@ def _uses_cann(variant: str) -> bool:
     return VARIANTS[variant][1] is not None
 
 
-def variant_dir(variant: str) -> pathlib.Path:
-    return BUILD / "ggml-cann" / variant if _uses_cann(variant) else BUILD / f"ggml-{variant}"
+DEFAULT_OUT = BUILD / "ggml-cann"
 
 
-def binary(variant: str) -> pathlib.Path:
+def variant_dir(variant: str, out: pathlib.Path = DEFAULT_OUT) -> pathlib.Path:
+    if _uses_cann(variant):
+        return out / variant
+    return BUILD / f"ggml-{variant}" if out == DEFAULT_OUT else out / variant
+
+
+def binary(variant: str, out: pathlib.Path = DEFAULT_OUT) -> pathlib.Path:
     """What runs the variant's test-backend-ops: the launcher, or the installed binary."""
-    where = variant_dir(variant)
+    where = variant_dir(variant, out)
     return where / "bin" / "test-backend-ops" if _uses_cann(variant) else \
         where / "prefix" / "bin" / "test-backend-ops"
 
@@ -72,68 +92,137 @@ def _run(cmd: list[str], **kw) -> None:
     subprocess.run(cmd, check=True, **kw)
 
 
-def build(variant: str, jobs: int) -> float:
+# what a compiler or linker says when the source calls what the simulated toolkit lacks
+MISSING = (
+    (re.compile(r"fatal error: (acl(?:nn|nnop)?/[\w./]+\.h): No such file"), "header"),
+    (re.compile(r"error: ['‘`]?(acl\w+)['’`]? (?:was not declared|undeclared)"), "entry point"),
+    (re.compile(r"error: use of undeclared identifier ['‘`]?(acl\w+)"), "entry point"),
+    (re.compile(r"undefined reference to [`'‘](acl\w+)"), "entry point"),
+    (re.compile(r"undefined symbol: (acl\w+)"), "entry point"),
+)
+
+
+def missing_from_toolkit(log: str) -> list[tuple[str, str, str]]:
+    """(what, name, where) of each ACL/aclnn header or entry point a failed build names as
+    missing, in the order first met (where: the compiler's file:line, if it gave one)."""
+    seen: dict[str, tuple[str, str, str]] = {}
+    for line in log.splitlines():
+        for pattern, what in MISSING:
+            m = pattern.search(line)
+            # an operator's two phases are one gap: aclnnFoo(GetWorkspaceSize)
+            name = m[1].removesuffix("GetWorkspaceSize") if m else None
+            if m and name not in seen:
+                where = line[:m.start()].split(": ")[0].strip()
+                seen[name] = (what, name, where)
+    return list(seen.values())
+
+
+class ToolkitGap(Exception):
+    """The source calls an ACL / aclnn entry point (or includes a header) that the
+    simulated toolkit does not have."""
+
+
+def _build_logged(cmd: list[str], log: pathlib.Path) -> None:
+    """cmake --build, its output shown and kept in `log`; a failure that names a missing
+    toolkit header or entry point becomes ToolkitGap."""
+    with log.open("w") as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            f.write(line)
+        rc = proc.wait()
+    if rc == 0:
+        return
+    gaps = missing_from_toolkit(log.read_text(errors="replace"))
+    if gaps:
+        what, name, where = gaps[0]
+        more = f" (and {len(gaps) - 1} more: {', '.join(g[1] for g in gaps[1:6])})" if len(gaps) > 1 else ""
+        raise ToolkitGap(f"the simulated CANN toolkit lacks the {what} {name}"
+                         f"{f', used at {where}' if where else ''}{more}: add it to "
+                         f"native/aclnn/api/*.def and the simulator (backend/cann/sim/ops_*.py); "
+                         f"log: {log}")
+    raise subprocess.CalledProcessError(rc, cmd)
+
+
+def build(variant: str, jobs: int, source: Source, out: pathlib.Path = DEFAULT_OUT) -> float:
     options, env = VARIANTS[variant]
-    where = variant_dir(variant)
+    where = variant_dir(variant, out)
     cmake_dir, prefix = where / "cmake", where / "prefix"
+    where.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    if not (cmake_dir / "CMakeCache.txt").exists():
-        llama = ggml_sources.llama_cpp(BUILD)
-        # the installed libraries find each other (and the toolkit) without LD_LIBRARY_PATH
-        rpath = "$ORIGIN;$ORIGIN/../lib"
-        cann = {"GGML_CANN": "ON", "CANN_INSTALL_DIR": TOOLKIT} if env is not None else {}
-        if cann:
-            rpath += f";{TOOLKIT / 'lib64'}"
-        defs = {"LLAMA_CPP": llama, "CMAKE_BUILD_TYPE": "Release", "BUILD_SHARED_LIBS": "ON",
-                **cann, "CMAKE_INSTALL_PREFIX": prefix, "CMAKE_INSTALL_RPATH": rpath,
-                "LLAMA_CURL": "OFF", **options}
-        generator = ["-G", "Ninja"] if _have("ninja") else []
-        _run(["cmake", "-S", str(PROJECT), "-B", str(cmake_dir), *generator,
-              *(f"-D{k}={v}" for k, v in defs.items())], stdout=subprocess.DEVNULL)
-    _run(["cmake", "--build", str(cmake_dir), "-j", str(jobs)])
+    # configured every time (a second or two): the source may have changed since
+    rpath = "$ORIGIN;$ORIGIN/../lib"   # the installed libraries find each other (and the
+    cann = {"GGML_CANN": "ON", "CANN_INSTALL_DIR": TOOLKIT} if env is not None else {}
+    if cann:                           # toolkit) without LD_LIBRARY_PATH
+        rpath += f";{TOOLKIT / 'lib64'}"
+    defs = {"GGML_DIR": source.ggml, "GGML_TESTS": source.tests, "CMAKE_BUILD_TYPE": "Release",
+            "BUILD_SHARED_LIBS": "ON", **cann, "CMAKE_INSTALL_PREFIX": prefix,
+            "CMAKE_INSTALL_RPATH": rpath, "LLAMA_CURL": "OFF", **options}
+    generator = [] if (cmake_dir / "CMakeCache.txt").exists() or not _have("ninja") else ["-G", "Ninja"]
+    _run(["cmake", "-S", str(PROJECT), "-B", str(cmake_dir), *generator,
+          *(f"-D{k}={v}" for k, v in defs.items())], stdout=subprocess.DEVNULL)
+    _build_logged(["cmake", "--build", str(cmake_dir), "-j", str(jobs)], where / "build.log")
     _run(["cmake", "--install", str(cmake_dir)], stdout=subprocess.DEVNULL)
+    seconds = time.monotonic() - t0
+    record = {**source.record(), "variant": variant, "soc": (env or {}).get("CANN_SIM_SOC"),
+              "cmake": {k: str(v) for k, v in options.items()},
+              "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "build_seconds": round(seconds, 1)}
+    (where / "source.json").write_text(json.dumps(record, indent=1) + "\n")
     if env is None:
-        return time.monotonic() - t0
+        return seconds
     # env.sh: the variant's run-time environment, for any client of this prefix (ops'
     # bridge: make native GGML_HOME=.../prefix, then `. env.sh; ops test -b GGML-CANN0`)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    (where / "env.sh").write_text(f"# generated by make ggml-cann: ggml-cann ({variant}) on the "
-                                  f"CANN simulator\n{exports}")
+    (where / "env.sh").write_text(f"# generated by make ggml-cann: ggml-cann ({variant}) of "
+                                  f"{source.name} on the CANN simulator\n{exports}")
     launcher = where / "bin" / "test-backend-ops"
     launcher.parent.mkdir(parents=True, exist_ok=True)
     launcher.write_text("#!/bin/sh\n# generated by make ggml-cann: test-backend-ops of ggml-cann "
-                        f"({variant}) on the CANN simulator\n. {shlex.quote(str(where / 'env.sh'))}\n"
+                        f"({variant}, {source.name}) on the CANN simulator\n"
+                        f". {shlex.quote(str(where / 'env.sh'))}\n"
                         f'exec {shlex.quote(str(prefix / "bin" / "test-backend-ops"))} "$@"\n')
     launcher.chmod(0o755)
-    return time.monotonic() - t0
+    return seconds
 
 
 def _have(tool: str) -> bool:
     return any((pathlib.Path(p) / tool).exists() for p in os.environ.get("PATH", "").split(":"))
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], env: dict | None = None) -> int:
+    env = os.environ if env is None else env
     variants = argv or [v for v in VARIANTS if _uses_cann(v)]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         print(f"ggml-cann: unknown variant {unknown[0]} (known: {', '.join(VARIANTS)})",
               file=sys.stderr)
         return 2
+    out = pathlib.Path(env.get("GGML_CANN_OUT") or DEFAULT_OUT).resolve()
+    try:
+        source = ggml_sources.from_env(env, BUILD)
+    except SourceError as e:
+        print(f"ggml-cann: error: {e}", file=sys.stderr)
+        return 2
     if any(map(_uses_cann, variants)) and not cann_sim_toolkit.is_simulated(TOOLKIT):
         print(f"ggml-cann: no simulated toolkit at {TOOLKIT}: make cann-sim-toolkit first",
               file=sys.stderr)
         return 2
-    jobs = os.cpu_count() or 2
+    print(f"ggml-cann: source {source.name} (ggml {ggml_sources.ggml_version(source.ggml) or '?'}"
+          f"{f', {source.git}' if source.git else ''}) -> {out}", flush=True)
+    jobs = int(env.get("JOBS") or os.cpu_count() or 2)
     for v in variants:
-        seconds = build(v, jobs)
-        print(f"ggml-cann: {v}: {binary(v)} ({seconds:.0f} s)",
-              flush=True)
+        seconds = build(v, jobs, source, out)
+        print(f"ggml-cann: {v}: {binary(v, out)} ({seconds:.0f} s)", flush=True)
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
+    except ToolkitGap as e:
+        print(f"ggml-cann: error: {e}", file=sys.stderr)
+        sys.exit(2)
     except (subprocess.CalledProcessError, RuntimeError) as e:
         print(f"ggml-cann: error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -1,7 +1,8 @@
 """The simulator's operators that only ggml-cann (llama.cpp's ggml/src/ggml-cann) calls:
 AddRmsNorm, the in-place Cos / Sin / Exp / Div / Sub / IndexFillTensor / PowTensorTensor,
 Permute, and the weight pre-processing aclnnCalculateMatmulWeightSizeV2 +
-aclnnTransMatmulWeight read back by aclnnMm.
+aclnnTransMatmulWeight read back by aclnnMm; and what older ggml-cann (0.9.5, the Ascend
+CI reports' ggml) calls: LogSoftmax, InplaceEqTensor, Ger.
 
 Each operator is called directly (GetWorkspaceSize's checks, then its plan run at once)
 and compared with a few lines of NumPy; then one dtype its A2 page refuses
@@ -290,3 +291,43 @@ def test_trans_matmul_weight_refusals(sim):
     # an NZ mat2 reaching past its allocation (never converted with the padded size)
     nz, _ = sim.raw(20 * 40 * 2, (40, 20), "f16", strides=(1, 40), fmt=lib.ACL_FORMAT_FRACTAL_NZ)
     assert code("Mm", sim.put(np.zeros((2, 40)), "f16"), nz, sim.put(np.zeros((2, 20))), 0) == INVALID
+
+
+# ---------------------------------------- older ggml-cann: LogSoftmax, InplaceEqTensor, Ger ----
+
+def test_log_softmax(sim):
+    x = RNG.standard_normal((3, 7)) * 10
+    y = sim.put(np.zeros((3, 7)))
+    run("LogSoftmax", sim.put(x), 1, y)
+    ref = x - x.max(1, keepdims=True)
+    ref -= np.log(np.exp(ref).sum(1, keepdims=True))
+    np.testing.assert_allclose(sim.get(y), ref, rtol=1e-5, atol=1e-5)
+    assert code("LogSoftmax", sim.put(x), 2, sim.put(np.zeros((3, 7)))) == INVALID        # dim out of range
+    assert code("LogSoftmax", sim.put(x, "s32"), 1, sim.put(np.zeros((3, 7)))) == INVALID  # not in the list
+    assert code("LogSoftmax", sim.put(x), 1, sim.put(np.zeros((7, 3)))) == INVALID         # out's shape
+    assert code("LogSoftmax", ffi.NULL, 1, y) == NULLPTR
+
+
+def test_inplace_eq_tensor(sim):
+    a = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    self_ref = sim.put(a)
+    run("InplaceEqTensor", self_ref, sim.put(np.array([1, 0, 6], np.float32)))
+    np.testing.assert_array_equal(sim.get(self_ref), [[1, 0, 0], [0, 0, 1]])
+    # other may broadcast to selfRef, never selfRef to a larger shape
+    assert code("InplaceEqTensor", sim.put(np.zeros(3)), sim.put(np.zeros((2, 3)))) == INVALID
+    assert code("InplaceEqTensor", sim.put(np.zeros(3), "u16"), sim.put(np.zeros(3), "u16")) == INVALID
+    assert code("InplaceEqTensor", ffi.NULL, self_ref) == NULLPTR
+
+
+def test_ger(sim):
+    a, b = RNG.standard_normal(4), RNG.standard_normal(5)
+    out = sim.put(np.zeros((4, 5)))
+    run("Ger", sim.put(a), sim.put(b), out)
+    np.testing.assert_allclose(sim.get(out), np.outer(a, b), rtol=1e-6)
+    out16 = sim.put(np.zeros((4, 5)), "f16")
+    run("Ger", sim.put(half(a), "f16"), sim.put(half(b), "f16"), out16)
+    np.testing.assert_array_equal(sim.get(out16), np.outer(half(a), half(b)).astype(np.float16))
+    assert code("Ger", sim.put(a, "bf16"), sim.put(b, "bf16"), sim.put(np.zeros((4, 5)), "bf16")) == INVALID
+    assert code("Ger", sim.put(a), sim.put(b), sim.put(np.zeros((5, 4)))) == INVALID      # out's shape
+    assert code("Ger", sim.put(np.zeros((2, 2))), sim.put(b), sim.put(np.zeros((2, 5)))) == INVALID  # 1-D
+    assert code("Ger", sim.put(a), ffi.NULL, out) == NULLPTR

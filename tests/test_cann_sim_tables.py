@@ -54,6 +54,9 @@ PROBES = {
     "Abs": ("self", lambda d: (T(d, 4), T("f32" if d == "c64" else d, 4))),   # |c64| is real
     "GeluV2": ("x", lambda d: (T(d, 4), 0, T(d, 4))),
     "Softmax": ("self", lambda d: (T(d, 2, 4), -1, T(d, 2, 4))),
+    "LogSoftmax": ("self", lambda d: (T(d, 2, 4), -1, T(d, 2, 4))),
+    "Ger": ("self", lambda d: (T(d, 2), T(d, 3), T(d, 2, 3))),
+    "InplaceEqTensor": ("selfRef", lambda d: (T(d, 4), T(d, 4))),
     "Argsort": ("self", lambda d: (T(d, 2, 4), -1, False, T("s64", 2, 4))),
     "Add": ("self", lambda d: (T(d, 4), T(d, 4), S(d, 1), T(d, 4))),
     "Sub": ("self", lambda d: (T(d, 4), T(d, 4), S(d, 1), T(d, 4))),

@@ -294,3 +294,13 @@ def test_dsv4_hc_pre_params_of_either_version_are_the_same_op():
     half[:4] = np.float32(0.5).tobytes()
     assert not same_params("DSV4_HC_PRE", bytes(half), old)
     assert not same_params("CLAMP", new, old)   # no change declared: bytes must match
+
+
+def test_a_constructor_this_ggml_lacks_is_named():
+    """An op newer than the bridge's ggml: its cases are not supported, naming the symbol
+    (GGMLDevice.supports), rather than failing with cffi's AttributeError."""
+    from cannops.backend.ggml.library import unbound_symbol
+    err = AttributeError("cffi library 'cannops.native._ggml' has no function, constant or global "
+                         "variable named 'ggml_col2im_1d'")
+    assert unbound_symbol(err) == "ggml_col2im_1d"
+    assert unbound_symbol(AttributeError("'NoneType' object has no attribute 'x'")) is None

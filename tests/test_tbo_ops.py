@@ -34,6 +34,8 @@ FAKE = textwrap.dedent("""\
             time.sleep(60)
         elif what == "abort":
             sys.stdout.flush(); sys.stderr.write("CANN error: aclnnSomething\\n"); sys.exit(134)
+        elif what == "crash":     # its name printed, then a signal (test-backend-ops' order)
+            print(f"  GET_ROWS({c}): ", end="", flush=True); os.kill(os.getpid(), 11)
         elif what == "FAIL":
             print(f"[GET_ROWS] ERR = 1.989549812 > 0.000000100   GET_ROWS({c}): \\x1b[1;31mFAIL\\x1b[0m")
         else:
@@ -84,3 +86,12 @@ def test_a_process_out_of_time_goes_on_and_only_a_case_alone_over_it_fails(tmp_p
                           "type=q8_0,v=0": "FAIL", "type=q4_0,v=0": "OK"}
     assert [(d["rc"], d["case"]) for d in r["deaths"]] == [("timeout", "type=f16,v=0"),
                                                           ("timeout", "type=q8_0,v=0")]
+
+
+def test_a_crash_after_the_case_name_is_that_case(tmp_path, monkeypatch):
+    """A process killed by a signal after printing "  OP(params): ": that case died, not
+    the next one (the replay's transient SIGSEGVs blamed two cases before)."""
+    cases = {"type=f32,v=0": "OK", "type=f16,v=0": "crash", "type=bf16,v=0": "OK"}
+    r = _runner().run_op(_fake(tmp_path, monkeypatch, cases), "CANN0", "GET_ROWS", timeout=60)
+    assert r["cases"] == {"type=f32,v=0": "OK", "type=f16,v=0": "FAIL", "type=bf16,v=0": "OK"}
+    assert [(d["case"], d["rc"]) for d in r["deaths"]] == [("type=f16,v=0", -11)]

@@ -1,8 +1,10 @@
 """The ggml library handle that the ggml backend's modules share: the cffi bridge's ffi
 and lib, the guarded lib whose failed GGML_ASSERTs raise instead of aborting, and the
-prefix of the devices' names."""
+prefix of the devices' names. A bridge built against a ggml that lacks what the devices
+need (REQUIRED) is not loaded: one line names the symbol."""
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from cannops.backend.base import DeviceError
@@ -12,6 +14,17 @@ try:
 except ImportError as e:  # reported by backend.base as an unavailable provider
     raise ImportError(f"the ggml bridge cannops.native._ggml is not built ({e}); "
                       "build it with `make native` (or `python -m cannops.native.build`)") from e
+
+# what the devices call on any ggml: the backend registry, buffers, graphs (a ggml older
+# than its device API cannot be bound); constructors of single ops are looked up per case
+REQUIRED = ("ggml_version", "ggml_init", "ggml_new_tensor", "ggml_new_graph_custom",
+            "ggml_build_forward_expand", "ggml_backend_dev_count", "ggml_backend_dev_get",
+            "ggml_backend_dev_supports_op", "ggml_backend_dev_init", "ggml_backend_graph_compute",
+            "ggml_backend_alloc_ctx_tensors", "ggml_backend_tensor_set", "ggml_backend_tensor_get")
+_missing = [name for name in REQUIRED if not hasattr(lib, name)]
+if _missing:
+    raise ImportError(f"the ggml bridge cannot bind this ggml: it has no {_missing[0]}"
+                      + (f" (nor {', '.join(_missing[1:])})" if len(_missing) > 1 else ""))
 
 PREFIX = "GGML-"   # a ggml device is GGML-<ggml device name>: GGML-CPU, GGML-CUDA0
 GUARD = "cannops_guard_"
@@ -50,3 +63,16 @@ def _abort_message() -> str:
 
 
 G = GuardedLib()
+
+
+_UNBOUND = re.compile(r"has no function, constant or global variable named '(\w+)'")
+
+
+def unbound_symbol(error: AttributeError) -> str | None:
+    """The ggml function an AttributeError of the bridge's lib names, else None."""
+    m = _UNBOUND.search(str(error))
+    return m[1] if m else None
+
+
+def ggml_version() -> str:
+    return ffi.string(lib.ggml_version()).decode()

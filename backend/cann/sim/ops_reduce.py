@@ -130,6 +130,25 @@ def eq_tensor(self, other, out):
     return Plan(lambda a, b: as_compute(a, work) == as_compute(b, work), [x, o], [y])
 
 
+@operator("InplaceEqTensor")
+def inplace_eq_tensor(self_ref, other):
+    """selfRef = (selfRef == other), 1 or 0 in selfRef's own type (ops-math
+    aclnnEqTensor&aclnnInplaceEqTensor.md): EqTensor's types and deduction; other
+    broadcasts to selfRef's shape, which must be the broadcast shape; exactly one of them
+    empty is refused."""
+    x, o = tensor(self_ref, "selfRef"), tensor(other, "other")
+    need_dtype(x, "selfRef", EQ_TYPES)
+    need_dtype(o, "other", EQ_TYPES)
+    need_dims((x, "selfRef"), (o, "other"))
+    work = promote(x.dtype, o.dtype, "selfRef", "other")
+    if broadcast(x.dims, o.dims, "selfRef", "other") != tuple(x.dims):
+        raise invalid(f"the broadcast shape of selfRef {list(x.dims)} and other {list(o.dims)} "
+                      f"should be selfRef's")
+    if (0 in x.dims) != (0 in o.dims):
+        raise invalid("selfRef and other: exactly one of them is empty")
+    return Plan(lambda a, b: as_compute(a, work) == as_compute(b, work), [x, o], [x])
+
+
 @operator("Cumsum")
 def cumsum(self, dim, dtype, out):
     x, y = tensor(self, "self"), tensor(out, "out")

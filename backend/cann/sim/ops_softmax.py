@@ -1,10 +1,13 @@
-"""aclnnSoftmax (ops-nn softmax_v2), aclnnPowScalarTensor and aclnnInplacePowTensorTensor
+"""aclnnSoftmax and aclnnLogSoftmax (ops-nn softmax_v2, log_softmax_v2), aclnnPowScalarTensor and aclnnInplacePowTensorTensor
 (ops-math pow), per their
 public docs for Atlas A2 / A3:
 
   Softmax          self / out FLOAT, FLOAT16, DOUBLE or BFLOAT16, same shape, at most 8
                    dims, dim in [-n, n-1] (n = max(ndim, 1)); non-contiguous self is made
                    contiguous internally; the result is cast to out's type.
+  LogSoftmax       the same types (FLOAT16, FLOAT32, DOUBLE, BFLOAT16) and rules, 1 to 8
+                   dims (its page; an empty self is taken), out of self's shape in a type
+                   self converts to; x − max − log Σ exp(x − max) (the page's stable form).
   PowScalarTensor  out = self ** exponent, self an aclScalar, exponent a tensor (≤ 8 dims):
                    their types follow the tensor-scalar deduction, the deduced type must
                    convert to out's, out has exponent's shape; BFLOAT16 is taken on A2/A3
@@ -41,6 +44,28 @@ def softmax(self, dim, out):
         e = np.exp(v - v.max(axis=axis, keepdims=True))
         return e / e.sum(axis=axis, keepdims=True)
     return Plan(compute, [x], [y])
+
+
+@operator("LogSoftmax")
+def log_softmax(self, dim, out):
+    x, y = tensor(self, "self"), tensor(out, "out")
+    types = {"f32", "f16", "f64", "bf16"}
+    need_dtype(x, "self", types)
+    need_dtype(y, "out", types)
+    need_dims((x, "self"), (y, "out"), lo=1, hi=8)
+    if not -x.ndim <= dim < x.ndim:
+        raise invalid(f"provided dim {dim} not in the range of input size {x.ndim}")
+    need_cast(x.dtype, y.dtype, "self -> out")
+    need_same_shape(x, y, "self", "out")
+    axis = dim % x.ndim
+
+    def compute(a):   # in self's compute type (f32 for the half types), rounded to self's
+        v = as_compute(a, x.dtype)
+        if v.size == 0:
+            return v
+        shifted = v - v.max(axis=axis, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return Plan(in_type(x.dtype, compute), [x], [y])
 
 
 POW_TYPES = {"f32", "f16", "f64", "bf16", "s16", "s32", "s64", "s8", "u8", "c64", "c128"}

@@ -23,8 +23,9 @@ _API = {
     **dict.fromkeys(("WorkerPool", "WorkerStartError", "Reply", "FORKABLE", "set_up_forking", "fork_ahead",
                      "reap_children", "device_info"), "workers"),
     **dict.fromkeys(("BadInput", "Target", "select_cases", "select_devices", "device_names", "per_soc",
-                     "split_ops_filter", "suggest"), "selection"),
+                     "split_ops_filter", "suggest", "parse_shard"), "selection"),
     **dict.fromkeys(("worst_lines",), "compare"),
+    **dict.fromkeys(("TboSpec", "check_binary", "list_cases", "binary_source", "run_tbo"), "tbo"),
 }
 __all__ = sorted(_API)
 

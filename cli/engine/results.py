@@ -33,7 +33,7 @@ DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT),
                  "soc": _STR, "threads": (int, _OPT)}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "sample": (int, _OPT), "interrupted": (bool,), "version": _STR,
-              "strict": (str, _OPT), "catalog": _STR,
+              "strict": (str, _OPT), "catalog": _STR, "source": (dict, _OPT),
               "devices": (list,), "results": (list,)}
 
 
@@ -51,7 +51,8 @@ def _check_fields(d, types: dict, required, where: str) -> dict:
         if not isinstance(v, types[k]) or (isinstance(v, bool) and bool not in types[k]):
             raise ValueError(f"{where}: {k} is {json.dumps(v)[:40]}, expected "
                              + " or ".join("null" if t is _OPT else {"str": "a string", "int": "an integer",
-                                            "float": "a number", "bool": "true/false", "list": "a list"}[t.__name__]
+                                            "float": "a number", "bool": "true/false", "list": "a list",
+                                            "dict": "an object"}[t.__name__]
                                             for t in types[k]))
         out[k] = v
     return out
@@ -154,6 +155,9 @@ class Run:
     version: str = ""
     strict: str | None = None           # test --strict: the standard applied (cli/engine/strict.py)
     catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
+    # ops tbo: the test-backend-ops binary whose cases these are and its ggml (binary,
+    # ggml_version, kind, name, git, variant, soc: engine/tbo.py binary_source); None: ops' own
+    source: dict | None = None
     exit_status: int = 0                # of the command that made it; not saved
     # test: the cases whose reference came from the reference cache (cli/engine/refcache.py) and
     # those computed; None where no reference was needed (saved, never read back)
@@ -180,6 +184,7 @@ class Run:
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
             **({} if self.reference_cache is None else {"reference_cache": self.reference_cache}),
+            **({} if self.source is None else {"source": self.source}),
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
         }
 
@@ -208,7 +213,7 @@ class Run:
         return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
                    params_filter=f.get("params_filter"), shard=f.get("shard"), sample=f.get("sample"), devices=devices,
                    results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
-                   strict=f.get("strict"), catalog=f.get("catalog", OLDEST))
+                   strict=f.get("strict"), catalog=f.get("catalog", OLDEST), source=f.get("source"))
 
     def write_json(self, path: str) -> None:
         write_file(path, self.to_json())
@@ -312,7 +317,7 @@ def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> boo
 
 # what a merge's runs must share, as the user names it
 SAME_RUN = (("mode", "mode"), ("seed", "--seed"), ("ops_filter", "-o"), ("params_filter", "-p"),
-            ("strict", "--strict"))
+            ("strict", "--strict"), ("source", "test-backend-ops binary"))
 
 
 def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: bool = False) -> Run:
@@ -333,6 +338,7 @@ def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: b
     partial = _check_shards(runs, paths, allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
                  params_filter=first.params_filter, version=first.version, catalog=first.catalog,
+                 source=first.source,
                  interrupted=partial or any(r.interrupted for r in runs))
     seen: dict[tuple[int, str], CaseResult] = {}
     for r in runs:
@@ -432,7 +438,7 @@ class Journal:
         self.close()
 
 
-RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "catalog")
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "catalog", "source")
 
 
 def _journal_pid(path: str) -> int | None:

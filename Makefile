@@ -138,9 +138,9 @@ SAMPLE_ROPE_P := ne_a=\[128,32,2,1\].*ef=0\.0
 SAMPLE_OPS_310P := ADD,MUL_MAT,SOFT_MAX,ROPE,GET_ROWS,SET_ROWS,CPY,RMS_NORM
 SAMPLE_TBO_310P := -p 'ADD=^(?!type=bf16)'
 ggml-cann-check: ggml-cann
-	for v in $(filter-out 310P,$(VARIANTS)); do $(PY) bench/tbo_ops.py build/ggml-cann/$$v/bin/test-backend-ops \
+	for v in $(filter-out 310P,$(VARIANTS)); do $(OPS) tbo build/ggml-cann/$$v/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean || exit 1; done
-	$(if $(filter 310P,$(VARIANTS)),$(PY) bench/tbo_ops.py build/ggml-cann/310P/bin/test-backend-ops \
+	$(if $(filter 310P,$(VARIANTS)),$(OPS) tbo build/ggml-cann/310P/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
 	$(MAKE) native GGML_HOME=$(CURDIR)/build/ggml-cann/910B/prefix
 	. build/ggml-cann/910B/env.sh && \

@@ -80,9 +80,11 @@ class Line:
     status: str                 # OK / not supported / FAIL / skipped
     checks: list[str] = field(default_factory=list)   # the FAIL's check fragments
     side: list[str] = field(default_factory=list)     # stderr-ish lines printed while it ran
+    seconds: float = 0.0        # since the line before (the first: since the process started)
 
     def result(self, device: str) -> CaseResult:
-        r = CaseResult(device=device, op=self.op, params=self.params, status=self.status)
+        r = CaseResult(device=device, op=self.op, params=self.params, status=self.status,
+                       seconds=round(self.seconds, 6))
         story = self.checks + [s for s in self.side if CANN_ERROR.match(s)]
         if self.status == FAIL:
             r.reason = "; ".join(self.checks) or "FAIL"
@@ -126,6 +128,8 @@ class Reader:
         self.head: Line | None = None   # an old ggml's case named, its status not yet printed
         self.finished = False           # the "N/N backends passed" line came
         self.cases = 0
+        self.allocs: list[str] = []     # allocation failures: cases that printed no line
+        self.last = time.monotonic()    # when the last case line (or the process) came
 
     def feed(self, raw: str) -> None:
         line = ANSI.sub("", raw.rstrip("\r\n"))
@@ -173,6 +177,9 @@ class Reader:
             self.side.append(line.strip())
 
     def _case(self, pre: str, op: str, params: str, text: str) -> None:
+        # an allocation failure ends its case with no line: it leads the next one's
+        self.allocs += ALLOC.findall(pre)
+        pre = ALLOC.sub("", pre)
         checks = FRAGMENTS.findall(pre)
         rest = FRAGMENTS.sub("", pre).strip()
         side = self.side + ([rest] if rest else [])
@@ -186,13 +193,15 @@ class Reader:
             status = SKIPPED
         else:
             status = FAIL
+        now = time.monotonic()
+        seconds, self.last = now - self.last, now
         self.side, self.head = [], None
         self.cases += 1
-        self.on_case(Line(op, params, status, checks, side))
+        self.on_case(Line(op, params, status, checks, side, seconds))
 
     def orphans(self) -> list[str]:
-        """Allocation failures printed with no case line of their own."""
-        return [m.group(0) for s in self.side for m in [ALLOC.search(s)] if m]
+        """Allocation failures, each a case that printed no line of its own, in order."""
+        return self.allocs + [m.group(0) for s in self.side for m in [ALLOC.search(s)] if m]
 
 
 def death_story(rc: int | None, side: list[str], timeout: float | None = None) -> str:
@@ -358,6 +367,7 @@ class Processes:
             return Proc(None, False, True, reader)
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)   # its own group: a launcher's children die with it
+        reader.last = time.monotonic()
         with self.lock:
             self.live.add(p)
         if self.stopped.is_set():   # stopped between the check and now

@@ -52,7 +52,7 @@ TBO_OPTIONS = [
     click.option("-j", "jobs", type=int, default=1, show_default=True, help="Ops run side by side (processes)."),
     click.option("--timeout", type=float, default=600.0, show_default=True,
                  help="Seconds one test-backend-ops process may take; a case that alone outlasts it FAILs."),
-    click.option("--max-aborts", type=int, default=50, show_default=True,
+    click.option("--max-aborts", type=int, default=200, show_default=True,
                  help="Deaths of an op's processes after which its other cases are not run (skipped)."),
     click.option("--shard", metavar="K/N", help="Run the K-th of N slices of the ops (dealt by case count)."),
     click.option("--output", type=click.Choice(OUTPUTS), default="console", show_default=True,

@@ -327,7 +327,7 @@ class TboSpec:
     params: tuple[tuple[str, str], ...] = ()   # (op or "", regex): -p REGEX and -p OP=REGEX
     timeout: float = 600.0                # seconds a test-backend-ops process may take
     jobs: int = 1                         # ops run side by side
-    max_aborts: int = 50                  # per op: deaths after which its other cases are not run
+    max_aborts: int = 200                 # per op: deaths after which its other cases are not run
     shard: str | None = None
 
     def regex(self, op: str) -> str | None:

@@ -171,7 +171,7 @@ def _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, 
             for r in known.values():
                 journal.result(r)
         printer = ConsolePrinter("test") if output == "console" else QuietPrinter("test")
-        sink = _Sink(printer, journal, devices, run)
+        sink = _Sink(printer, journal, devices, run, stream=jobs == 1)
         printer.start(len(devices))
         run_tbo(spec, listing, run, known, sink, log_dir)
         if run.interrupted:
@@ -200,10 +200,13 @@ def _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, 
 
 class _Sink:
     """Where the engine's results go: the journal as they come; the console a device and
-    an op at a time, in op order, each op closed by a line of its counts."""
+    an op at a time, in op order, each op closed by a line of its counts (stream: one op
+    runs at a time, and its cases are printed as they come)."""
 
-    def __init__(self, printer, journal, devices, run):
+    def __init__(self, printer, journal, devices, run, stream=False):
         self.printer, self.journal, self.devices, self.run = printer, journal, devices, run
+        self.stream = stream
+        self.printed: set[int] = set()
         self.n_ok = 0
         self.no_ok: list[str] = []
         self.device_results: list = []
@@ -211,6 +214,9 @@ class _Sink:
     def result(self, r) -> None:
         if self.journal:
             self.journal.result(r)
+        if self.stream:
+            self.printer.case(r)
+            self.printed.add(id(r))
 
     def device_start(self, device: str, n_cases: int) -> None:
         i = self.devices.index(device)
@@ -222,7 +228,8 @@ class _Sink:
         from .engine import FAIL, NOT_SUPPORTED, OK, SKIPPED
         results = sorted(results, key=lambda r: r.index)
         for r in results:
-            self.printer.case(r)
+            if id(r) not in self.printed:   # (resumed ones, and all of them with -j 2 or more)
+                self.printer.case(r)
         self.device_results += results
         if not results:
             return

@@ -419,3 +419,21 @@ def test_bad_input_is_one_line_and_exit_2_before_any_case(binary, tmp_path, args
     assert p.returncode == 2, p.stderr
     assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert not res.exists() and not ran(binary)
+
+
+def test_only_a_report_by_the_ci_rule_has_changes_set_apart(tmp_path):
+    """A markdown baseline with a ❓ is not by the CI's rule (it never gives one): its
+    changes are all changes; without one, those its rule explains are set apart."""
+    from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
+    from cannops.cli.report import load_baseline, markdown_report
+    run = Run(mode="test", devices=[DeviceInfo("CANN0")], results=[
+        CaseResult("CANN0", "CPY", "a", "not supported", index=0), CaseResult("CANN0", "ABS", "a", "OK", index=1)])
+    table = "### Backend Operator Support Summary\n\n| Operator | Status |\n| --- | --- |\n"
+    ours, ci = tmp_path / "ours.md", tmp_path / "ci.md"
+    ours.write_text(table + "| CPY | \U0001f7e1 |\n| ABS | \u2753 |\n")
+    ci.write_text(table + "| CPY | \U0001f7e1 |\n| ABS | \u2705 |\n")
+    text = markdown_report(run, load_baseline(str(ours)))
+    assert "| CPY | partial (\U0001f7e1) | unsupported (\u2753) |" in text and "CI's classification" not in text
+    text = markdown_report(run, load_baseline(str(ci)))
+    assert text.split("### Status differences from the CI's classification only")[1].count("| CPY |") == 1
+    assert "No operator changed status." in text

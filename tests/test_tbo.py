@@ -30,6 +30,7 @@ CASES = [
     ["GET_ROWS", "type=q4_1,v=0", "ns", True],
     ["GET_ROWS", "type=f16,v=0", "nan", True],
     ["GET_ROWS", "type=bf16,v=0", "ok", True],
+    ["GET_ROWS", "type=f32,v=0,nf=2", "ok", False],   # a whole-graph case under the op's name
     ["MUL", "type=f32,a=0", "inf", True],
     ["MUL", "type=f32,a=1", "sentinel", True],
     ["MUL", "type=f16,a=0", "refused", True],
@@ -45,6 +46,7 @@ CASES = [
     ["SOFT_MAX", "type=f32,n=1", "ok", True],
     ["SOFT_MAX", "type=f32,n=2", "slow", True],
     ["SOFT_MAX", "type=f32,n=3", "ok", True],
+    ["SOFT_MAX", "type=f32,n=4,nf=2", "ok", False],
 ]
 
 FAKE = textwrap.dedent(r'''
@@ -252,6 +254,7 @@ def test_a_run_with_aborts_gives_results_junit_and_logs(binary, tmp_path):
         "GET_ROWS(type=q4_1,v=0)": ("not supported", ""),
         "GET_ROWS(type=f16,v=0)": ("FAIL", "[GET_ROWS] NaN at index 3 (CANN0=nan CPU=1.500000)"),
         "GET_ROWS(type=bf16,v=0)": ("OK", ""),   # the op went on after the abort
+        "GET_ROWS(type=f32,v=0,nf=2)": ("OK", ""),   # unlisted, after the abort: reached too
         "MUL(type=f32,a=0)": ("FAIL", "[MUL] inf mismatch: CANN0=inf CPU=1.000000"),
         "MUL(type=f32,a=1)": ("FAIL", "sentinel mismatch: sent_3"),
         "MUL(type=f16,a=0)": ("FAIL", "aborted (killed by SIGABRT): ggml-cann.cpp:68: CANN error in "
@@ -269,13 +272,13 @@ def test_a_run_with_aborts_gives_results_junit_and_logs(binary, tmp_path):
     assert "CANN error: EZ1001" in refused and "only once per process" not in refused
     # one testcase per case; a FAIL's message is its first line
     root = ET.fromstring(p.stdout)
-    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("17", "8", "3")
+    assert (root.get("tests"), root.get("failures"), root.get("skipped")) == ("18", "8", "3")
     msgs = {tc.get("name"): tc.find("failure").get("message") for tc in root.iter("testcase")
             if tc.find("failure") is not None}
     assert "GGML_ASSERT(dst->ne[0] == nr)" in msgs["GET_ROWS(type=q8_0,v=1)"]
-    # the raw console of every process of the op, as the CI keeps it
+    # the raw console of every process of the op (all, the rest by name, the unlisted rest)
     log = (logs / "GET_ROWS.log").read_text()
-    assert log.count("Testing 2 devices") == 2 and "GGML_ASSERT(dst->ne[0] == nr) failed" in log
+    assert log.count("Testing 2 devices") == 3 and "GGML_ASSERT(dst->ne[0] == nr) failed" in log
 
 
 def test_the_report_against_ops_results_and_against_a_ci_report(binary, tmp_path):
@@ -327,9 +330,10 @@ def test_resume_after_a_kill_runs_only_what_was_not_done(binary, tmp_path):
     assert before == ["ABS(type=f32,v=0)", "ABS(type=f16,v=0)", "SOFT_MAX(type=f32,n=1)", "SOFT_MAX(type=f32,n=2)"]
     p = ops("tbo", binary, "-o", "ABS,SOFT_MAX", "--resume", str(res))
     assert p.returncode == 0, p.stderr
-    assert ran(binary)[len(before):] == ["SOFT_MAX(type=f32,n=2)", "SOFT_MAX(type=f32,n=3)"]
+    assert ran(binary)[len(before):] == ["SOFT_MAX(type=f32,n=2)", "SOFT_MAX(type=f32,n=3)",
+                                         "SOFT_MAX(type=f32,n=4,nf=2)"]
     r = by_name(res)
-    assert len(r) == 5 and all(x["status"] == "OK" for x in r.values())
+    assert len(r) == 6 and all(x["status"] == "OK" for x in r.values())
     assert not journal.exists()
     # another selection is not resumed
     p = ops("tbo", binary, "-o", "ABS", "--resume", str(res))
@@ -361,6 +365,7 @@ def test_a_case_over_the_time_limit_fails_and_the_op_goes_on(binary, tmp_path):
     assert p.returncode == 1
     r = by_name(res)
     assert [r[f"SOFT_MAX(type=f32,n={n})"]["status"] for n in (1, 2, 3)] == ["OK", "FAIL", "OK"]
+    assert r["SOFT_MAX(type=f32,n=4,nf=2)"]["status"] == "OK"
     assert r["SOFT_MAX(type=f32,n=2)"]["reason"].startswith("timeout: still running after 3 s")
 
 
@@ -383,6 +388,7 @@ def test_an_unlisted_op_stops_at_an_abort_it_cannot_name(binary, tmp_path):
     assert p.returncode == 1
     r = by_name(res)
     assert list(r) == ["ADD_RMS_NORM(type=f32,n=1)", "ADD_RMS_NORM(#2)"]
+    assert ran(binary) == ["ADD_RMS_NORM(type=f32,n=1)", "ADD_RMS_NORM(type=f32,n=2)"]   # no further
     assert "GGML_ASSERT" in r["ADD_RMS_NORM(#2)"]["reason"] and "no name" in r["ADD_RMS_NORM(#2)"]["reason"]
 
 

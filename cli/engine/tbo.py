@@ -259,6 +259,12 @@ class Listing:
     devices: dict[str, DeviceInfo]
     tested: list[str]
     cases: dict[str, list[str]]
+    supported: dict[str, int] = field(default_factory=dict)   # per op: the cases the device supports
+
+    def cost(self, op: str) -> int:
+        """What running an op takes, roughly: its supported cases (a case not supported
+        costs nothing); an op it does not list (fused) counts as one."""
+        return max(self.supported.get(op, 0), 1)
 
 
 def check_binary(binary: str) -> str:
@@ -275,7 +281,13 @@ def list_cases(binary: str, device: str | None = None, timeout: float = 600) -> 
     """Every case the binary has, from its support mode (one process: ~1 s for 19,000 cases)."""
     cmd = [binary, "support"] + (["-b", device] if device else [])
     listed: dict[str, list[str]] = {}
-    reader = Reader(lambda ln: listed.setdefault(ln.op, []).append(ln.params))
+    supported: dict[str, int] = {}
+
+    def on_case(ln: Line) -> None:
+        listed.setdefault(ln.op, []).append(ln.params)
+        supported[ln.op] = supported.get(ln.op, 0) + (ln.status == OK)
+
+    reader = Reader(on_case)
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
                               errors="replace", text=True)
@@ -292,7 +304,7 @@ def list_cases(binary: str, device: str | None = None, timeout: float = 600) -> 
     # every listed case once (a case listed twice is one case), in order
     cases = {op: list(dict.fromkeys(ps)) for op, ps in listed.items()}
     tested = [d for d in reader.devices if d not in reader.skipped]
-    return Listing(reader.devices, tested, cases)
+    return Listing(reader.devices, tested, cases, supported)
 
 
 def binary_source(binary: str, ggml_version: str | None = None, source: str | None = None) -> dict:
@@ -451,82 +463,95 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
 
     if any(r.params.startswith("#") and r.status == FAIL for r in known.values()):
         return out   # an unnamed death ended it before: nothing after it can be reached
-    pending = [p for p in listed if p not in got]
-    if listed and not pending:
-        return out
-    aborts, first = 0, not got
+    # "all": the op's whole selection in one process (the first, unless resumed); "chunk":
+    # listed cases not seen yet, by name; "rest": every case not seen yet, by exclusion,
+    # for the unlisted ones (whole-graph cases under the op's own name: ADD with nf=2)
+    # that a process ended early never reached
+    mode, aborts = ("chunk" if got else "all"), 0
     while True:
+        pending = [p for p in listed if p not in got]
+        if mode == "chunk" and not pending:
+            mode = "rest"
         cmd = [spec.binary, "test", "-b", device, "-o", op]
         chunk: list[str] = []
-        if first:
-            if regex:
-                cmd += ["-p", regex]
-        elif listed:
+        if mode == "all":
+            cmd += ["-p", regex] if regex else []
+        elif mode == "chunk":
             chunk = pending[:CHUNK]
             cmd += ["-p", "^" + _alternatives(chunk) + "$"]
-        else:   # unlisted: the cases not seen yet, by exclusion
-            cmd += ["-p", "^(?!" + _alternatives(list(got)) + "$)"]
-        first = False
+        else:
+            rest = _excluding(list(got), regex)
+            if rest is None:
+                return out   # too many names for one argument: the unlisted rest is not reached
+            cmd += ["-p", rest]
         before = len(got)
         reader = Reader(on_case)
         proc = procs.run(cmd, spec.timeout, reader, log)
         if proc.interrupted:
             return out
         progressed = len(got) > before
-        pending = [p for p in listed if p not in got]
-        ended = proc.reader.finished and not proc.timed_out and proc.rc in (0, 1)
-        if ended:
+        if proc.reader.finished and not proc.timed_out and proc.rc in (0, 1):
             # a listed case of this process without a line: an allocation failure prints none
-            missed = [p for p in (chunk or listed) if p not in got]
             orphans = reader.orphans()
-            for p in missed:
-                if orphans:
-                    keep(CaseResult(device=device, op=op, params=p, status=FAIL, reason=orphans.pop(0)))
-                else:
-                    keep(CaseResult(device=device, op=op, params=p, status=SKIPPED,
-                                    reason="not run: test mode printed no line for this listed case"))
-            pending = [p for p in listed if p not in got]
-            if not pending:
+            for p in (chunk if mode == "chunk" else pending if mode == "all" else []):
+                if p in got:
+                    continue
+                keep(CaseResult(device=device, op=op, params=p, status=FAIL, reason=orphans.pop(0)) if orphans else
+                     CaseResult(device=device, op=op, params=p, status=SKIPPED,
+                                reason="not run: test mode printed no line for this listed case"))
+            if mode != "chunk":
                 return out
             continue
         if proc.timed_out and progressed:
+            mode = "rest" if mode == "rest" else "chunk"
             continue   # cases were still finishing: none to blame, the rest goes on
-        victim = reader.head.params if reader.head is not None and reader.head.op == op else (
-            pending[0] if pending else None)
-        story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
-        if victim is None:
-            if listed:
-                return out   # died after its last case (at exit): every case has its line
-            # an unlisted op's case prints nothing before it dies: it has no name
-            keep(CaseResult(device=device, op=op, params=f"#{len(got) + 1}", status=FAIL,
-                            reason=story + "\n(the op's cases are not in support mode's listing: "
-                                           "this one has no name, and the op stops here)"))
-            return out
-        keep(CaseResult(device=device, op=op, params=victim, status=FAIL, reason=story))
-        aborts += 1
         pending = [p for p in listed if p not in got]
-        if not pending:
+        victim = reader.head.params if reader.head is not None and reader.head.op == op else (
+            pending[0] if pending and mode != "rest" else None)
+        story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
+        seconds = round(time.monotonic() - reader.last, 6)
+        if victim is None:
+            # every listed case has its line: an unlisted one died (it prints nothing before), or the exit
+            keep(CaseResult(device=device, op=op, params=f"#{len(got) + 1}", status=FAIL, seconds=seconds,
+                            reason=story + "\n(after the op's listed cases: an unlisted whole-graph case, which "
+                                           "has no name until it prints, or the process's exit; the op stops here)"))
             return out
+        keep(CaseResult(device=device, op=op, params=victim, status=FAIL, reason=story, seconds=seconds))
+        aborts += 1
+        mode = "chunk"
         if aborts >= spec.max_aborts:
-            for p in pending:
-                keep(CaseResult(device=device, op=op, params=p, status=SKIPPED,
-                                reason=f"not run: the op died {aborts} times (--max-aborts {spec.max_aborts})"))
+            for p in listed:
+                if p not in got:
+                    keep(CaseResult(device=device, op=op, params=p, status=SKIPPED,
+                                    reason=f"not run: the op died {aborts} times (--max-aborts {spec.max_aborts})"))
             return out
+
+
+MAX_ARG = 100_000   # characters of one -p argument (Linux takes 128 KiB)
+
+
+def _excluding(names: list[str], regex: str | None) -> str | None:
+    """A params regex (ECMAScript, as test-backend-ops' std::regex reads it) for the cases
+    not in `names` that `regex` selects; None where it would not fit one argument."""
+    rx = "^(?!" + _alternatives(names) + "$)" if names else ""
+    if regex:
+        rx += "(?=[\\s\\S]*?(?:" + regex + "))" if rx else regex
+    return rx if len(rx) <= MAX_ARG else None
 
 
 # --- a run --------------------------------------------------------------------------------
 
-def shard_ops(ops: list[str], sizes: dict[str, int], shard: str | None) -> list[str]:
-    """The ops of shard K/N: the ops dealt, biggest first, to the shard with the fewest
-    cases so far (the same deal in every shard: it depends only on the listing)."""
+def shard_ops(ops: list[str], cost: Callable[[str], int], shard: str | None) -> list[str]:
+    """The ops of shard K/N: the ops dealt, costliest first, to the shard with the least
+    cost so far (the same deal in every shard: it depends only on the listing)."""
     if not shard:
         return ops
     k, n = parse_shard(shard)
     load = [0] * n
     mine = set()
-    for op in sorted(ops, key=lambda o: (-sizes.get(o, 0), o)):
+    for op in sorted(ops, key=lambda o: (-cost(o), o)):
         s = min(range(n), key=lambda i: (load[i], i))
-        load[s] += max(sizes.get(op, 0), 1)
+        load[s] += cost(op)
         if s == k - 1:
             mine.add(op)
     return [op for op in ops if op in mine]
@@ -545,7 +570,7 @@ def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, st
     lock = threading.Lock()
     # an op's number (its cases' indexes) is its place among every op, whatever the shard
     op_no = {op: i for i, op in enumerate(sorted(set(spec.ops) | set(listing.cases)))}
-    ops = shard_ops(list(spec.ops), {op: len(ps) for op, ps in listing.cases.items()}, spec.shard)
+    ops = shard_ops(list(spec.ops), listing.cost, spec.shard)
     interrupted = []
 
     def handler(signum, frame):

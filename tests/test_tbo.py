@@ -5,7 +5,6 @@ prints no case line, an abort with its GGML_ASSERT and backtrace, the simulator'
 the support mode that lists the cases (fused ones left out); the summary lines."""
 import json
 import os
-import re
 import signal
 import subprocess
 import sys

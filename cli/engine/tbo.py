@@ -5,15 +5,17 @@ How a binary is driven, whatever its ggml version or runtime (CANN on an Ascend 
 CANN simulator, any other ggml backend):
 
 * `BINARY support -b DEV` lists every case once, in enumeration order (test mode runs
-  them in that order): the case names, the devices, their descriptions. Fused multi-node
-  cases (RMS_NORM_MUL_ADD) are not in that listing; they run, unlisted, when named.
+  them in that order): the case names, the devices, their descriptions. Whole-graph cases
+  (fused ones, RMS_NORM_MUL_ADD, and some under a listed op's name, ADD with nf=2) are not
+  in that listing; they run, unlisted, with their op.
 * `BINARY test -b DEV -o OP [-p REGEX]` runs one op. Its stdout and stderr are read as one
   stream, so that what a case printed on stderr (an assert, `CANN error`, the simulator's
   `CANN-SIM refused:`) comes before the case's own line, or before the death.
 * A process that dies prints no line for the case that killed it: that case is the first
   listed one without a line. It FAILs with the death's story, and the op goes on from the
-  case after it (the rest named in a params regex, CHUNK names a process). A process out
-  of time goes on the same way; a case that alone outlasts the limit FAILs.
+  case after it (the rest named in a params regex, CHUNK names a process), then one last
+  process runs what no listing names and no process reached (an exclusion regex). A
+  process out of time goes on the same way; a case that alone outlasts the limit FAILs.
 
 Output lines, of ggml 0.9 to 0.25 (tests/test-backend-ops.cpp, console_printer):
 `  OP(params): OK`, `  OP(params): not supported [DEV] `, and a FAIL led by its checks on
@@ -127,7 +129,6 @@ class Reader:
         self.side: list[str] = []       # printed since the last case line
         self.head: Line | None = None   # an old ggml's case named, its status not yet printed
         self.finished = False           # the "N/N backends passed" line came
-        self.cases = 0
         self.allocs: list[str] = []     # allocation failures: cases that printed no line
         self.last = time.monotonic()    # when the last case line (or the process) came
 
@@ -196,7 +197,6 @@ class Reader:
         now = time.monotonic()
         seconds, self.last = now - self.last, now
         self.side, self.head = [], None
-        self.cases += 1
         self.on_case(Line(op, params, status, checks, side, seconds))
 
     def orphans(self) -> list[str]:
@@ -348,10 +348,6 @@ class TboSpec:
         return (per_op or common or [None])[-1]
 
 
-class Stop(Exception):
-    """The run was interrupted: the op's runner returns what it has."""
-
-
 @dataclass
 class Proc:
     rc: int | None
@@ -377,8 +373,12 @@ class Processes:
     def run(self, cmd: list[str], timeout: float, reader: Reader, log=None) -> Proc:
         if self.stopped.is_set():
             return Proc(None, False, True, reader)
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)   # its own group: a launcher's children die with it
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)   # its own group: a launcher's children die with it
+        except OSError as e:   # the binary went away mid-run: its case dies, as a crash would
+            reader.feed(f"cannot run {cmd[0]}: {e.strerror or e}")
+            return Proc(127, False, False, reader)
         reader.last = time.monotonic()
         with self.lock:
             self.live.add(p)

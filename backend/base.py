@@ -85,10 +85,9 @@ class Device:
     is_cpu: bool = True         # perf: CPU devices get test-backend-ops' smaller work targets
     clock: str = "host wall clock"   # perf: what `time` measures, as results and output say it
 
-    @property
-    def notes_name(self) -> str:
-        """The name a family's notes and tolerances are keyed by (a prefix of it)."""
-        return self.name
+    # the implementations it runs (cases/implementations.py), by which a family's notes
+    # and tolerances concern it: none, unless the device says so
+    implements: tuple[str, ...] = ()
 
     def memory(self) -> tuple[int, int] | None:
         """(total, free) bytes, when the device knows them."""

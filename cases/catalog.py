@@ -102,11 +102,12 @@ def fd_limit(why: str, when: Callable[[Params], bool] = lambda params: True,
                      f"reports FAIL too): {why}", when, max_error, nonfinite)
 
 
-def find_deviation(notes: Mapping[str, "Deviation | tuple[Deviation, ...]"], device: str,
+def find_deviation(notes: Mapping[str, "Deviation | tuple[Deviation, ...]"], implements: tuple[str, ...],
                    params: Params, error: float | None = None) -> "Deviation | None":
-    """The recorded deviation that explains an error of `device` on these params, if any."""
-    for prefix, devs in notes.items():
-        if not device.startswith(prefix):
+    """The recorded deviation that explains an error on these params of a device running
+    `implements` (cases/implementations.py), if any."""
+    for impl, devs in notes.items():
+        if impl != EVERY_DEVICE and impl not in implements:
             continue
         for d in devs if isinstance(devs, tuple) else (devs,):
             if d.when(params) and (d.max_error is None or error is None or error <= d.max_error):
@@ -118,8 +119,8 @@ def find_deviation(notes: Mapping[str, "Deviation | tuple[Deviation, ...]"], dev
 class Tolerance:
     """A looser per-element bound for `ops test --strict` (cli/engine/strict.py) than the output
     type's default, |out - ref| <= atol + rtol * |ref|: for the cases `when` picks, on the
-    devices whose name starts with `device` ("" for every device), and why the op (or that
-    device's implementation of it) is less precise than its output type. `atol_rms` is an
+    devices that run the implementation `impl` (cases/implementations.py; "" for every
+    device), and why the op (or that implementation of it) is less precise than its output type. `atol_rms` is an
     absolute part in units of the reference's root mean square: for sums and dot products,
     whose rounding error scales with the terms, not with a result that cancels to ~0."""
     reason: str
@@ -127,7 +128,7 @@ class Tolerance:
     atol: float = 0.0
     atol_rms: float = 0.0
     when: Callable[[Params], bool] = lambda params: True
-    device: str = ""
+    impl: str = ""
 
 
 @dataclass(frozen=True)
@@ -214,9 +215,9 @@ class Family:
     fused: bool = False
     flops: Callable[[Tensor, Params], int] | None = None
     op_size: Callable[[Tensor, Params], int] | None = None
-    # Known deviations of a device from the reference, keyed by device-name prefix (e.g.
-    # "GGML-CPU"): a Deviation names the cases it concerns and why. Such a case that misses
-    # its metric on that device is reported as "known deviation" with the reason (never
+    # Known deviations of an implementation from the reference, keyed by implementation
+    # (cases/implementations.py, e.g. GGML_CPU): a Deviation names the cases it concerns and
+    # why. Such a case that misses its metric on a device running it is reported as "known deviation" with the reason (never
     # hidden as OK); NaN, inf or overruns stay FAILs, and so does any other case.
     notes: Mapping[str, "Deviation | tuple[Deviation, ...]"] = field(default_factory=dict)
     # the same for `ops grad`, where the key EVERY_DEVICE names a limit of the

@@ -12,6 +12,7 @@ from .graph import Tensor, cont, new_op, permute, reshape, view
 from .image import im2col
 from .matmul import mul_mat
 from .types import F16, F32
+from .implementations import ACLNN_310P
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -349,7 +350,7 @@ register(Family(
     vars=("ne_input", "ne_kernel", "s0", "p0", "d0"),
     op="CONV_TRANSPOSE_1D",
     eval_grid=conv_transpose_1d_eval_grid,
-    notes={"CANN-SIM:310P": Deviation(reason=(
+    notes={ACLNN_310P: Deviation(reason=(
         "310P: ggml-cann's 310P path (and the layer's) runs aclnnConvolution with cubeMathType 1, "
         "which the 310P computes in f16 for f32 operands (aclnnConvolution's page): both operands "
         "are rounded to f16 (2^-11 relative), so NMSE reaches 1e-7..2.3e-6 (17 of 115 cases at "

@@ -11,6 +11,7 @@ from .graph import Tensor, new_op, view
 from .graph import permute as ggml_permute
 from .inputs import kq_mask, shape_of
 from .types import F16, F32, ggml_type
+from .implementations import GGML_CPU
 
 PREC = {"def": 0, "f32": 10}   # enum ggml_prec, as test-backend-ops prints it
 
@@ -287,7 +288,7 @@ register(Family(
     strict=dot_products(lambda p: p["type_K"]) + (Tolerance(
         "ggml-CPU accumulates the weighted rows of an f16 V in f16 (VKQ16) with f16 softmax "
         "weights: ~2^-11 of |V| <= 1 per step, whatever the output, an average near 0",
-        atol=2 ** -8, device="GGML-CPU", when=lambda p: p["type_V"] == "f16"),),
+        atol=2 ** -8, impl=GGML_CPU, when=lambda p: p["type_V"] == "f16"),),
     build=build,
     vars=("hsk", "hsv", "nh", "nr23", "kv", "nb", "mask", "sinks", "max_bias", "logit_softcap", "prec",
           "type_K", "type_V", "permute"),

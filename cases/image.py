@@ -13,6 +13,7 @@ from .tolerances import on_310p
 from .elementwise import sin, sqr
 from .graph import Tensor, add, mul, new_op, set_param, transpose, view
 from .inputs import uniform
+from .implementations import ACLNN_310P
 
 POOL_MAX, POOL_AVG = 0, 1                       # enum ggml_op_pool
 POOL_NAMES = {"max": POOL_MAX, "avg": POOL_AVG}
@@ -273,7 +274,7 @@ register(Family(
                        for pt in ("avg", "max") for k0 in (1, 2, 3) for s0 in (1, 2, 3)
                        for p0 in (0, 1, 2, 3) for ne in ([10, 3, 2, 1], [11, 1, 3, 2], [128, 2, 1, 3])],
     strict=AVG_POOL_310P,
-    notes={"CANN-SIM:310P": AVG_POOL_310P_NMSE, "CANN0:310P": AVG_POOL_310P_NMSE},
+    notes={ACLNN_310P: AVG_POOL_310P_NMSE},
 ))
 
 register(Family(
@@ -287,7 +288,7 @@ register(Family(
                        for pt in ("avg", "max") for k0, k1, s0, s1, p0, p1 in itertools.product(
                            (1, 3), (1, 3), (1, 2), (1, 2), (0, 1), (0, 1))],
     strict=AVG_POOL_310P,
-    notes={"CANN-SIM:310P": AVG_POOL_310P_NMSE, "CANN0:310P": AVG_POOL_310P_NMSE},
+    notes={ACLNN_310P: AVG_POOL_310P_NMSE},
 ))
 
 

@@ -20,6 +20,7 @@ from .matmul import (BASE_TYPES, OTHER_TYPES, ALL_TYPES, IQP_TYPES, VARS as MM_V
                      build_mul_mat, mm, mul_mat, mul_mat_flops)
 from .movement import get_rows, repeat
 from .types import F32, I32, ggml_type
+from .implementations import ACLNN, GGML_CPU
 
 
 # --- constructors (ggml.c) ---
@@ -349,7 +350,7 @@ register(Family(
     init=init_hadamard,
     max_nmse=5e-4,
     grad_nmax=20000,   # test_mul_mat's, which test_mul_mat_hadamard inherits
-    grad_notes={"GGML-CPU": Deviation(reason=(
+    grad_notes={GGML_CPU: Deviation(reason=(
         "the hint promises that A is the Walsh-Hadamard matrix, and ggml-CPU then computes the "
         "fast transform without reading A: perturbing A changes nothing (finite differences 0), "
         "while backprop, which ignores the hint, gives G B^T"))},
@@ -462,7 +463,7 @@ register(Family(
                   rtol=2 ** -4, atol_rms=2 ** -3, when=lambda p: ggml_type(p["type"]).is_quantized),
         Tolerance("the same on CANN's cube unit, whose f32 products round their operands to f16 "
                   "/ HF32 (2^-11 relative per term, an eighth of the q8 error)",
-                  rtol=2 ** -7, atol_rms=2 ** -6, device="CANN")),
+                  rtol=2 ** -7, atol_rms=2 ** -6, impl=ACLNN)),
     build=build_mul_mat_vec_fusion,
     vars=("type", "glu_op", "m", "n", "k", "use_id", "n_mats", "n_used", "b", "with_bias",
           "with_gate", "with_lane_scale", "batch_dims"),

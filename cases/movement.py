@@ -17,6 +17,7 @@ from .graph import (GGML_MAX_DIMS, Tensor, can_repeat, cont, cpy, dup, leaf_or_v
                     set_param, strided_view, transpose, view)
 from .inputs import shape_of, uniform_init
 from .types import F32, I32, ggml_type
+from .implementations import ACLNN, GGML_CPU
 
 # test-backend-ops' all_types: every type a copy / row gather is tried with
 # 0.25.3 adds tq1_0 to all_types
@@ -385,7 +386,7 @@ register(Family(
     # 0.25.3: tq1_0 joins all_types
     changes=(Since("0.25.3", add=lambda: list(_cpy_all_types(NEW_TYPES))),),
     op_size=lambda out, p: out.nbytes() + out.src[0].nbytes(),
-    notes={"GGML-CPU": Deviation(
+    notes={GGML_CPU: Deviation(
         when=lambda p: p["type_src"] in ("f16", "bf16") and p["type_dst"] == "q8_0", reason=(
         "f16/bf16 -> q8_0: ggml-CPU's SIMD quantize_row_q8_0 scales by 127/amax and rounds "
         "ties to even, where ggml's reference quantizer (quantize_row_q8_0_ref, which gguf "
@@ -454,7 +455,7 @@ def _get_rows_grid():
 CANN_Q8_0_F16 = Tolerance(
     "q8_0 rows on CANN are dequantized by aclnnMul of the int8 quants and the f16 scales, "
     "which computes in the deduced FLOAT16: each value is rounded to f16 (2^-11 relative)",
-    rtol=2 ** -10, device="CANN", when=lambda p: p["type"] == "q8_0")
+    rtol=2 ** -10, impl=ACLNN, when=lambda p: p["type"] == "q8_0")
 
 register(Family(
     name="get_rows", build=build_get_rows, vars=("type", "n", "m", "r", "be1", "be2", "v"),

@@ -19,6 +19,7 @@ from .misc import ssm_conv
 from .norm import l2_norm
 from .reduce import sum_all
 from .types import F32, I32
+from .implementations import ACLNN, GGML_CPU
 
 
 # --- constructors (ggml.c) ---
@@ -472,7 +473,7 @@ register(Family(
     init=init_solve_tri,
     err_srcs=True,   # the deviations' ceiling reads A and B
     flops=solve_tri_flops,
-    notes={"GGML-CPU": Deviation(
+    notes={GGML_CPU: Deviation(
         "ill-conditioned inputs: lower-triangular matrices with entries in [0.1, 1] reach condition "
         "numbers of 1e9 to 1e15 from n = 80 on, so ggml-cpu's f32 forward substitution loses digits "
         "that the exact (float64) solution keeps; which of these cases miss NMSE 1e-7 depends on the data "
@@ -482,7 +483,7 @@ register(Family(
         # ggml-cann runs SOLVE_TRI as aclnnTriangularSolve, an f32 kernel: measured on CANN-SIM
         # (f32 substitution) with --seed 0, NMSE 2.2e-7 to 34.5 on the same 7 cases as ggml-CPU,
         # to 6 digits ggml-CPU's own figures
-        "CANN": Deviation(
+        ACLNN: Deviation(
             "ill-conditioned inputs (as GGML-CPU's note): aclnnTriangularSolve solves FLOAT systems "
             "in f32, which loses the digits that condition numbers of 1e9 to 1e15 cost; measured on "
             "CANN-SIM: NMSE up to 34.5, as ggml-CPU's f32 substitution; the ceiling is the "

@@ -11,6 +11,7 @@ from .graph import Tensor, new_op, set_param, view
 from .graph import permute as permute_view  # `permute` is also a case parameter
 from .inputs import shape_of, shuffled_rows, uniform_init
 from .types import F32, I32, I64
+from .implementations import GGML_CPU
 
 SORT_ASC, SORT_DESC = 0, 1  # enum ggml_sort_order
 
@@ -108,8 +109,8 @@ register(Family(
         dict(type="f32", ne=[33, 256, 1, 1], permute=[1, 0, 2, 3]),  # rows strided
     ],
     perf_grid=lambda: [dict(type="f32", ne=ne) for ne in REDUCE_ROWS_PERF],
-    notes={"GGML-CPU": SUM_STRIDED_ROWS},
-    grad_notes={"GGML-CPU": SUM_STRIDED_ROWS},   # its wrong forward is what the differences see
+    notes={GGML_CPU: SUM_STRIDED_ROWS},
+    grad_notes={GGML_CPU: SUM_STRIDED_ROWS},   # its wrong forward is what the differences see
 ))
 
 

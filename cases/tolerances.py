@@ -1,6 +1,6 @@
 """Looser `ops test --strict` bounds shared by several families (catalog.Tolerance), each
 with the reason its ops are less precise than their output type; the figures are
-ggml-CPU's worst error over the catalog with a margin (README, "--strict").
+ggml-CPU's worst error over the catalog with a margin (docs/strict.md).
 
 A sum of K products carries a rounding error that grows with the terms, not with the
 result, which may cancel to ~0: these bounds are in units of the reference's root mean
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .catalog import Params, Tolerance
+from .implementations import ACLNN, ACLNN_310P
 from .types import ggml_type
 
 
@@ -41,14 +42,13 @@ def dot_products(operand: Callable[[Params], str]) -> tuple[Tolerance, ...]:
 CANN_CUBE_F32 = Tolerance(
     "f32 matrix products on CANN run with cubeMathType USE_FP16 / ALLOW_FP32_DOWN_PRECISION "
     "(as ggml-cann): the operands are rounded to f16 or HF32, 2^-11 relative per term",
-    rtol=2 ** -10, atol_rms=2 ** -9, device="CANN")
+    rtol=2 ** -10, atol_rms=2 ** -9, impl=ACLNN)
 
 
 def on_310p(reason: str, rtol: float = 0.0, atol_rms: float = 0.0,
              when: Callable[[Params], bool] = lambda params: True) -> tuple[Tolerance, ...]:
     """A bound for the 310P's CANN devices only (the simulated one and a real one)."""
-    return tuple(Tolerance(reason, rtol=rtol, atol_rms=atol_rms, when=when, device=dev)
-                 for dev in ("CANN-SIM:310P", "CANN0:310P"))
+    return (Tolerance(reason, rtol=rtol, atol_rms=atol_rms, when=when, impl=ACLNN_310P),)
 
 
 # convolutions on the 310P: the layer (as ggml-cann's ASCEND_310P branches) asks

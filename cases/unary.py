@@ -8,6 +8,7 @@ from .catalog import EVERY_DEVICE, Family, fd_limit, register, Since, Tolerance
 from .elementwise import sqr
 from .graph import UNARY_OPS, add, leaf_or_view, mul, new_op, set_param, unary, view
 from .inputs import uniform
+from .implementations import GGML_CPU
 
 SHAPES = ([128, 2, 2, 2], [5, 7, 11, 13])
 
@@ -32,7 +33,7 @@ def f16_gelu_table(when) -> Tolerance:
         "GGML_GELU_QUICK_FP16): the input rounded to f16 moves the result by |x f'(x)| 2^-11, "
         "up to 2^-8 relative on the negative tail, and the gated forms multiply an f16 "
         "activation (~0 there) by gates up to 150; summed on (a fused bias), that error is one "
-        "of the row's magnitude", rtol=2 ** -7, atol=1e-4, atol_rms=2 ** -9, device="GGML-CPU",
+        "of the row's magnitude", rtol=2 ** -7, atol=1e-4, atol_rms=2 ** -9, impl=GGML_CPU,
         when=when)
 
 

@@ -522,7 +522,7 @@ def main(argv=None):
 def _reap() -> None:
     """Whatever path `ops` leaves by, the processes it started are gone first (a command
     that started no worker never imported the module)."""
-    workers = sys.modules.get(f"{__package__}.engine.workers")
+    workers = sys.modules.get(f"{__package__}.engine.forking")
     if workers is not None:
         # a second Ctrl-C while reaping must not leave the reaping half done
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)

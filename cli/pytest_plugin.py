@@ -3,7 +3,7 @@ test item named by its case name, so that -k, -x, --lf, --junitxml and pytest-xd
 on cases as on tests.
 
 Each item runs as `ops test` runs the case (cli/engine/execute.py), in a worker process of the
-device (cli/engine/workers.py: a crash or a hang is that item's failure); a FAIL shows the error
+device (cli/engine/pool.py: a crash or a hang is that item's failure); a FAIL shows the error
 figures and the elements furthest from the reference. Without --ops-op the plugin only
 adds its options: nothing is imported, nothing collected.
 """

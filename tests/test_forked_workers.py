@@ -1,4 +1,4 @@
-"""Workers forked from `ops` (cli/engine/workers.py FORKABLE) are isolated as spawned ones are: a
+"""Workers forked from `ops` (cli/engine/forking.py FORKABLE) are isolated as spawned ones are: a
 crash is its case's FAIL, and a worker keeps no file of the main process open (the results
 journal's lock goes with the main process, whatever a hung worker does)."""
 import os

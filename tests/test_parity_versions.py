@@ -34,7 +34,7 @@ def test_cann_rules_claim_what_ggml_cann_0_25_3_claims(monkeypatch):
     (its test-backend-ops support -b CANN0, built by `make ggml-cann` on the simulated
     toolkit), case by case: where ggml-cann claims more, one of the rule's `narrower` checks
     refuses (ggml-cann's output is wrong there), and where ops claims more a rule says why
-    (its `beyond`; both in the README's table)."""
+    (its `beyond`; both in docs/rules-vs-ggml-cann.md)."""
     import csv
     import io
     import subprocess

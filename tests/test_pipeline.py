@@ -1,8 +1,8 @@
-"""Workers hold several cases at a time (cli/engine/workers.py PIPELINE): a crash or a timeout is
+"""Workers hold several cases at a time (cli/engine/pool.py PIPELINE): a crash or a timeout is
 still the fault of the one case that was running, and the cases queued behind it run."""
 import pytest
 
-from cannops.cli.engine import workers
+from cannops.cli.engine import pool as workers
 from cannops.cli.engine import RunSpec, WorkerPool
 from tests._sample import cases_of
 

@@ -1,5 +1,5 @@
 """The reference cache (cli/engine/refcache.py) and the workers' quantizer-table lanes
-(cli/engine/workers.py) change no result: a fixed-seed run gives the same statuses, reasons and
+(cli/engine/pool.py) change no result: a fixed-seed run gives the same statuses, reasons and
 errors with the cache off, cold and warm, at -j 1 and -j 2; a warm run takes its references
 from the cache; a run of several devices computes each reference once."""
 import json
@@ -12,7 +12,7 @@ import pytest
 from cannops.cli.engine import refcache
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
-# quantized inputs whose libggml tables are costly (iq2_xxs, iq3_s: cli/engine/workers.py's lanes),
+# quantized inputs whose libggml tables are costly (iq2_xxs, iq3_s: cli/engine/pool.py's lanes),
 # a metric that takes the sources (TOP_K), a plain op, a fused case
 CASES = ",".join([
     "MUL_MAT(type_a=iq2_xxs,type_b=f32,m=16,n=1,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1)",

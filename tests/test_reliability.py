@@ -91,7 +91,7 @@ def test_a_regular_file_is_replaced_atomically_keeping_its_mode(tmp_path):
 
 def _children(pid: int) -> list[int]:
     """The worker processes of a running `ops` (from /proc: Linux): spawned ones, or forked
-    ones (cli/engine/workers.py FORKABLE, their command line the main's), not the resource tracker."""
+    ones (cli/engine/forking.py FORKABLE, their command line the main's), not the resource tracker."""
     return [p for p, fields in proc_stats() if int(fields[1]) == pid
             and "resource_tracker" not in _cmdline(p)]
 
@@ -301,7 +301,7 @@ def test_every_mode_is_valid_and_undecodable_bytes_name_the_file(tmp_path):
 # --- 10. the smaller ones ----------------------------------------------------------------------
 
 def test_a_crash_keeps_the_devices_own_lines_first(tmp_path):
-    from cannops.cli.engine.workers import _tail
+    from cannops.cli.engine.pool import _tail
     log = tmp_path / "w.log"
     frames = "".join(f'  File "x.py", line {i} in f{i}\n' for i in range(30))
     log.write_text("ggml.c:123: GGML_ASSERT(a->ne[0] == b->ne[0]) failed\x1b[31m\x07\n"

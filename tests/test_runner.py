@@ -1,7 +1,10 @@
 """The runner end to end through `ops`: worker isolation (abort, segfault, hang, overrun),
 parallel and sharded runs, interrupts, and bad input."""
+import ast
 import json
 import os
+import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -157,14 +160,34 @@ def test_a_known_deviation_covers_only_its_cases():
     notes = FAMILIES["sum"].notes
     permuted = dict(type="f32", ne=[33, 256, 1, 1], permute=[1, 0, 2, 3])
     plain = dict(type="f32", ne=[33, 256, 1, 1])
-    assert "reads each row" in find_deviation(notes, "GGML-CPU", permuted).reason
-    assert find_deviation(notes, "GGML-CPU", plain) is None      # a plain SUM that missed: FAIL
-    assert find_deviation(notes, "GGML-CUDA0", permuted) is None  # another device: no excuse either
+    assert "reads each row" in find_deviation(notes, ("ggml-cpu",), permuted).reason
+    assert find_deviation(notes, ("ggml-cpu",), plain) is None      # a plain SUM that missed: FAIL
+    assert find_deviation(notes, ("ggml-cuda0",), permuted) is None  # another device: no excuse either
     # a ceiling: the deviation explains errors up to max_error only
-    capped = {"GGML": (Deviation("small", max_error=1e-3), Deviation("any", when=lambda p: "permute" in p))}
-    assert find_deviation(capped, "GGML-CPU", plain, 5e-4).reason == "small"
-    assert find_deviation(capped, "GGML-CPU", plain, 5e-3) is None
-    assert find_deviation(capped, "GGML-CPU", permuted, 5e-3).reason == "any"
+    capped = {"ggml-cpu": (Deviation("small", max_error=1e-3), Deviation("any", when=lambda p: "permute" in p))}
+    assert find_deviation(capped, ("ggml-cpu",), plain, 5e-4).reason == "small"
+    assert find_deviation(capped, ("ggml-cpu",), plain, 5e-3) is None
+    assert find_deviation(capped, ("ggml-cpu",), permuted, 5e-3).reason == "any"
+
+
+def test_the_catalog_names_no_device():
+    """cases/ keys its notes and tolerances by implementation (cases/implementations.py),
+    and each device says which it runs: an NPU and the simulator share the aclnn layer's,
+    a 310P adds its own, and a note of the 310P is never the 910B's."""
+    from cannops.backend.cann.device import CANNRules
+    from cannops.cases.catalog import FAMILIES
+    from cannops.cases.implementations import ALL
+    keys = {k for f in FAMILIES.values() for k in (*f.notes, *f.grad_notes)} | {t.impl for f in FAMILIES.values()
+                                                                                 for t in f.strict}
+    assert keys - {""} <= set(ALL) and {"aclnn", "aclnn:310P", "ggml-cpu"} <= keys
+    assert CANNRules("CANN-SIM", "", "Ascend910B3").implements == ("aclnn",)
+    assert CANNRules("CANN0", "", "Ascend310P3").implements == ("aclnn:310P", "aclnn")
+    devices = re.compile(r"\b(CANN\d|CANN-SIM|GGML-[A-Z]+\d*|NUMPY)\b")
+    from cannops import cases
+    for path in pathlib.Path(cases.__path__[0]).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not devices.fullmatch(node.value.strip()), (path.name, node.value)
 
 
 def test_solve_tri_deviation_has_a_backward_error_ceiling():
@@ -182,7 +205,7 @@ def test_solve_tri_deviation_has_a_backward_error_ceiling():
     exact = np.linalg.solve(np.tril(a.astype(np.float64)), b.astype(np.float64))
     nmse = float(np.sum((x - exact) ** 2) / np.sum(exact ** 2))
     assert nmse > 1e-7   # the f32 X is far from the exact one: the deviation's subject
-    dev = find_deviation(FAMILIES["solve_tri"].notes, "GGML-CPU", p, nmse)
+    dev = find_deviation(FAMILIES["solve_tri"].notes, ("ggml-cpu",), p, nmse)
     assert dev is not None and dev.holds(x, p, a, b) is None
     assert "backward error" in dev.holds(x * (1 + 1e-3), p, a, b)
     lost = x.copy()
@@ -209,3 +232,27 @@ def test_the_timeout_is_the_devices_a_big_cases_inputs_and_reference_are_timed_a
     p = ops("test", "-b", "GGML-CPU", "-o", "ADD", "-p", r"type=f32,ne=\[64,262144,1,1\]", "--timeout", "0.5")
     assert p.returncode == 0, p.stdout[-2000:]
     assert "ADD(type=f32,ne=[64,262144,1,1],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0): OK" in p.stdout
+
+
+def test_an_option_of_ops_test_reaches_the_workers_as_a_run_spec_field():
+    """Each option of `ops test` and `ops perf` is one run_mode takes itself (selection,
+    devices, outputs), a report option, or a RunSpec field, which run_mode hands on whole:
+    the spec is what the pool and every worker get (a new option is a field, nothing more)."""
+    import dataclasses
+    import inspect
+
+    from cannops.cli import main
+    from cannops.cli.engine import RunSpec, WorkerPool
+    fields = {f.name for f in dataclasses.fields(RunSpec)}
+    own = set(inspect.signature(main.run_mode).parameters) - {"spec_fields"}
+    for command in (main.test, main.perf):
+        names = {p.name for p in command.params if p.expose_value}
+        assert names - own - fields <= {"log_dir", "summary_file", "baseline", "threshold_pct", "markdown",
+                                         "plot_path"}, command.name
+        assert names & fields   # strict / ref_cache, min_seconds / threads: to the spec
+    spec = RunSpec(strict=True, seed=7)
+    pool = WorkerPool("NUMPY", spec)
+    try:
+        assert pool.spec is spec and pool.timeout == spec.case_timeout("NUMPY")
+    finally:
+        pool.close()

@@ -23,9 +23,9 @@ import atexit, os, sys
 pid = os.getpid()
 def report():
     if os.getpid() == pid:
-        from cannops.cli.engine import workers
+        from cannops.cli.engine import forking
         spawned = "multiprocessing.popen_spawn_posix" in sys.modules
-        print("REPORT", ([m for m in %r if m in sys.modules], workers._Forked.count, spawned), file=sys.stderr)
+        print("REPORT", ([m for m in %r if m in sys.modules], forking.Forked.count, spawned), file=sys.stderr)
 atexit.register(report)
 from cannops.cli.main import main
 sys.argv = ["ops", *sys.argv[1:]]

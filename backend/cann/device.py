@@ -10,6 +10,7 @@ import numpy as np
 from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
                                   Support, numeric_gradient)
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
+from cannops.cases.implementations import ACLNN
 from cannops.cases.inputs import values
 from cannops.native._aclnn import ffi, lib
 
@@ -134,9 +135,10 @@ class CANNRules(Device):
         self.soc = soc.family(soc_name)
 
     @property
-    def notes_name(self) -> str:
-        """CANN-SIM:310P (CANN0:310P): a deviation of the 310P is never taken for the 910B's."""
-        return self.name if self.soc == soc.DEFAULT else f"{self.name}:{self.soc}"
+    def implements(self) -> tuple[str, ...]:
+        """ops' aclnn layer, and on another SoC than the 910B that SoC's too (aclnn:310P): a
+        note of the 310P is never taken for the 910B's."""
+        return (ACLNN,) if self.soc == soc.DEFAULT else (f"{ACLNN}:{self.soc}", ACLNN)
 
     def supports(self, case, graph: Graph) -> Support:
         return rules.supports(graph, has_handler, self.soc)

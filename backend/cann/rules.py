@@ -55,7 +55,7 @@ class Rule:
     # why they are kept (the aclnn operators documented for them, checked on CANN-SIM)
     beyond: str = ""
     # checks refusing what ggml-cann's supports_op claims, each for a measured reason:
-    # ggml-cann's output there is wrong (the README's table)
+    # ggml-cann's output there is wrong (docs/rules-vs-ggml-cann.md's table)
     narrower: tuple[Check, ...] = ()
     # per SoC family, the further checks of ggml-cann's branches for it (#ifdef ASCEND_310P)
     soc: Mapping[str, tuple[Check, ...]] = field(default_factory=dict)

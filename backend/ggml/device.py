@@ -135,6 +135,11 @@ class GGMLDevice(Device):
 
     # --- device facts ---
     @property
+    def implements(self) -> tuple[str, ...]:
+        """ggml's backend of this device: ggml-cpu (cases/implementations.py)."""
+        return (f"ggml-{self.ggml_name.lower()}",)
+
+    @property
     def is_cpu(self) -> bool:
         """test-backend-ops picks its perf targets (flops / bytes per run) by this."""
         return self.dev_type == "CPU"

@@ -1,5 +1,5 @@
 """What a case may ask of the worker process it runs in (engine/execute.py's cases, the
-context engine/workers.py gives them); no NumPy here: the workers' module imports it
+context engine/worker.py gives them); no NumPy here: the worker's module imports it
 before NumPy is."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import contextlib
 
 class WorkerContext:
     """What a case may ask of the worker it runs in, handed to each case: this one does
-    nothing (a case run in-process, as the tests do); a worker's (engine/workers.py) times
+    nothing (a case run in-process, as the tests do); a worker's (engine/worker.py) times
     its own work apart from the case's timeout, which is the device's."""
 
     def prepare_inputs(self, case, seed: int, ref_cache: str | None) -> None:

@@ -1,6 +1,6 @@
 """What a worker does with one case on one device: test, support probe or perf.
 
-Runs inside a worker process (see workers.py), so that a crash or a hang in native code
+Runs inside a worker process (engine/worker.py), so that a crash or a hang in native code
 costs one case, not the run.
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
         if not ok:
             reasons.append(why)
         if strict and fam.err is None:   # a family's own metric (sets, ties) stays its judge
-            s = strict_check(label, ref, got.outputs[i], strict_bound(case, device.notes_name, node), device.name)
+            s = strict_check(label, ref, got.outputs[i], strict_bound(case, device.implements, node), device.name)
             if elems is None or elems.ok and (not s.ok or s.max_abs > elems.max_abs):
                 elems = s   # the first node that failed, else the one with the largest error
             if not s.ok and ok:
@@ -125,7 +125,7 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
             ok = ok and s.ok
         if not ok:
             far = far or worst_elements(ref, got.outputs[i])
-    dev = find_deviation(fam.notes, device.notes_name, case.params, worst)
+    dev = find_deviation(fam.notes, device.implements, case.params, worst)
     if dev and dev.holds and reasons:
         beyond = [why for i in check if (why := dev.holds(got.outputs[i], case.params, *expected[i][1]))]
         if beyond:
@@ -269,7 +269,7 @@ def grad(device: Device, case: Case, seed: int, ctx: WorkerContext = IN_PROCESS)
                            f"at element {i}: backprop {pg.analytic[i]:.6g}, finite differences {pg.numeric[i]:.6g})")
     status = OK
     if reasons:
-        dev = find_deviation(fam.grad_notes, device.notes_name, p, worst)
+        dev = find_deviation(fam.grad_notes, device.implements, p, worst)
         status = DEVIATION if dev and (dev.nonfinite or not nonfinite) else FAIL
         if status == DEVIATION:
             notes.insert(0, dev.reason)

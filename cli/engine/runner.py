@@ -18,7 +18,8 @@ from cannops.cases.versions import current
 from .results import FAIL, SKIPPED, CaseResult, Journal, Resumed, Run
 from .selection import Target
 from .spec import RunSpec
-from .workers import WorkerPool, WorkerStartError, device_info
+from .pool import WorkerPool, WorkerStartError
+from .worker import device_info
 
 if TYPE_CHECKING:   # a run hands the workers cases.cache.CaseRef's: this process needs no catalog
     from cannops.cases.catalog import Case

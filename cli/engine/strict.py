@@ -6,7 +6,7 @@ strict check bounds every element instead: |out - ref| <= atol + rtol * |ref|, t
 PyTorch's assert_close and of Ascend's operator precision standard, with PyTorch's
 per-dtype defaults (integer outputs exact). A family may declare a looser bound for some
 of its cases (catalog.Tolerance), always with its reason; the checker holds no per-op
-knowledge. See /README.md, "--strict".
+knowledge. See docs/strict.md.
 """
 from __future__ import annotations
 
@@ -46,12 +46,13 @@ def default_bound(type_name: str, is_quantized: bool) -> Bound:
     return Bound(*EXACT, f"{type_name}: exact")
 
 
-def bound(case: Case, device: str, node) -> Bound:
+def bound(case: Case, implements: tuple[str, ...], node) -> Bound:
     """The output type's default, loosened by each of the family's tolerances that
-    concern this case on this device (a tolerance never tightens it)."""
+    concern this case on a device running `implements` (cases/implementations.py; a
+    tolerance never tightens it)."""
     b = default_bound(node.type.name, node.type.is_quantized)
     for t in case.family.strict:
-        if device.startswith(t.device) and t.when(case.params):
+        if (not t.impl or t.impl in implements) and t.when(case.params):
             why = t.reason if b.why.endswith("default") else f"{b.why}; {t.reason}"
             b = Bound(max(b.rtol, t.rtol), max(b.atol, t.atol), why, max(b.atol_rms, t.atol_rms))
     return b

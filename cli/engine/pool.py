@@ -1,4 +1,4 @@
-"""Worker processes: every case runs in a worker, never in the main process.
+"""The pool of worker processes: every case runs in a worker, never in the main process.
 
 A device under test may abort, segfault, hang or scribble over memory. Each worker opens
 the device once and runs cases sent over a pipe; its stdout/stderr go to a log file that
@@ -8,25 +8,23 @@ A case that runs past the timeout is a FAIL too; its worker is killed and replac
 """
 from __future__ import annotations
 
-import faulthandler
 import multiprocessing as mp
 import os
-import re
 import signal
-import sys
 import tempfile
 import threading
 import time
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .context import WorkerContext
+from . import forking
+from .forking import BLAS_THREADS, FORKABLE, Forked, take_ahead
 from .results import FAIL, SKIPPED, CaseResult, DeviceInfo
 from .selection import Target
-from .spec import RunSpec, worker_threads  # noqa: F401  (worker_threads: the engine's API)
+from .spec import RunSpec
+from .worker import BATCHED, clean_text, preload, worker_main
 
 if TYPE_CHECKING:   # this module is imported before NumPy (set_up_forking)
     from cannops.cases.catalog import Case
@@ -44,305 +42,22 @@ HOST_WORK_SECONDS = 600.0
 # measures one case at a time. 32 pickled cases (< 0.5 kB each) fit a pipe's buffer, so a
 # send never blocks on a hung worker.
 PIPELINE = {"support": 32, "test": 2, "grad": 2, "perf": 1}
-# Modes whose worker answers each message at once, not case by case: a probe decides a case
-# in tens of microseconds, less than this process spends on a message. A worker that dies
-# or hangs holding several such cases names none of them: they go back as suspects, sent
-# one at a time, so that a crash again is that case's (_Queue.suspects).
-BATCHED = ("support",)
 # A pool starts with one worker and grows to its -j once that one has been running cases for
-# this long with more waiting: a second worker costs this process its imports (_preload,
+# this long with more waiting: a second worker costs this process its imports (preload,
 # 0.12 s) and the machine a process, more than a run of a few small cases takes in all
 # (-o ABS -j 2 took 0.56 s where -j 1 took 0.33 s).
 GROW_AFTER_SECONDS = 0.2
 # ... or at once where this many cases wait: a run that long needs every worker (a cold probe
 # of the whole catalog, 23,000 cases, lost 0.1 s of its 1.7 s waiting)
 GROW_AT_ONCE_CASES = 1000
-# the thread counts of NumPy's BLAS (OpenBLAS, MKL, OpenMP), read when a worker imports it
-BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-# Workers of these devices are forked from this process: once it has imported what a worker
-# needs (the catalog, the reference, the device's module: _preload), a fork is ready in
-# milliseconds where a spawned worker imports NumPy and the catalog again (half a second of
-# CPU each); the first fork imports them on its own.
-# Discovering these devices here starts no thread and no device runtime (ggml's CPU
-# backend runs no OpenMP region before a graph is computed, and this process computes
-# none); a GPU or NPU runtime (CUDA, ACL, the CANN simulator) would be forked half set up,
-# so theirs are spawned. A forked worker keeps no file of this process open but its pipe.
-FORKABLE = ("GGML-CPU", "NUMPY", "FAULTY")
-
-
-_fork_threads: int | None = None   # the BLAS threads this process was set up with (None: not)
-_forked: dict[int, "_Forked"] = {}  # live forked workers, by pid (reap_children)
-
-
-def set_up_forking(threads: int) -> None:
-    """Before NumPy is imported: this process's BLAS gets a worker's share of the cores
-    (BLAS_THREADS), as a spawned worker's would, so that workers may be forked from it.
-    Once NumPy is imported, its BLAS is as it is: workers are spawned."""
-    global _fork_threads
-    if "numpy" in sys.modules:
-        return
-    os.environ.update(dict.fromkeys(BLAS_THREADS, str(threads)))
-    _fork_threads = threads
-
-
-class _Forked:
-    """A worker forked from this process, with the part of multiprocessing's Process that
-    the pool uses (sentinel, is_alive, kill, join, exitcode)."""
-    count = 0   # forks made by this process
-
-    def __init__(self, target, args, keep: tuple[int, ...], env: dict):
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()   # else the child holds a copy of what is buffered
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:   # the worker: never back into the caller's code
-            code = 1
-            try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)   # this process's handler is the main's
-                keep = {0, 1, 2, w, *keep}
-                for fd in map(int, os.listdir("/proc/self/fd")):
-                    if fd not in keep:
-                        try:
-                            os.close(fd)   # the results journal's lock, the other workers' pipes
-                        except OSError:
-                            pass
-                os.environ.update(env)
-                target(*args)
-                code = 0
-            except BaseException:
-                import traceback
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        os.close(w)
-        _Forked.count += 1
-        self.pid, self.sentinel, self.exitcode = pid, r, None
-        _forked[pid] = self
-
-    def _reap(self, block: bool) -> bool:
-        if self.exitcode is None:
-            try:
-                pid, status = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                pid, status = self.pid, 0
-            if pid == 0:
-                return False
-            self.exitcode = os.waitstatus_to_exitcode(status)
-            _forked.pop(self.pid, None)
-            try:
-                os.close(self.sentinel)
-            except OSError:
-                pass
-        return True
-
-    def is_alive(self) -> bool:
-        return not self._reap(False)
-
-    def kill(self) -> None:
-        if self.exitcode is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def join(self, timeout: float | None = None) -> None:
-        if self.exitcode is None and wait([self.sentinel], timeout):
-            self._reap(True)
-
-
-_ahead: "tuple[_Forked, object] | None" = None   # fork_ahead's worker and its pipe, not taken yet
-
-
-def fork_ahead() -> None:
-    """Fork the run's first worker now, before the cases are chosen and the devices found:
-    it imports NumPy, the catalog and the reference (most of a small run's start-up) while
-    this process does that work, then waits to be told which device to open. The first
-    pool of forked workers takes it (WorkerPool._spawn); any other pool drops it. Only
-    where workers may be forked (set_up_forking) and before any other."""
-    global _ahead
-    if _fork_threads is None or _ahead is not None or _Forked.count or threading.active_count() > 1:
-        return
-    parent, child = mp.Pipe()
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)   # as _spawn: born ignoring it
-    try:
-        _ahead = _Forked(_worker_ahead, (child,), (child.fileno(),), {}), parent
-    finally:
-        signal.signal(signal.SIGINT, handler)
-    child.close()
-
-
-def _take_ahead(keep: bool):
-    """The worker forked ahead, for a pool of forked workers (keep), else dropped (a pool
-    that spawns its workers has no use for it)."""
-    global _ahead
-    ahead, _ahead = _ahead, None
-    if ahead is not None and not keep:
-        p, conn = ahead
-        p.kill()   # it holds nothing yet
-        p.join(5)
-        conn.close()
-        ahead = None
-    return ahead
-
-
-def _worker_ahead(conn) -> None:
-    """A worker forked ahead (fork_ahead): imports, then _worker_main for the device it is
-    given, or exits when given none (or when this process is gone)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _preload()
-    try:
-        msg = conn.recv()
-    except (EOFError, OSError):
-        return
-    if msg is not None:
-        device, log_path, spec, env, prober, riders = msg
-        os.environ.update(env)
-        _worker_main(conn, device, log_path, spec, prober, riders)
-
-
-def _preload() -> None:
-    """What a worker imports before it opens its device (NumPy, the catalog, the
-    reference), imported here. The first worker of a run imports it on its own, so that
-    a run of a few cases never imports it in this process; before the next fork (a second
-    worker, one replacing a crashed one), this process does, once, and those forks are
-    ready in milliseconds."""
-    from cannops.backend import reference
-    from cannops.cases import catalog
-
-    from . import execute  # noqa: F401
-    catalog.load_all()
-    reference.load_all()
-
-
-def _exit_when_orphaned(parent: int) -> None:
-    """A main process killed with SIGKILL cannot stop its workers: each stops itself once
-    orphaned, even in the middle of a case that hangs (a thread of its own, which a case
-    stuck in C code does not block: cffi calls release the GIL)."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
-
-def device_info(device) -> DeviceInfo:
-    """What a run records of a device (or a prober: no memory figures)."""
-    mem = device.memory()
-    return DeviceInfo(device.name, device.description, mem[0] if mem else None, mem[1] if mem else None,
-                      getattr(device, "soc_name", ""),
-                      getattr(device, "n_threads", None) if getattr(device, "is_cpu", False) else None)
-
-
-class _InWorker(WorkerContext):
-    """A case's worker (context.WorkerContext): the quantizer tables it built, and its own
-    work told to the pool ("apart" ... "back"), which times that apart from the case."""
-
-    def __init__(self, conn):
-        self.conn = conn
-        self.built: set[str] = set()   # the quantizer tables this process has
-        self.away = False              # inside host_work(): a table built for a big case's inputs is in it
-
-    @contextmanager
-    def host_work(self):
-        """Work of ours, timed by the pool apart from the device's run (HOST_WORK_SECONDS)."""
-        if self.away:
-            yield
-            return
-        self.conn.send(("apart", None))
-        self.away = True
-        try:
-            yield
-        finally:
-            self.away = False
-            self.conn.send(("back", None))
-
-    def prepare_inputs(self, case, seed: int, ref_cache: str | None) -> None:
-        """Before a case's inputs are made: the costly quantizer tables they need, built
-        apart from the case's time (seconds of CPU once per process), unless the inputs
-        come from the cache."""
-        from cannops.cases.inputs import build_quantizer_table, quantizer_tables
-
-        from .execute import inputs_cached
-        tables = quantizer_tables(case.vars) - self.built
-        path = inputs_cached(case, seed, ref_cache) if tables else None
-        if not tables or path is not None and path.exists():
-            return
-        with self.host_work():
-            for t in sorted(tables):
-                build_quantizer_table(t)
-            self.built.update(tables)
-
-
-def _open_in_worker(conn, device_name: str, spec: RunSpec, prober):
-    """The worker's device (or its prober), opened once everything a case needs is loaded,
-    so that a case's timeout counts its own run only, not the imports of the first case a
-    fresh worker gets; None where it cannot be opened (the pool is told why)."""
-    from cannops.backend import reference
-    from cannops.backend.base import open_device
-    from cannops.cases import catalog
-    try:
-        catalog.load_all()
-        reference.load_all()
-        device = prober if prober is not None else open_device(device_name)
-        threads = spec.worker_threads()
-        if threads and hasattr(device, "n_threads"):
-            device.n_threads = threads
-        conn.send(("ready", device_info(device)))
-        return device
-    except Exception as e:
-        conn.send(("error", f"{type(e).__name__}: {e}"))
-        return None
-
-
-def _worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=None,
-                 riders: tuple = ()) -> None:
-    """Entry point of a worker process: the run's spec says what to do with each case sent.
-    prober: what decides the device's support without it (backend.base.open_prober), used
-    instead of opening the device (a probe); riders: the probers of other devices, each
-    asked too on the graph built for a probed case."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
-    from .execute import probe, run_one
-    ctx = _InWorker(conn)
-    device = _open_in_worker(conn, device_name, spec, prober)
-    if device is None:
-        return
-    while (tasks := conn.recv()) is not None:
-        if spec.mode in BATCHED:
-            answers = []
-            for seq, case in tasks:
-                os.ftruncate(log_fd, 0)
-                answers.append((seq, [(status, clean_text(why)) for status, why in probe(device, case, riders)]))
-            conn.send(("probed", answers))
-            continue
-        for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
-            os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            conn.send(("result", seq, run_one(device, case, spec, ctx)))
-    device.close()
 
 
 class WorkerStartError(Exception):
     pass
 
 
-def reap_children() -> None:
-    """Leave no process of ours behind: the workers still alive (a pool not closed on some
-    path) are killed and waited for, and multiprocessing's resource tracker, which spawning
-    a worker starts and which otherwise outlives `ops` by a moment, is stopped and waited for."""
-    for p in [*mp.active_children(), *_forked.values()]:
-        p.kill()
-        p.join(5)
-    from multiprocessing import resource_tracker
-    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
-    if stop is not None:
-        try:
-            stop()
-        except (OSError, ChildProcessError):
-            pass
 
 
 @dataclass
@@ -376,13 +91,6 @@ def _signal_name(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def clean_text(text: str) -> str:
-    """Device output as text for a console, a log or a report: no control characters (an
-    ESC would restyle the terminal, a BEL ring it); newlines and tabs stay."""
-    return _CONTROL.sub("", text)
 
 
 def _tail(path: str, n: int = STDERR_TAIL_LINES) -> str:
@@ -512,7 +220,7 @@ class WorkerPool:
         self._spawned += 1
         device = self.members[slot % len(self.members)]
         forkable = self._forkable()
-        ahead = _take_ahead(keep=forkable)
+        ahead = take_ahead(keep=forkable)
         if ahead is not None:
             p, parent = ahead
             try:
@@ -527,14 +235,14 @@ class WorkerPool:
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
         if forkable:
             try:
-                if _Forked.count:
-                    _preload()
-                p = _Forked(_worker_main, (child, device, log_path, self.spec, self.prober, self.riders),
+                if Forked.count:
+                    preload()
+                p = Forked(worker_main, (child, device, log_path, self.spec, self.prober, self.riders),
                             (child.fileno(),), self.env)
             finally:
                 signal.signal(signal.SIGINT, handler)
             return self._started(p, parent, child, log_path, device, slot)
-        p = self.ctx.Process(target=_worker_main, args=(child, device, log_path, self.spec, self.prober,
+        p = self.ctx.Process(target=worker_main, args=(child, device, log_path, self.spec, self.prober,
                                                         self.riders), daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
@@ -559,7 +267,7 @@ class WorkerPool:
         which starts no runtime), this process's BLAS set up for them, and no other thread
         here (a fork copies only the caller's: a lock another one holds would stay locked
         in the worker)."""
-        if _fork_threads is None or _fork_threads != self.threads or threading.active_count() > 1 \
+        if forking.fork_threads() != self.threads or threading.active_count() > 1 \
                 or not (self.prober is not None or all(m in FORKABLE for m in self.members)):
             return False
         from cannops.backend.base import list_devices

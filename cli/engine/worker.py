@@ -1,0 +1,171 @@
+"""The worker process's side: it opens its device once, then runs the cases sent over its
+pipe as the run's spec says (engine/execute.py), each with a WorkerContext that tells the
+pool when it does work of its own; its stdout and stderr go to a log the pool reads."""
+from __future__ import annotations
+
+import faulthandler
+import os
+import re
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+from .context import WorkerContext
+from .results import DeviceInfo
+from .spec import RunSpec
+
+# Modes whose worker answers each message at once, not case by case: a probe decides a case
+# in tens of microseconds, less than this process spends on a message. A worker that dies
+# or hangs holding several such cases names none of them: they go back as suspects, sent
+# one at a time, so that a crash again is that case's (_Queue.suspects).
+BATCHED = ("support",)
+
+
+
+
+def worker_ahead(conn) -> None:
+    """A worker forked ahead (fork_ahead): imports, then worker_main for the device it is
+    given, or exits when given none (or when this process is gone)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    preload()
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        return
+    if msg is not None:
+        device, log_path, spec, env, prober, riders = msg
+        os.environ.update(env)
+        worker_main(conn, device, log_path, spec, prober, riders)
+
+
+def preload() -> None:
+    """What a worker imports before it opens its device (NumPy, the catalog, the
+    reference), imported here. The first worker of a run imports it on its own, so that
+    a run of a few cases never imports it in this process; before the next fork (a second
+    worker, one replacing a crashed one), this process does, once, and those forks are
+    ready in milliseconds."""
+    from cannops.backend import reference
+    from cannops.cases import catalog
+
+    from . import execute  # noqa: F401
+    catalog.load_all()
+    reference.load_all()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """A main process killed with SIGKILL cannot stop its workers: each stops itself once
+    orphaned, even in the middle of a case that hangs (a thread of its own, which a case
+    stuck in C code does not block: cffi calls release the GIL)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def device_info(device) -> DeviceInfo:
+    """What a run records of a device (or a prober: no memory figures)."""
+    mem = device.memory()
+    return DeviceInfo(device.name, device.description, mem[0] if mem else None, mem[1] if mem else None,
+                      getattr(device, "soc_name", ""),
+                      getattr(device, "n_threads", None) if getattr(device, "is_cpu", False) else None)
+
+
+class _InWorker(WorkerContext):
+    """A case's worker (context.WorkerContext): the quantizer tables it built, and its own
+    work told to the pool ("apart" ... "back"), which times that apart from the case."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.built: set[str] = set()   # the quantizer tables this process has
+        self.away = False              # inside host_work(): a table built for a big case's inputs is in it
+
+    @contextmanager
+    def host_work(self):
+        """Work of ours, timed by the pool apart from the device's run (HOST_WORK_SECONDS)."""
+        if self.away:
+            yield
+            return
+        self.conn.send(("apart", None))
+        self.away = True
+        try:
+            yield
+        finally:
+            self.away = False
+            self.conn.send(("back", None))
+
+    def prepare_inputs(self, case, seed: int, ref_cache: str | None) -> None:
+        """Before a case's inputs are made: the costly quantizer tables they need, built
+        apart from the case's time (seconds of CPU once per process), unless the inputs
+        come from the cache."""
+        from cannops.cases.inputs import build_quantizer_table, quantizer_tables
+
+        from .execute import inputs_cached
+        tables = quantizer_tables(case.vars) - self.built
+        path = inputs_cached(case, seed, ref_cache) if tables else None
+        if not tables or path is not None and path.exists():
+            return
+        with self.host_work():
+            for t in sorted(tables):
+                build_quantizer_table(t)
+            self.built.update(tables)
+
+
+def _open_in_worker(conn, device_name: str, spec: RunSpec, prober):
+    """The worker's device (or its prober), opened once everything a case needs is loaded,
+    so that a case's timeout counts its own run only, not the imports of the first case a
+    fresh worker gets; None where it cannot be opened (the pool is told why)."""
+    from cannops.backend import reference
+    from cannops.backend.base import open_device
+    from cannops.cases import catalog
+    try:
+        catalog.load_all()
+        reference.load_all()
+        device = prober if prober is not None else open_device(device_name)
+        threads = spec.worker_threads()
+        if threads and hasattr(device, "n_threads"):
+            device.n_threads = threads
+        conn.send(("ready", device_info(device)))
+        return device
+    except Exception as e:
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return None
+
+
+def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=None,
+                 riders: tuple = ()) -> None:
+    """Entry point of a worker process: the run's spec says what to do with each case sent.
+    prober: what decides the device's support without it (backend.base.open_prober), used
+    instead of opening the device (a probe); riders: the probers of other devices, each
+    asked too on the graph built for a probed case."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
+    from .execute import probe, run_one
+    ctx = _InWorker(conn)
+    device = _open_in_worker(conn, device_name, spec, prober)
+    if device is None:
+        return
+    while (tasks := conn.recv()) is not None:
+        if spec.mode in BATCHED:
+            answers = []
+            for seq, case in tasks:
+                os.ftruncate(log_fd, 0)
+                answers.append((seq, [(status, clean_text(why)) for status, why in probe(device, case, riders)]))
+            conn.send(("probed", answers))
+            continue
+        for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
+            os.ftruncate(log_fd, 0)  # the log holds only the current case's output
+            conn.send(("result", seq, run_one(device, case, spec, ctx)))
+    device.close()
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """Device output as text for a console, a log or a report: no control characters (an
+    ESC would restyle the terminal, a BEL ring it); newlines and tabs stay."""
+    return _CONTROL.sub("", text)

@@ -6,7 +6,7 @@ each key names a fault, each value a comma-free op name (several with '+': `abor
 1.5. `mod7=OP` is a kernel wrong at some shapes only: its last output element is off by 1
 when the output's ne[0] % 7 == 3 (for `ops fuzz` to find and shrink). `slow=OP` takes 0.1 s
 per case, as a kernel that takes its time (a run that lasts long enough for a pool to grow
-to its -j). `segvprobe=OP` and
+to its -j). `nomem=OP` raises MemoryError, as a host out of memory. `segvprobe=OP` and
 `hangprobe=OP` segfault or hang when asked whether the device supports a case of OP (a
 probe), as ggml 0.20.2's CPU backend segfaults on 0.25.3's DSV4_HC_POST. Every other case
 is computed by the NumPy reference, so it passes (in `ops grad`, the reference runs
@@ -90,6 +90,8 @@ class FaultyDevice(Device):
             time.sleep(3600)
         if fault == "slow":
             time.sleep(0.1)
+        if fault == "nomem":
+            raise MemoryError()   # the host's memory ran out while the device ran it
         mem = reference.compute(graph, inputs)
         outputs, problems = {}, []
         for i in check:

@@ -6,28 +6,173 @@ and for support decisions backend/ and the device's own identity), so an edited 
 device never meets a stale entry. Nothing here imports NumPy or the catalog itself: with
 a warm cache, `ops list cases` imports neither. OPS_CACHE_DIR moves the cache (`off`
 disables it); an unwritable cache directory only costs the speed.
+
+Every cache of ops (this one, and the reference cache: cli/engine/refcache.py) keeps to
+the same two rules (docs/caches.md):
+* it touches only what it made: its root holds its marker (MARKER, written when the cache
+  made or first took the folder), and it creates, reads and deletes only entries of its own
+  names there; a folder that holds anything else and has no marker is refused (ForeignFolder:
+  one line, exit status 2), never written into nor pruned;
+* an entry says what it is and carries a digest of its bytes (seal / unseal), both checked on
+  every read: an entry that is not what was asked for, or whose bytes changed, is a miss
+  (computed again), never taken as a result.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import pickle
+import re
+import tempfile
 from operator import itemgetter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent   # the folder holding cases/, backend/, cli/
 _hashes: dict[str, str] = {}
 
+MARKER = "CACHEDIR.TAG"   # the cache-directory tag that backup tools know, with ops' own line
+_TAG = "Signature: 8a477f597d28d172789f06886806bc55"   # bford.info/cachedir: the tag's first line
+_ENTRY_MAGIC = b"ops-cache-entry/1\n"
+# the names cache's own entries (and a writer's temporary file; digest-*: the reference cache's
+# digests of libraries, cli/engine/refcache.py); `reference` is the reference cache's root,
+# with a marker of its own
+OWN_NAMES = re.compile(r"(names|families|probe|digest)-[\w.+-]+\.pickle|\.tmp-\w+|reference")
+
+
+class ForeignFolder(Exception):
+    """A cache folder that holds what the cache did not put there: refused (one line, exit
+    status 2), as the cache would otherwise write there, and its prune delete there."""
+
+
+def _owner_line(kind: str) -> str:
+    return f"# a cache folder of ops (cannops): its {kind} cache. ops reads, writes and deletes only its own entries here."
+
+
+def claim(root: Path, kind: str, own) -> Path | None:
+    """`root` as the folder of the cache `kind`: made with its marker; or found with it; or an
+    existing folder taken (the marker written) where it is empty or holds only entries that
+    `own(entry: os.DirEntry)` says are this cache's (made by an ops without markers). A
+    folder holding anything else, or another cache's marker: ForeignFolder. None where it
+    cannot be made or marked (a read-only place: the cache is then off, costing speed)."""
+    marker = root / MARKER
+    try:
+        text = marker.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = None
+    except NotADirectoryError:
+        return _refuse(root, kind, "it is not a folder")
+    except OSError:
+        return None if not root.is_dir() else _refuse(root, kind, f"its {MARKER} cannot be read")
+    if text is not None:
+        if text.startswith(_TAG) and _owner_line(kind) in text:
+            return root
+        return _refuse(root, kind, f"its {MARKER} is not of the ops {kind} cache")
+    try:
+        with os.scandir(root) as it:
+            foreign = [e.name for e in it if not own(e)]
+    except FileNotFoundError:
+        foreign = []
+    except NotADirectoryError:
+        return _refuse(root, kind, "it is not a folder")
+    except OSError:
+        return None
+    if foreign:
+        return _refuse(root, kind, f"it holds {', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}, "
+                                   f"which ops did not put there")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        write_atomically(marker, f"{_TAG}\n{_owner_line(kind)}\n# see docs/caches.md in ops' sources\n".encode())
+    except OSError:
+        return None
+    return root
+
+
+def _refuse(root: Path, kind: str, why: str):
+    var = "OPS_REF_CACHE" if kind == "reference" else "OPS_CACHE_DIR"
+    raise ForeignFolder(f"the {kind} cache will not use {root}: {why} (set {var} to a new or empty folder, "
+                        f"or to off)")
+
+
+def seal(what: dict, obj) -> bytes:
+    """An entry's bytes: a line saying what it is (`what`: its key fields, and where given
+    the shapes and dtypes it holds) with the digest of its pickled object, then that object."""
+    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    head = dict(what, bytes=len(payload), sha256=hashlib.sha256(payload).hexdigest())
+    return _ENTRY_MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n" + payload
+
+
+def unseal(data: bytes, what: dict):
+    """The object of an entry's bytes (seal) where it says it is `what` and its bytes match
+    their digest; else None (a miss). Returns (object, its header)."""
+    if not data.startswith(_ENTRY_MAGIC):
+        return None, None
+    end = data.find(b"\n", len(_ENTRY_MAGIC))
+    try:
+        head = json.loads(data[len(_ENTRY_MAGIC):end])
+    except ValueError:
+        return None, None
+    payload = memoryview(data)[end + 1:]
+    if (not isinstance(head, dict) or any(head.get(k) != v for k, v in what.items())
+            or head.get("bytes") != len(payload) or head.get("sha256") != hashlib.sha256(payload).hexdigest()):
+        return None, None
+    try:
+        return pickle.loads(payload), head
+    except Exception:   # another Python's pickle
+        return None, None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """A reader sees the old file or the new one, never half; on an error (a full disk) no
+    temporary file is left behind and the OSError is raised."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+STALE_TMP_S = 3600   # a writer's temporary file this old is of a writer that died (kill -9)
+
+
+def sweep_tmp(folder: Path) -> None:
+    """Remove the temporary files of writers that died (.tmp-*, an hour old): the cache's own."""
+    import time
+    now = time.time()
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if e.name.startswith(".tmp-") and e.is_file(follow_symlinks=False) and \
+                        now - e.stat(follow_symlinks=False).st_mtime > STALE_TMP_S:
+                    os.unlink(e.path)
+    except OSError:
+        pass
+
+
+_claimed: dict[str, Path | None] = {}
+
 
 def cache_dir() -> Path | None:
+    """The cache's folder (claimed: see claim), None when off or not writable.
+    ForeignFolder where OPS_CACHE_DIR names a folder of other things."""
     where = os.environ.get("OPS_CACHE_DIR")
     if where == "off":
         return None
-    if where:
-        return Path(where)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cannops-ops"
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "cannops-ops")
+    if where not in _claimed:
+        _claimed[where] = claim(Path(where), "names", lambda e: OWN_NAMES.fullmatch(e.name) is not None)
+        if _claimed[where] is not None:
+            sweep_tmp(_claimed[where])
+    return _claimed[where]
 
 
 def sources_hash(*folders: str) -> str:
@@ -43,31 +188,36 @@ def sources_hash(*folders: str) -> str:
 
 
 def load(name: str):
-    """The cached object called `name`, or None."""
+    """The cached object called `name`, or None (absent, or not that entry: see unseal)."""
     d = cache_dir()
     if d is None:
         return None
     try:
-        with open(d / name, "rb") as f:
-            return pickle.load(f)
-    except Exception:   # absent, unreadable or from an incompatible Python: recompute
+        data = (d / name).read_bytes()
+    except OSError:
         return None
+    return unseal(data, {"entry": name})[0]
 
 
 def store(name: str, obj) -> None:
-    """Write atomically (a concurrent reader sees the old entry or the new one, never half)."""
+    """Write atomically, sealed (a concurrent reader sees the old entry or the new one)."""
     d = cache_dir()
     if d is None:
         return
     try:
-        import tempfile
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, d / name)
+        write_atomically(d / name, seal({"entry": name}, obj))
     except OSError:
         pass
+
+
+def discard(name: str) -> None:
+    """Remove an entry found to be wrong (its next use computes it again)."""
+    d = cache_dir()
+    if d is not None and OWN_NAMES.fullmatch(name):
+        try:
+            os.unlink(d / name)
+        except OSError:
+            pass
 
 
 class CaseName(tuple):
@@ -88,9 +238,16 @@ class CaseRef(CaseName):
     __slots__ = ()
 
     def resolve(self):
-        from .catalog import family_case
+        from .catalog import StaleName, case_named, family_case
         op, vars, family, k, mode, version = self
-        return family_case(family, version, mode, k, op, vars)
+        try:
+            return family_case(family, version, mode, k, op, vars)
+        except StaleName:
+            # the names cache placed this name wrongly: it goes (the next run computes it
+            # again), and the case is found by its name, so that what runs is what is named
+            discard(_entry("names", mode, version))
+            discard(_entry("families", mode, version))
+            return case_named(mode, version, op, vars)
 
 
 def case_refs(mode: str, positions: list[int], version: str | None = None) -> list[CaseRef]:

@@ -409,10 +409,29 @@ def family_cases(fam: Family, mode: str = "test") -> list[Case]:
     return _enumerate_family(fam, mode)
 
 
+class StaleName(LookupError):
+    """A case name that the names cache places where the catalog has another case."""
+
+
 def family_case(name: str, version: str, mode: str, k: int, op: str, vars: str) -> Case:
-    """The k-th case of a family in a mode at a catalog version, named `op(vars)` (as the
-    names cache has it: cache.CaseRef.resolve), its name not formatted again."""
-    return _case_from_family(name, _family_points(name, version, mode)[k], _case_mode(mode), op, vars, version)
+    """The k-th case of a family in a mode at a catalog version, which the names cache says
+    is `op(vars)` (cache.CaseRef.resolve); its name formatted again and checked: a case is
+    never run under another's name (StaleName where the names cache was wrong)."""
+    points = _family_points(name, version, mode)
+    case = Case(at_version(name, version), points[k], _case_mode(mode)) if k < len(points) else None
+    if case is None or case.op != op or case.vars != vars:
+        raise StaleName(f"{op}({vars})")
+    return case
+
+
+def case_named(mode: str, version: str, op: str, vars: str) -> Case:
+    """The case of that name in the catalog (the slow way: every family's grid); StaleName
+    where there is none."""
+    for fam in families(version):
+        for case in family_cases(fam, mode):
+            if case.op == op and case.vars == vars:
+                return case
+    raise StaleName(f"{op}({vars}) is not a case of catalog {version}")
 
 
 @functools.lru_cache(maxsize=None)

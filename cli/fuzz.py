@@ -41,7 +41,7 @@ class Failure(AssertionError):
 
 
 class Stop(KeyboardInterrupt):
-    """SIGINT or SIGTERM: a KeyboardInterrupt, which Hypothesis passes on (any Exception
+    """SIGINT, SIGTERM or SIGHUP: a KeyboardInterrupt, which Hypothesis passes on (any Exception
     would be a failure to shrink)."""
 
     def __init__(self, signum: int):
@@ -66,7 +66,7 @@ def stop_on_signals():
     def unraisable(info):
         if not isinstance(info.exc_value, Stop):
             old_hook(info)
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     sys.unraisablehook = unraisable
     try:
         yield got

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, plural
-from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_report_options, check_seconds, check_writable,
-                      catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
+from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_distinct_outputs, check_report_options,
+                      check_seconds, check_writable, catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       sample_option, selected_devices, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 from .tbo import tbo_options
@@ -58,6 +58,9 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     ops = ops_text(ops)
     results_path = results_path or resume_path
     check_writable(results_path)
+    if mode == "test":   # a cache folder of other things is refused before anything is written
+        from .engine import reference_dir
+        reference_dir(spec_fields.get("ref_cache", True))
     if cases is None:
         cases = checked_selection(mode, ops, params, shard, sample=sample, refs=True)
     jobs = worker_count(jobs, len(cases))
@@ -82,9 +85,16 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
                 resumed = load_resume(resume_path, new_run(spec))
             except ValueError as e:
                 raise BadInput(str(e)) from None
+            _same_devices(resume_path, resumed, [t.label for t in devices])
         if printer is None:
             printer = ConsolePrinter(mode) if output == "console" else QuietPrinter(mode)
         run = run_cases(cases, devices, spec, printer, journal, resumed)
+        short = [r.name for r in run.results if r.host_error]
+        if short:
+            click.echo(f"ops: error: the host ran out of memory in {plural(len(short), 'case')} ({short[0]}"
+                       f"{', ...' if len(short) > 1 else ''}): skipped, not a device's verdict; run "
+                       f"{'it' if len(short) == 1 else 'them'} with fewer workers (-j) or on a larger host",
+                       err=True)
         if results_path:
             write_or_fail(results_path, run.write_json, results_path)
             if journal:
@@ -95,9 +105,23 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     return run
 
 
+def _same_devices(path, resumed, labels) -> None:
+    """A resume goes on with the devices of the run it resumes: one that leaves some out
+    would write a results file without their results (exit status 2, naming them)."""
+    left_out = sorted(resumed.named - set(labels))
+    if left_out:
+        every = labels + [d for d in left_out if d not in labels]
+        raise BadInput(f"--resume {path}: it holds results of {', '.join(left_out)}, which this run's devices "
+                       f"({', '.join(labels)}) leave out: resume with -b {','.join(every)}, or give --results "
+                       f"to start over")
+
+
 class _Stdout:
-    """stdout for the final outputs: a reader that went away (`ops ... | head`) stops the
-    writing quietly, the files are still written, and the exit status says SIGPIPE."""
+    """stdout for the final outputs. One rule for every command: a reader that went away
+    (`ops ... | head -1`) stops the writing quietly, the files are still written, and a
+    status of 0 becomes 141 (128 + SIGPIPE, what a shell reports for a writer killed by
+    SIGPIPE, so that `set -o pipefail` sees the output was cut); a status that says more
+    (1: failures, 2: bad input, 128 + n: a signal) stays."""
     broken = False
 
     @classmethod
@@ -108,8 +132,13 @@ class _Stdout:
             fn(*args)
             sys.stdout.flush()
         except BrokenPipeError:
-            cls.broken = True
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            cls.gone()
+
+    @classmethod
+    def gone(cls) -> None:
+        """The reader went away: what is left to write goes nowhere."""
+        cls.broken = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     @classmethod
     def status(cls, status: int) -> int:
@@ -182,6 +211,8 @@ def grad(log_dir, summary_file, baseline, **kw):
 def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
     """test and grad: the report options checked first, then the run, its outputs and
     reports; the exit status is the run's."""
+    check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
+                           log_dir)
     base = check_report_options(log_dir, summary_file, baseline)
     run = run_mode(mode, **kw)
     emit(run, kw["output"])
@@ -216,6 +247,7 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
     check_seconds("--min-time", kw["min_seconds"])
     if markdown and kw["output"] != "console":
         raise BadInput(f"--markdown prints the tables: it cannot go with --output {kw['output']}")
+    check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--plot": plot_path})
     if plot_path is not None:
         if os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
             raise BadInput(f"--plot {plot_path}: the file name must end in " + ", ".join(f".{f}" for f in PLOT_FORMATS))
@@ -277,6 +309,8 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
                  if kw[key]] + (["--run"] if compute else [])
         if given:
             raise BadInput(f"--results classifies a saved file: {', '.join(given)} cannot go with it")
+    # the results classified are read, not written: the report must not replace them either
+    check_distinct_outputs({"--results": results_in, "--summary-file": summary_file}, log_dir)
     base = check_report_options(log_dir, summary_file, baseline, markdown, can_print=True)
     if results_in is not None:
         from .engine import load_run
@@ -486,6 +520,8 @@ def tbo(summary_file, baseline, **kw):
     """Run a test-backend-ops BINARY op by op, as the Ascend CI does: an abort costs its
     case (FAIL, with the assert and the backtrace's head) and the op goes on after it."""
     from .tbo import run_binary
+    check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
+                           kw["log_dir"])
     base = check_report_options(None, summary_file, baseline)
     run, status = run_binary(**kw)
     emit(run, kw["output"])
@@ -502,21 +538,45 @@ def main(argv=None):
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+    from cannops.cases.cache import ForeignFolder
     try:
-        rv = cli.main(args=argv, prog_name="ops", standalone_mode=False)
-    except BadInput as e:
-        click.echo(f"ops: error: {e}", err=True)
-        sys.exit(2)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except (click.Abort, KeyboardInterrupt):
-        sys.exit(130)
-    except click.ClickException as e:
-        click.echo(f"ops: error: {e.format_message()}", err=True)
-        sys.exit(2)
+        status = _command(argv, ForeignFolder)
     finally:
         _reap()
-    sys.exit(rv or 0)
+    try:
+        sys.stdout.flush()   # here, not at exit: a reader gone after the last write is seen
+    except BrokenPipeError:
+        _Stdout.gone()
+    sys.exit(_Stdout.status(status))
+
+
+def _command(argv, ForeignFolder) -> int:
+    """The command's exit status (its errors one line on stderr)."""
+    try:
+        rv = cli.main(args=argv, prog_name="ops", standalone_mode=False)
+    except SystemExit as e:
+        wrapped = getattr(sys.stdout, "wrapped", None)
+        if wrapped is not None:
+            # click met EPIPE in a command's plain writes (ops list, --help): it wraps the
+            # streams and exits 1; the rule here is the one of every output
+            sys.stdout, sys.stderr = wrapped, getattr(sys.stderr, "wrapped", sys.stderr)
+            _Stdout.gone()
+            return 0
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BrokenPipeError:
+        _Stdout.gone()
+        return 0
+    except (BadInput, ForeignFolder) as e:
+        click.echo(f"ops: error: {e}", err=True)
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        return 130
+    except click.ClickException as e:
+        click.echo(f"ops: error: {e.format_message()}", err=True)
+        return 2
+    return rv or 0
 
 
 def _reap() -> None:

@@ -145,13 +145,17 @@ def check_seconds(flag, value):
         raise BadInput(f"{flag} must be a positive number of seconds, at most {MAX_SECONDS:g} (got {value:g})")
 
 
+def check_seed(flag, value):
+    if value < 0:
+        raise BadInput(f"{flag} must be at least 0 (got {value})")
+
+
 def check_common(jobs, timeout, seed):
     if jobs < 1:
         raise BadInput(f"-j must be at least 1 (got {jobs})")
     if timeout is not None:
         check_seconds("--timeout", timeout)
-    if seed < 0:
-        raise BadInput(f"--seed must be at least 0 (got {seed})")
+    check_seed("--seed", seed)
 
 
 def worker_count(jobs: int, n_cases: int) -> int:
@@ -224,6 +228,45 @@ def check_writable(path):
         raise BadInput(f"cannot write {path}: {e.strerror}") from None
     if not existed:
         os.remove(path)
+
+
+def check_distinct_outputs(outputs: dict, log_dir=None) -> None:
+    """Refuse, before anything runs, two options that would write one file (`outputs`:
+    flag -> path or None; --results' journal, FILE.partial.jsonl, and --log-dir's DIR/OP.log
+    files count): the second write replaced the first (--results X --summary-file X left
+    the markdown report where the results were)."""
+    from .engine import journal_path
+    seen: dict = {}
+    given = [(flag, path) for flag, path in outputs.items() if path is not None]
+    if outputs.get("--results") is not None:
+        given.append(("--results' journal", journal_path(outputs["--results"])))
+    for flag, path in given:
+        if log_dir is not None and path.endswith(".log") and _same_place(os.path.dirname(path) or ".", log_dir):
+            raise BadInput(f"{flag} {path} is in --log-dir {log_dir}, where the logs are written: give it another name")
+        key = _file_key(path)
+        if key is None:
+            continue
+        if key in seen:
+            raise BadInput(f"{seen[key]} and {flag} name one file ({path}): give each its own")
+        seen[key] = flag
+
+
+def _file_key(path):
+    """What identifies the file a path writes: its inode where it exists (links, hard links),
+    else its resolved path; None for a special file (a FIFO, /dev/null), which may take both."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    import stat
+    return ("inode", st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def _same_place(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def load_status_baseline(path):

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-# the signal (SIGINT, SIGTERM) that stopped the session, once one came
+# the signal (SIGINT, SIGTERM, SIGHUP) that stopped the session, once one came
 STOPPED: list[int] = []
 # pytest-xdist's workers, in its controller: a signal to the controller alone is theirs too
 XDIST_WORKERS: list[int] = []
@@ -41,14 +41,30 @@ def pytest_xdist_newgateway(gateway):
 
 
 def pytest_configure(config):
-    """With --ops-op, Ctrl-C and SIGTERM stop the session wherever it is, as `ops test`:
+    """With --ops-op, Ctrl-C, SIGTERM and SIGHUP stop the session wherever it is, as `ops test`:
     in a pytest-xdist worker too (which went on through its whole queue, a hung case at a
     time, and reported a pass). Installed in the main thread only, as signal() requires."""
     global XDIST_WORKER
     XDIST_WORKER = hasattr(config, "workerinput")
+    if config.option.ops_op:
+        check_options(config.option)
     if config.option.ops_op and threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, _stop)
+
+
+def check_options(opts) -> None:
+    """Every plugin option through the validators of the option of `ops test` it stands for
+    (cli/options.py): a bad value is a usage error before anything runs, never a run of
+    device failures (a timeout of inf overflowed the worker's wait)."""
+    from .engine import BadInput
+    from .options import check_seconds, check_seed, ops_text
+    try:
+        ops_text(tuple(opts.ops_op))
+        check_seconds("--ops-timeout", opts.ops_timeout)
+        check_seed("--ops-seed", opts.ops_seed)
+    except BadInput as e:
+        raise pytest.UsageError(f"ops: {e}") from None
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -181,12 +197,13 @@ def pytest_make_collect_report(collector):
 
 def device_collectors(session) -> list[DeviceCases]:
     from cannops.backend.base import list_devices
+    from cannops.cases.cache import ForeignFolder
     from cannops.cli.engine import BadInput, select_cases, select_devices
     opts = session.config.option
     try:
         cases = [c for _, c in select_cases("test", ",".join(opts.ops_op))]
         targets = select_devices(tuple(opts.ops_device), list_devices())
-    except BadInput as e:
+    except (BadInput, ForeignFolder) as e:
         raise pytest.UsageError(f"ops: {e}") from None
     if not targets:
         raise pytest.UsageError("ops: no device available (see `ops list devices`)")

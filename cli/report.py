@@ -128,7 +128,9 @@ def markdown_report(run: Run, baseline: Baseline | None = None, tail: int = LOG_
     if not blocks:  # nothing ran and nothing was asked for: still a well-formed report
         blocks.append("\n".join(summary_lines({})))
     if run.interrupted:
-        blocks.append("Interrupted: these are partial results.")
+        blocks.append("Interrupted: these are partial results."
+                      + "".join(f" {d} lacks shard{'s' if len(ks) > 1 else ''} {', '.join(ks)}."
+                                for d, ks in run.missing_shards.items()))
     return "\n\n".join(blocks) + "\n"
 
 

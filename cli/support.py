@@ -120,5 +120,7 @@ def print_support_table(run: Run, console: Console) -> None:
     for d in devices:
         c = counts[d]
         console.print(f"{d}: " + ", ".join(f"{c[s]} {s}" for s in ORDER if c[s]))
+    for d, shards in run.missing_shards.items():
+        console.print(f"[yellow]partial[/]: {d} lacks shard{'s' if len(shards) > 1 else ''} {', '.join(shards)}")
     if run.interrupted:
         console.print("[yellow]interrupted[/]: partial results")

@@ -2,6 +2,7 @@
 decisions are exactly those computed without it."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -113,3 +114,111 @@ def test_a_rebuilt_library_is_another_device(tmp_path, monkeypatch):
     before = ggml.probe_key("GGML-CPU")
     fake.write_bytes(b"rebuilt")
     assert ggml.probe_key("GGML-CPU") != before
+
+
+# --- issue 32: an entry is what it says it is, or a miss -----------------------------------------
+
+def _edit_by_hand(path, fn):
+    """Change an entry's object as a user would with pickle, leaving the rest of the file be."""
+    import pickle
+    data = path.read_bytes()
+    magic = b"ops-cache-entry/1\n"
+    end = data.index(b"\n", len(magic)) + 1 if data.startswith(magic) else 0
+    path.write_bytes(data[:end] + pickle.dumps(fn(pickle.loads(data[end:]))))
+
+
+def _table(env_cache, *args):
+    env = dict(os.environ, OPS_CACHE_DIR=env_cache, COLUMNS="200")
+    p = subprocess.run([*OPS, "support", *args], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+def test_support_decisions_set_by_hand_are_not_taken(tmp_path):
+    """Issue 32, 2: decisions edited in the cache made `ops support` print `supported` for a
+    partial op; the entry's digest no longer matches: a miss, probed again."""
+    args = ("-b", "CANN-SIM", "-o", "GET_ROWS", "-p", "type=f16|type=q4_0")
+    first = _table(str(tmp_path), *args)
+    assert "partial" in first
+    entries = list(tmp_path.glob("probe-*.pickle"))
+    assert len(entries) == 1
+
+    def all_supported(stored):
+        stored["decisions"] = {name: ("OK", "") for name in stored["decisions"]}
+        return stored
+    _edit_by_hand(entries[0], all_supported)
+    assert _table(str(tmp_path), *args) == first
+
+
+def test_a_names_cache_edited_by_hand_relabels_nothing(tmp_path):
+    """Issue 32, 3: two names swapped in the names cache ran each case under the other's name,
+    and the wrong reference then stayed in the reference cache (the next run, with a sound
+    names cache, failed): the edited entry is a miss, and no reference is kept wrongly."""
+    a, b = "ABS(type=f16,ne_a=[128,2,2,2],v=0)", "ABS(type=f16,ne_a=[5,7,11,13],v=0)"
+    env = dict(os.environ, OPS_CACHE_DIR=str(tmp_path / "c"), OPS_REF_CACHE=str(tmp_path / "r"))
+
+    def test_a():
+        p = subprocess.run([*OPS, "test", "-b", "GGML-CPU", "-o", a, "--output", "json"], capture_output=True,
+                           text=True, env=env, timeout=600)
+        assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+        return [(r["name"], r["status"]) for r in json.loads(p.stdout)["results"]]
+    assert test_a() == [(a, "OK")]
+    names = next((tmp_path / "c").glob("names-test-*.pickle"))
+
+    def swap(rows):
+        i, j = rows.index(tuple(a[:-1].split("(", 1))), rows.index(tuple(b[:-1].split("(", 1)))
+        rows[i], rows[j] = rows[j], rows[i]
+        return rows
+    _edit_by_hand(names, swap)
+    shutil.rmtree(tmp_path / "r")
+    assert test_a() == [(a, "OK")]
+    names.unlink()
+    assert test_a() == [(a, "OK")]
+
+
+def test_a_case_is_never_resolved_under_another_name(cache_dir):
+    """Issue 32, 3: even a names entry that is whole but wrong (sealed with swapped names)
+    resolves each name to its own case, and the wrong entry goes."""
+    from cannops.cases.catalog import case_named
+    a, b = ("ABS", "type=f16,ne_a=[128,2,2,2],v=0"), ("ABS", "type=f16,ne_a=[5,7,11,13],v=0")
+    rows = list(cache.case_names("test"))
+    entry = f"names-test-{cache.sources_hash('cases')}-{current()}.pickle"
+    i, j = rows.index(a), rows.index(b)
+    rows[i], rows[j] = rows[j], rows[i]
+    cache.store(entry, [tuple(r) for r in rows])
+    cache._case_names.cache_clear()
+    try:
+        ref, = cache.case_refs("test", [i])
+        assert ref.name == "ABS(" + b[1] + ")"
+        case = ref.resolve()
+        assert (case.op, case.vars) == b and case.params == case_named("test", current(), *b).params
+        assert not (cache_dir / entry).exists()   # the next run enumerates the names again
+    finally:
+        cache._case_names.cache_clear()
+
+
+def test_a_full_disk_leaves_no_temporary_file(cache_dir, monkeypatch):
+    """Issue 32, 9: on a full disk cache.store left its .tmp-* files, which nothing removed;
+    those a killed writer leaves go after an hour."""
+    import errno
+    import time
+
+    class Full:
+        def __reduce__(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    cache.store("names-x.pickle", [Full()])                 # the write fails half way
+    real = os.replace
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "replace", full)
+    cache.store("names-y.pickle", [1, 2, 3])                # the rename fails
+    monkeypatch.setattr(os, "replace", real)
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["CACHEDIR.TAG"]
+    old, new = cache_dir / ".tmp-dead1", cache_dir / ".tmp-live1"
+    for p in (old, new):
+        p.write_bytes(b"x")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    cache._claimed.clear()
+    cache.cache_dir()
+    assert not old.exists() and new.exists()

@@ -61,3 +61,23 @@ def test_without_ops_op_the_plugin_collects_and_imports_nothing(tmp_path):
             "print(sorted(m for m in sys.modules if m.startswith('cannops.') and m not in PLUGIN))")
     p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert "1 passed" in p.stdout and p.stdout.strip().endswith("[]"), p.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--ops-timeout", "-1"], "--ops-timeout must be a positive number"),
+    (["--ops-timeout", "0"], "--ops-timeout must be a positive number"),
+    (["--ops-timeout", "nan"], "--ops-timeout must be a positive number"),
+    (["--ops-timeout", "inf"], "--ops-timeout must be a positive number"),
+    (["--ops-timeout", "1e300"], "--ops-timeout must be a positive number"),
+    (["--ops-seed", "-5"], "--ops-seed must be at least 0"),
+    (["--ops-op", ","], "names no op"),
+    (["--ops-device", "NOPE"], "NOPE"),
+])
+def test_bad_option_values_are_usage_errors(tmp_path, args, message):
+    """Issue 32, 6: the plugin's options ran with values `ops test` refuses (a timeout of
+    inf: a 950-line OverflowError traceback, seed -5: device failures); they go through
+    the same validators: a usage error, one line, nothing run."""
+    op = [] if args[0] == "--ops-op" else ["--ops-op", "ABS"]
+    p = pytest_in(tmp_path, *op, "--ops-device", "NUMPY", *args)
+    assert p.returncode == 4, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    assert message in p.stderr and "Traceback" not in p.stderr + p.stdout and len(p.stderr.splitlines()) <= 2

@@ -40,9 +40,9 @@ def test_the_cases_exist():
 def test_results_are_the_same_with_the_cache_off_cold_and_warm(tmp_path):
     where = str(tmp_path / "refs")
     off, counts = run(tmp_path, "-b", "GGML-CPU", "-j", "1", "--no-ref-cache")
-    assert counts == {"hits": 0, "computed": 5} and not os.path.exists(where)
+    assert counts == {"hits": 0, "computed": 5, "rejected": 0} and not os.path.exists(where)
     cold, counts = run(tmp_path, "-b", "GGML-CPU", "-j", "2", OPS_REF_CACHE=where)
-    assert counts == {"hits": 0, "computed": 5}
+    assert counts == {"hits": 0, "computed": 5, "rejected": 0}
     warm, counts = run(tmp_path, "-b", "GGML-CPU", "-j", "2", OPS_REF_CACHE=where)
     assert counts["hits"] >= 3 and counts["hits"] + counts["computed"] == 5
     assert off == cold == warm
@@ -60,7 +60,8 @@ def test_a_broken_entry_is_computed_again(tmp_path):
     for p in entries:
         p.write_bytes(p.read_bytes()[:20])    # a writer killed half way
     again, counts = run(tmp_path, "-b", "GGML-CPU", OPS_REF_CACHE=str(where))
-    assert again == first and counts["hits"] == 0
+    refs = [p for p in entries if not p.name.endswith(".inputs.pickle")]
+    assert again == first and counts["hits"] == 0 and counts["rejected"] == len(refs)
 
 
 def test_several_devices_compute_each_reference_once_even_without_the_cache(tmp_path):
@@ -71,27 +72,146 @@ def test_several_devices_compute_each_reference_once_even_without_the_cache(tmp_
     assert not [d for d in os.listdir(tmp_path.parent) if d.startswith("ops-references-")]
 
 
+def _key(case="X()"):
+    return refcache.entry_key("0.20.2", case, 0)
+
+
 def test_entries_are_kept_only_where_worth_their_disk(tmp_path):
     import numpy as np
     big = {0: (np.zeros(refcache.MAX_ENTRY_BYTES // 4 + 1, np.float32), [])}
     small = {0: (np.ones(4, np.float32), [])}
-    assert not refcache.store(tmp_path / "a" / "big.pickle", "X()", big, 100.0)
-    assert not refcache.store(tmp_path / "a" / "cheap.pickle", "X()", {0: (np.zeros(10**6, np.float32), [])}, 1e-6)
-    assert refcache.store(tmp_path / "a" / "small.pickle", "X()", small, 1e-3)
-    assert refcache.load(tmp_path / "a" / "small.pickle", "Y()") is None    # another case's
-    assert refcache.load(tmp_path / "a" / "small.pickle", "X()")[0][0].tolist() == [1, 1, 1, 1]
+    entry = tmp_path / "ab" / ("0" * 38 + ".pickle")
+    assert not refcache.store(entry, _key(), big, 100.0)
+    assert not refcache.store(entry, _key(), {0: (np.zeros(10**6, np.float32), [])}, 1e-6)
+    assert refcache.store(entry, _key(), small, 1e-3)
+    assert refcache.load(entry, _key("Y()")) == (None, True)    # another case's: rejected
+    refs, found = refcache.load(entry, _key("X()"))
+    assert found and refs[0][0].tolist() == [1, 1, 1, 1]
+
+
+def _entries(root, n, size=300_000):
+    import time
+    paths = []
+    for i in range(n):
+        p = root / "ab" / f"{i:038x}.pickle"
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(b"x" * size)
+        os.utime(p, (time.time() + i, time.time() + i))
+        paths.append(p)
+    return paths
 
 
 def test_prune_keeps_the_cache_under_its_limit(tmp_path, monkeypatch):
-    import time
-    for i in range(6):
-        p = tmp_path / "ab" / f"{i}.pickle"
-        p.parent.mkdir(exist_ok=True)
-        p.write_bytes(b"x" * 300_000)
-        os.utime(p, (time.time() + i, time.time() + i))
+    _entries(tmp_path, 6)
     monkeypatch.setenv("OPS_REF_CACHE_MAX_MB", "1")
     refcache.prune(tmp_path)
-    assert sorted(p.name for p in (tmp_path / "ab").iterdir()) == ["3.pickle", "4.pickle", "5.pickle"]
+    assert sorted(p.name[-8:] for p in (tmp_path / "ab").iterdir()) == ["3.pickle", "4.pickle", "5.pickle"]
+
+
+def test_prune_deletes_only_the_caches_own_entries(tmp_path, monkeypatch):
+    """Issue 32, 1: files next to the entries (a user's, another tool's) are neither counted
+    nor deleted, whatever their age and size."""
+    import time
+    _entries(tmp_path, 2)
+    others = [tmp_path / "big.bin", tmp_path / "ab" / "notes.txt", tmp_path / "cd" / "x.pickle",
+              tmp_path / "ab" / "0123.pickle"]
+    for p in others:
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(b"y" * 400_000)
+        os.utime(p, (time.time() - 10**6, time.time() - 10**6))   # older than every entry
+    monkeypatch.setenv("OPS_REF_CACHE_MAX_MB", "0")
+    refcache.prune(tmp_path)
+    assert all(p.exists() for p in others)
+    assert not list((tmp_path / "ab").glob("0" * 30 + "*.pickle"))
+
+
+def _ops(*args, **env):
+    return subprocess.run([*OPS, *args], capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("var", ["OPS_REF_CACHE", "OPS_CACHE_DIR"])
+def test_a_cache_folder_of_other_things_is_refused_untouched(tmp_path, var):
+    """Issue 32, 1: a cache pointed at a folder it did not make, holding other files, is one
+    line and exit status 2; nothing there is written nor deleted."""
+    folder = tmp_path / "mine"
+    (folder / "ab").mkdir(parents=True)
+    files = {folder / "notes.txt": b"my notes", folder / "ab" / "data.bin": b"z" * 100_000}
+    for p, data in files.items():
+        p.write_bytes(data)
+    env = {var: str(folder), "OPS_REF_CACHE_MAX_MB": "0"}
+    if var == "OPS_CACHE_DIR":
+        env["OPS_REF_CACHE"] = ""
+    p = _ops("test", "-b", "GGML-CPU", "-o", "ABS", "-p", r"ne_a=\[5,", **env)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert f"cache will not use {folder}: it holds" in p.stderr and "Traceback" not in p.stderr
+    assert {q: q.read_bytes() for q in folder.rglob("*") if q.is_file()} == files
+    # an empty folder, or a new one, is taken, and marked as the cache's
+    for where in (tmp_path / "empty", tmp_path / "new" / "refs"):
+        if where.name == "empty":
+            where.mkdir()
+        p = _ops("test", "-b", "GGML-CPU", "-o", "ABS", "-p", r"ne_a=\[5,", **{**env, var: str(where)})
+        assert p.returncode == 0, p.stderr
+        assert (where / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+
+
+def test_a_cache_of_an_ops_without_markers_is_taken(tmp_path):
+    """A folder holding only entries of the cache's own names (an earlier ops made it) is
+    taken and marked; another cache's marker is refused."""
+    (tmp_path / "refs").mkdir()
+    _entries(tmp_path / "refs", 1)
+    os.environ["OPS_REF_CACHE"] = str(tmp_path / "refs")
+    try:
+        assert refcache.location() == tmp_path / "refs"
+        assert (tmp_path / "refs" / "CACHEDIR.TAG").exists()
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+        os.environ["OPS_REF_CACHE"] = str(tmp_path / "other")
+        with pytest.raises(refcache.ForeignFolder, match="its CACHEDIR.TAG is not of the ops reference cache"):
+            refcache.location()
+    finally:
+        del os.environ["OPS_REF_CACHE"]
+
+
+def _tamper(path, at=0.6, n=64):
+    """Garble n bytes of an entry's file from `at` of its length on (in its values)."""
+    data = bytearray(path.read_bytes())
+    i = int(len(data) * at)
+    data[i:i + n] = bytes(b ^ 0xFF for b in data[i:i + n])
+    path.write_bytes(bytes(data))
+
+
+def test_a_changed_entry_is_a_miss_never_a_verdict(tmp_path):
+    """Issue 32, 2: a reference entry whose values changed (a flipped bit, an edit) was
+    taken: a correct device then failed in every later run. It is rejected, computed again
+    and counted."""
+    where = tmp_path / "refs"
+    args = ["-b", "GGML-CPU", "-j", "1", "-o", "ABS,RMS_NORM_MUL_ADD", "-p", r"ne_a=\[128|ne=\[64,5"]
+    first, counts = run(tmp_path, *args, OPS_REF_CACHE=str(where))
+    entries = sorted(where.rglob("*.pickle"))
+    assert len(entries) >= 2 and counts["computed"] == len(first)
+    for p in entries:
+        _tamper(p)
+    again, counts = run(tmp_path, *args, OPS_REF_CACHE=str(where))
+    assert again == first and {r[2] for r in again} == {"OK"}
+    assert counts["rejected"] == len(entries) and counts["hits"] == 0
+    # computed again and kept whole (or, not worth their disk this time, removed): the next
+    # run takes every entry there
+    kept = len(list(where.rglob("*.pickle")))
+    _, counts = run(tmp_path, *args, OPS_REF_CACHE=str(where))
+    assert counts["hits"] == kept and counts["rejected"] == 0
+
+
+def test_an_entry_of_another_case_is_rejected(tmp_path):
+    """An entry copied over another's (same shapes, another case) says what it is: rejected."""
+    import numpy as np
+    a, b = tmp_path / "ab" / ("1" * 38 + ".pickle"), tmp_path / "ab" / ("2" * 38 + ".pickle")
+    refs = {3: (np.arange(8, dtype=np.float32), [])}
+    assert refcache.store(a, _key("ABS(x)"), refs, 1.0)
+    b.write_bytes(a.read_bytes())
+    assert refcache.load(b, _key("ABS(x)")) == (None, True)   # another entry's name
+    assert refcache.load(a, _key("SGN(x)")) == (None, True)
+    assert refcache.load(a, {**_key("ABS(x)"), "seed": 1}) == (None, True)
+    assert refcache.load(a, _key("ABS(x)"))[0][3][0].tolist() == list(range(8))
 
 
 @pytest.mark.parametrize("value", ["off", ""])
@@ -109,3 +229,49 @@ def test_inputs_needing_a_costly_table_are_kept_beside_the_reference(tmp_path):
     assert len(list(where.rglob("*.inputs.pickle"))) == 2
     warm, counts = run(tmp_path, "-b", "GGML-CPU", OPS_REF_CACHE=str(where))
     assert warm == cold and counts["hits"] >= 3
+
+
+def test_the_key_follows_the_librarys_content_not_its_path_or_time(tmp_path, monkeypatch):
+    """Issue 32, 8: the key held the library's path, size and mtime: a byte-identical rebuild
+    (a CI's fresh checkout) never hit, two checkouts never shared. It holds the content's
+    digest, computed once per build (kept under the file's path, size, time and inode)."""
+    pytest.importorskip("cannops.native._ggml")
+    from cannops.backend import ggml
+    monkeypatch.setenv("OPS_CACHE_DIR", str(tmp_path / "cache"))
+    lib, other = tmp_path / "a" / "libggml-cpu.so", tmp_path / "b" / "libggml-cpu.so"
+    for p in (lib, other):
+        p.parent.mkdir()
+        p.write_bytes(b"\x7fELF build 1")
+    monkeypatch.setattr(ggml, "library_files", lambda: [str(lib)])
+
+    def identity():
+        monkeypatch.setattr(refcache, "_identity", None)
+        return refcache.entry_key("0.20.2", "ABS(x)", 0)["code"]
+    first = identity()
+    os.utime(lib, (1, 1))              # rebuilt, the same bytes
+    assert identity() == first
+    monkeypatch.setattr(ggml, "library_files", lambda: [str(other)])
+    assert identity() == first         # another checkout of the same build
+    other.write_bytes(b"\x7fELF build 2")
+    assert identity() != first
+    # computed once per build seen: the bridge, and the four stamps of the fakes
+    assert len(list((tmp_path / "cache").glob("digest-*.pickle"))) == 5
+
+
+def test_the_reference_cache_never_takes_the_names_caches_folder(tmp_path):
+    """Found probing issue 32 again: OPS_REF_CACHE naming OPS_CACHE_DIR's folder, new, was
+    marked as the reference cache's, and the names cache then refused its own folder in every
+    later run. The names cache claims its folder first: the reference cache is refused."""
+    env = {"OPS_CACHE_DIR": str(tmp_path / "c"), "OPS_REF_CACHE": str(tmp_path / "c")}
+    p = _ops("test", "-b", "NUMPY", "-o", "ABS", "-p", r"ne_a=\[5,", **env)
+    assert p.returncode == 2 and "the reference cache will not use" in p.stderr, p.stderr
+    p = _ops("list", "ops", OPS_CACHE_DIR=str(tmp_path / "c"))
+    assert p.returncode == 0 and "ABS" in p.stdout.split(), p.stderr
+
+
+@pytest.mark.parametrize("limit", ["nan", "-5"])
+def test_a_limit_that_is_no_number_of_megabytes_keeps_the_default(tmp_path, monkeypatch, limit):
+    _entries(tmp_path, 3)
+    monkeypatch.setenv("OPS_REF_CACHE_MAX_MB", limit)
+    refcache.prune(tmp_path)
+    assert len(list((tmp_path / "ab").iterdir())) == 3

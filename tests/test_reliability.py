@@ -132,6 +132,23 @@ def test_a_killed_run_is_resumed_without_recomputing_its_finished_cases(tmp_path
     one_line_error(p, "another selection")
 
 
+def test_a_resume_on_fewer_devices_is_refused_and_drops_nothing(tmp_path):
+    """Issue 32, 4: resumed with -b naming one of its two devices, a results file lost the
+    other's results (exit 0); now refused, naming it, the file untouched; the same devices
+    in another order resume it whole."""
+    res = tmp_path / "r.json"
+    p = ops("test", "-b", "GGML-CPU,NUMPY", *TWO, "--results", str(res))
+    assert p.returncode == 0, p.stderr
+    before = res.read_bytes()
+    one_line_error(ops("test", "-b", "NUMPY", *TWO, "--resume", str(res)),
+                   f"--resume {res}: it holds results of GGML-CPU, which this run's devices (NUMPY) leave out")
+    assert res.read_bytes() == before and not os.path.exists(f"{res}.partial.jsonl")
+    p = ops("test", "-b", "NUMPY,GGML-CPU", *TWO, "--resume", str(res))
+    assert p.returncode == 0, p.stderr
+    assert sorted((r["device"], r["op"]) for r in load(res)["results"]) == [
+        ("GGML-CPU", "ABS"), ("GGML-CPU", "SGN"), ("NUMPY", "ABS"), ("NUMPY", "SGN")]
+
+
 # --- 3. merges of shards that do not make a whole --------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -160,6 +177,100 @@ def test_merge_allow_partial_marks_the_run_partial(shards, tmp_path):
     assert load(tmp_path / "m.json")["interrupted"] is True
     p = ops("merge", shards["1/2"], shards["2/2"])
     assert p.returncode == 0 and json.loads(p.stdout)["interrupted"] is False
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    """A device x shard CI matrix: each device's two shards, run apart."""
+    d = tmp_path_factory.mktemp("matrix")
+    out = {}
+    for dev in ("GGML-CPU", "NUMPY"):
+        for k in (1, 2):
+            path = d / f"{dev}-{k}.json"
+            p = ops("test", "-b", dev, *TWO, "--shard", f"{k}/2", "--results", str(path))
+            assert p.returncode == 0, p.stderr
+            out[dev, k] = str(path)
+    return out
+
+
+def test_merge_completeness_is_per_device(matrix, tmp_path):
+    """Issue 32, 5: GGML-CPU 1/2 and NUMPY 2/2 merged as a whole run (and `ops support` said
+    supported for each); each device needs each shard once. The whole matrix merges."""
+    one_line_error(ops("merge", matrix["GGML-CPU", 1], matrix["NUMPY", 2]),
+                   "missing shard 2/2 of GGML-CPU; missing shard 1/2 of NUMPY (or merge with --allow-partial)")
+    one_line_error(ops("merge", *matrix.values(), matrix["NUMPY", 2]), "NUMPY: shard 2/2 is given twice")
+    p = ops("merge", *matrix.values())
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert not doc["interrupted"] and "missing_shards" not in doc
+    assert sorted((r["device"], r["op"]) for r in doc["results"]) == [
+        ("GGML-CPU", "ABS"), ("GGML-CPU", "SGN"), ("NUMPY", "ABS"), ("NUMPY", "SGN")]
+    # partial, per device: marked so, and said so
+    out = tmp_path / "m.json"
+    p = ops("merge", matrix["GGML-CPU", 1], matrix["NUMPY", 1], matrix["NUMPY", 2], "--allow-partial",
+            "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = load(out)
+    assert doc["interrupted"] is True and doc["missing_shards"] == {"GGML-CPU": ["2/2"]}
+    p = ops("support", "--results", str(out))
+    assert p.returncode == 0 and "partial: GGML-CPU lacks shard 2/2" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("outputs,message", [
+    (["--results", "X", "--summary-file", "X"], "--results and --summary-file name one file"),
+    (["--resume", "X", "--summary-file", "X"], "--results and --summary-file name one file"),
+    (["--results", "X", "--summary-file", "sub/../X"], "--results and --summary-file name one file"),
+    (["--results", "X", "--summary-file", "link"], "--results and --summary-file name one file"),
+    (["--results", "X", "--summary-file", "X.partial.jsonl"], "--summary-file and --results' journal name one file"),
+    (["--results", "logs/ABS.log", "--log-dir", "logs"], "--results logs/ABS.log is in --log-dir logs"),
+])
+def test_two_outputs_naming_one_file_are_refused_before_the_run(tmp_path, outputs, message):
+    """Issue 32, 10: --results X --summary-file X left the markdown report where the results
+    were, exit 0. Refused before the run, nothing written."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "X").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "X")
+    before = sorted(os.listdir(tmp_path))
+    one_line_error(ops("test", "-b", "NUMPY", *TWO, *outputs, cwd=tmp_path), message)
+    assert sorted(os.listdir(tmp_path)) == before and (tmp_path / "X").read_text() == "mine"
+
+
+def test_support_never_writes_its_report_over_the_results_it_reads(tmp_path):
+    res = tmp_path / "r.json"
+    assert ops("test", "-b", "NUMPY", *TWO, "--results", str(res)).returncode == 0
+    one_line_error(ops("support", "--results", str(res), "--summary-file", str(res)),
+                   "--results and --summary-file name one file")
+    assert load(res)["mode"] == "test"
+    one_line_error(ops("perf", "-b", "NUMPY", "-o", "ADD", "--sample", "1", "--results", str(tmp_path / "p.svg"),
+                       "--plot", str(tmp_path / "p.svg")), "--results and --plot name one file")
+
+
+def test_a_case_whose_peak_exceeds_the_memory_available_is_refused_before_any_work(tmp_path):
+    """Issue 32, 7: the off-grid limit counted the tensors only: 1.5 GiB of them peaked at
+    7.7 GB, and a case that needs ~80 GB was let through to take the machine down. The run's
+    peak is estimated (cli/engine/selection.py peak_bytes) and a case above the memory
+    available is refused before any work (here before --resume's file is even looked at)."""
+    from cannops.cli.engine.selection import memory_available
+    free = memory_available()
+    if free is None or free > 90 << 30:
+        pytest.skip("memory unknown, or more than the largest case off the grid may need")
+    k = 2 if free > 45 << 30 else 1     # f32 ABS: tensors 8 GiB per k, a peak of 48 GiB per k
+    name = f"ABS(type=f32,ne_a=[1024,1024,1024,{k}],v=0)"
+    p = ops("test", "-b", "NUMPY", "-o", name, "--resume", str(tmp_path / "none.json"))
+    one_line_error(p, f"{name}: a run of it would take about {48 * k:.1f} GiB at its peak")
+    assert "memory available" in p.stderr and not os.listdir(tmp_path)
+    assert ops("list", "cases", "-o", name).stdout.strip() == name   # listing it is no work
+
+
+def test_the_hosts_memory_error_is_a_host_error_never_a_device_fail(tmp_path):
+    """Issue 32, 7: a MemoryError on the host was the device's FAIL; it is that case skipped,
+    with why, the other cases go on, and the run's status is 2 (the host's, not the device's)."""
+    res = tmp_path / "r.json"
+    p = ops("test", "-b", "FAULTY", *TWO, "--results", str(res), env={"OPS_FAULTY": "nomem=ABS"})
+    one_line_error(p, "ops: error: the host ran out of memory in 1 case (ABS(type=f32,ne_a=[5,7,11,13],v=0))")
+    doc = load(res)
+    assert [(r["op"], r["status"]) for r in doc["results"]] == [("ABS", "skipped"), ("SGN", "OK")]
+    assert "MemoryError" in doc["results"][0]["reason"] and doc["summary"]["FAULTY"]["FAIL"] == 0
 
 
 # --- 4, 5. empty selections, bad numbers ------------------------------------------------------
@@ -214,6 +325,22 @@ def test_a_closed_pipe_stops_quietly_and_every_file_is_written(tmp_path):
     assert rc in (0, 128 + signal.SIGPIPE) and "Traceback" not in err, err
 
 
+def test_every_command_follows_one_rule_when_its_reader_goes(tmp_path):
+    """Issue 32, 11: ops list and ops merge exited 1 or 0 when their stdout's reader went away,
+    ops test 141. One rule: 141 (128 + SIGPIPE) where the status would be 0, nothing on
+    stderr; a status that says more (2: bad input) stays."""
+    res = tmp_path / "r.json"
+    assert ops("test", "-b", "NUMPY", *TWO, "--results", str(res)).returncode == 0
+    for args in (["list", "ops"], ["list", "devices"], ["list", "cases", "-o", "ABS"], ["--help"],
+                 ["merge", str(res)], ["merge", str(res), "--out", str(tmp_path / "m.json")],
+                 ["support", "--results", str(res)], ["test", "-b", "NUMPY", *TWO, "--output", "json"]):
+        rc, err = _head_1(args, lines=0)
+        assert (rc, err) == (128 + signal.SIGPIPE, ""), (args, rc, err)
+    assert (tmp_path / "m.json").exists()
+    rc, err = _head_1(["test", "--seed", "-1"], lines=0)
+    assert rc == 2 and "--seed must be at least 0" in err
+
+
 # --- 7. a quick stop -------------------------------------------------------------------------
 
 def test_sigterm_stops_busy_workers_at_once(tmp_path):
@@ -232,6 +359,58 @@ def test_sigterm_stops_busy_workers_at_once(tmp_path):
     proc.communicate(timeout=60)
     assert time.monotonic() - t0 < 1.5  # was 2 s per busy worker, one after the other
     assert proc.returncode == 128 + signal.SIGTERM and load(res)["interrupted"] is True
+
+
+def test_sighup_stops_the_run_as_sigterm_does(tmp_path):
+    """Issue 32, 11: a closed terminal or a dropped ssh session (SIGHUP) ended a run with
+    status 129 and no results file, no summary; now it stops as SIGTERM does, keeping what
+    was done. Its workers (hung up too, as the terminal's process group) leave it to the
+    main process."""
+    res, summary = tmp_path / "r.json", tmp_path / "s.md"
+    env = dict(os.environ, OPS_FAULTY="hang=EXP", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([*OPS, "test", "-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "-j", "2",
+                             "--timeout", "600", "--results", str(res), "--summary-file", str(summary)],
+                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    seen = 0
+    while seen < 2:
+        line = proc.stdout.readline()
+        assert line
+        seen += line.startswith("  ABS(")
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGHUP)   # the whole group, as a terminal's hang-up
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP
+    doc = load(res)
+    assert doc["interrupted"] is True and [r["status"] for r in doc["results"]] == ["OK", "OK"]
+    assert "Interrupted" in summary.read_text()
+
+
+def test_a_closed_terminal_stops_the_run_and_keeps_its_files(tmp_path):
+    """Issue 32, 11, as a terminal does it: the run's controlling terminal closes (its master
+    side), the kernel hangs up the session, and every later write to the terminal fails
+    (EIO): the results file and the summary are still written, status 129."""
+    import fcntl
+    import pty
+    import termios
+    res, summary = tmp_path / "r.json", tmp_path / "s.md"
+    master, slave = pty.openpty()
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    proc = subprocess.Popen([*OPS, "test", "-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "-j", "2",
+                             "--timeout", "600", "--results", str(res), "--summary-file", str(summary)],
+                            stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal,
+                            env=dict(os.environ, OPS_FAULTY="hang=EXP"))
+    os.close(slave)
+    seen, deadline = b"", time.monotonic() + 120
+    while seen.count(b"ABS(") < 2:
+        assert time.monotonic() < deadline, seen[-2000:]
+        seen += os.read(master, 4096)
+    time.sleep(1.0)
+    os.close(master)
+    assert proc.wait(60) == 128 + signal.SIGHUP
+    assert load(res)["interrupted"] is True and "Interrupted" in summary.read_text()
 
 
 # --- 8. a full disk ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 
 from cannops.backend import reference
 from cannops.backend.base import Device, DeviceError, GradUnsupported
-from cannops.cases.catalog import Case, find_deviation
+from cannops.cases.catalog import Case, StaleName, find_deviation
 from cannops.cases.versions import current
 
 from .compare import compare, worst_elements
@@ -26,6 +26,7 @@ from .spec import RunSpec
 
 
 HOST_WORK_ELEMENTS = 1 << 25
+REJECTED = "rejected"   # _reference: a cache entry was there and failed its checks
 
 
 def _apart(g, ctx: WorkerContext):
@@ -57,6 +58,8 @@ def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str
     try:
         case = case.resolve()
         g = case.build()
+    except StaleName as e:
+        return [(SKIPPED, f"not a case of the catalog ({e})")] * (1 + len(riders))
     except Exception as e:
         return [(FAIL, f"error: {type(e).__name__}: {e}")] * (1 + len(riders))
     out = []
@@ -97,7 +100,8 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
     result.seconds = time.perf_counter() - t0
-    result.ref_cached = cached
+    result.ref_cached = cached is True
+    result.ref_rejected = cached == REJECTED
     return result
 
 
@@ -143,50 +147,55 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
                    metric=fam.err_name, note=note, strict=strict, worst=far, **extra)
 
 
-def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> Path | None:
+def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> tuple[Path, dict] | None:
     """The cache entry of the case's inputs where they are worth keeping (their quantizing
-    needs a costly libggml table: cli/engine/refcache.py); None where not."""
+    needs a costly libggml table: cli/engine/refcache.py), and its key; None where not."""
     from cannops.cases.tables import quantizer_table
     if not ref_cache or quantizer_table(case.vars) is None:
         return None
     from . import refcache
-    return refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed, "inputs")
+    args = (case.family.version or current(), case.name, seed, "inputs")
+    return refcache.entry_path(Path(ref_cache), *args), refcache.entry_key(*args)
 
 
 def _inputs(case: Case, g, seed: int, ref_cache: str | None, ctx: WorkerContext = IN_PROCESS) -> dict:
     """The case's inputs: from the cache where kept there (cli/engine/refcache.py), else made."""
     ctx.prepare_inputs(case, seed, ref_cache)
-    path = inputs_cached(case, seed, ref_cache)
-    if path is None:
+    entry = inputs_cached(case, seed, ref_cache)
+    if entry is None:
         return case.init_inputs(g, seed)
     from . import refcache
-    inputs = refcache.load(path, case.name)
+    inputs, _ = refcache.load(*entry)
     if inputs is not None and set(inputs) == {t.index for t in g.leaves}:
         return inputs
     inputs = case.init_inputs(g, seed)
     # worth keeping however fast this was: the table behind it took seconds to build
-    refcache.store(path, case.name, inputs, float("inf"))
+    refcache.store(entry[0], entry[1], inputs, float("inf"))
     return inputs
 
 
 def _reference(case: Case, g, inputs, check: list[int], seed: int, ref_cache: str | None):
     """{checked node index: (reference values, source values for a metric that takes
     them)}, from the reference cache (cli/engine/refcache.py) or computed (and kept there); and
-    whether it came from the cache. NotImplementedError: the reference cannot compute it."""
-    path = None
+    whether it came from the cache: True, False (computed), or REJECTED (an entry was there
+    that was not this case's reference, or not whole: computed)."""
+    path, cached = None, False
     if ref_cache:
         from . import refcache
-        path = refcache.entry_path(Path(ref_cache), case.family.version or current(), case.name, seed)
-        refs = refcache.load(path, case.name)
-        if refs is not None and set(refs) == set(check):
+        args = (case.family.version or current(), case.name, seed)
+        path, key = refcache.entry_path(Path(ref_cache), *args), refcache.entry_key(*args)
+        refs, found = refcache.load(path, key)
+        if refs is not None and set(refs) == set(check) and all(
+                refs[i][0].size == g.tensors[i].nelements() for i in check):
             return refs, True
+        cached = REJECTED if found else False
     t0 = time.perf_counter()
     mem = reference.compute(g, inputs)
     refs = {i: (mem.read(g.tensors[i]), [mem.read(s) for s in g.tensors[i].src] if case.family.err_srcs else [])
             for i in check}
     if path is not None:
-        refcache.store(path, case.name, refs, time.perf_counter() - t0)
-    return refs, False
+        refcache.store(path, key, refs, time.perf_counter() - t0)
+    return refs, cached
 
 
 def not_gradable(graph) -> str | None:
@@ -335,5 +344,11 @@ def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_P
         if spec.mode == "grad":
             return grad(device, case, spec.seed, ctx)
         return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx)
+    except MemoryError:   # the host's, wherever it came from: no verdict on the device
+        return _result(device, case, SKIPPED, host_error=True,
+                       reason="the host ran out of memory (MemoryError): no verdict on the device")
+    except StaleName as e:   # a name the names cache made up: no verdict on it
+        return _result(device, case, SKIPPED, reason=f"not a case of the catalog ({e}): the names cache "
+                                                     f"that named it was wrong, and is removed")
     except Exception as e:  # a Python-level error in a case is that case's FAIL, not the run's end
         return _result(device, case, FAIL, reason=f"error: {type(e).__name__}: {e}")

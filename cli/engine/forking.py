@@ -61,6 +61,8 @@ class Forked:
             code = 1
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)   # this process's handler is the main's
+                # a closed terminal hangs up the whole group: the main process decides
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
                 keep = {0, 1, 2, w, *keep}
                 for fd in map(int, os.listdir("/proc/self/fd")):
                     if fd not in keep:

@@ -16,6 +16,13 @@ reading them back would (at READ_BYTES_PER_S). The cache holds at most `OPS_REF_
 (default MAX_MB): past that, a run that added entries removes the least recently written
 first. An unreadable or unwritable entry only costs the speed.
 
+It keeps to the rules of every ops cache (cases/cache.py, docs/caches.md): its folder holds
+its marker, and it creates, reads and prunes only entries of its own names (XX/<38 hex>.pickle,
+XX/<38 hex>.inputs.pickle); a folder of other things is refused. Each entry says what it is
+(its kind, case, catalog version, seed, the code's identity, the shapes and dtypes it holds)
+and carries a digest of its bytes, all checked on every read: an entry that fails is a miss,
+computed again and counted (`rejected` in the run's reference_cache figures), never a verdict.
+
 The inputs of a case whose quantized leaves need one of libggml's costly quantizer tables
 (cases/tables.py QUANTIZER_TABLES: seconds to build, once per process) are kept too, beside
 its reference: a re-run then builds no table at all.
@@ -24,26 +31,52 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-import tempfile
+import re
+import time
 from pathlib import Path
+
+from cannops.cases.cache import STALE_TMP_S, ForeignFolder, claim, seal, sweep_tmp, unseal, write_atomically
 
 MAX_ENTRY_BYTES = 32 << 20
 READ_BYTES_PER_S = 200e6   # reading an entry back, unpickling included, on a busy machine
 MAX_MB = 2048
 _identity: str | None = None
+_SUB = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"[0-9a-f]{38}(\.inputs)?\.pickle")
+_TMP = re.compile(r"\.tmp-\w+")
+_claimed: dict[str, Path | None] = {}
+
+__all__ = ["ForeignFolder", "location", "reference_dir", "entry_path", "entry_key", "load", "store", "prune"]
+
+
+def _own(entry: os.DirEntry) -> bool:
+    """An entry of the cache's root that an ops (with or without markers) made."""
+    if not (_SUB.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)):
+        return False
+    with os.scandir(entry.path) as it:
+        return all(_ENTRY.fullmatch(e.name) or _TMP.fullmatch(e.name) for e in it)
 
 
 def location(enabled: bool = True) -> Path | None:
-    """The directory of the reference cache, None when it is off."""
+    """The directory of the reference cache, None when it is off (or cannot be made).
+    ForeignFolder where it names a folder of other things (cases/cache.py claim)."""
     where = os.environ.get("OPS_REF_CACHE", "")
     if not enabled or where == "off":
         return None
-    if where:
-        return Path(where)
     from cannops.cases.cache import cache_dir
+    # the names cache's root is claimed first: an OPS_REF_CACHE naming it is then refused
+    # (its marker is the names cache's), never marked as the reference cache's
     base = cache_dir()
-    return None if base is None else base / "reference"
+    if not where:
+        if base is None:
+            return None
+        where = str(base / "reference")
+    if where not in _claimed:
+        _claimed[where] = claim(Path(where), "reference", _own)
+    return _claimed[where]
+
+
+reference_dir = location   # the engine's API name (cli/engine/__init__.py)
 
 
 def _code_identity() -> str:
@@ -56,14 +89,39 @@ def _code_identity() -> str:
         from cannops.cases.cache import sources_hash
         parts = [sources_hash("cases", "backend/reference"), np.__version__]
         try:
-            from cannops.backend.base import file_identity
             from cannops.backend.ggml import library_files
             from cannops.native import _ggml
-            parts += [file_identity(_ggml.__file__)] + [file_identity(f) for f in library_files()]
+            files = dict.fromkeys(os.path.realpath(f) for f in [_ggml.__file__, *library_files()])
+            parts += [content_digest(f) for f in files]
         except Exception:   # no bridge: the NumPy quantizers make the inputs
             parts.append("numpy-quantizers")
-        _identity = "|".join(parts)
+        _identity = hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
     return _identity
+
+
+def content_digest(path: str) -> str:
+    """The SHA-256 of a file's bytes (a library: its content, not its path nor its time, so
+    that a byte-identical rebuild, or another checkout of the same build, shares the
+    entries), computed once per build: kept in the names cache (cases/cache.py) under the
+    file's path, size, time and inode, which a rebuild changes."""
+    from cannops.cases import cache
+    st = os.stat(path)
+    stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    entry = f"digest-{hashlib.sha256(stamp.encode()).hexdigest()[:24]}.pickle"
+    known = cache.load(entry)
+    if isinstance(known, dict) and known.get("stamp") == stamp:
+        return known["sha256"]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    cache.store(entry, {"stamp": stamp, "sha256": h.hexdigest()})
+    return h.hexdigest()
+
+
+def entry_key(version: str, case_name: str, seed: int, what: str = "reference") -> dict:
+    """What an entry is: the fields it is named by, which it carries and a read checks."""
+    return {"kind": what, "catalog": version, "case": case_name, "seed": seed, "code": _code_identity()}
 
 
 def entry_path(where: Path, version: str, case_name: str, seed: int, what: str = "reference") -> Path:
@@ -72,33 +130,50 @@ def entry_path(where: Path, version: str, case_name: str, seed: int, what: str =
     return where / h[:2] / f"{h[2:40]}{'' if what == 'reference' else '.' + what}.pickle"
 
 
-def load(path: Path, case_name: str) -> dict | None:
+def _arrays(value) -> list:
+    """The shapes and dtypes of a reference entry's value (values, source values) or of an
+    input's data, as the entry's header records them."""
+    arrays = [value[0], *value[1]] if isinstance(value, tuple) else [value]
+    return [None if a is None else [list(a.shape), a.dtype.str] for a in arrays]
+
+
+def _describe(refs: dict) -> dict:
+    return {str(i): _arrays(v) for i, v in refs.items()}
+
+
+def load(path: Path, key: dict) -> tuple[dict | None, bool]:
     """The entry's dict ({node index: (reference values, source values)}, or {leaf index:
-    data} for inputs), or None."""
+    data} for inputs) where it is the entry of `key` (entry_key), holds the shapes and dtypes
+    it says and its bytes match their digest; and whether an entry was there (one there and
+    None: it was rejected)."""
     try:
-        with open(path, "rb") as f:
-            name, refs = pickle.load(f)
-    except Exception:   # absent, half-written by a crashed writer, another Python: recompute
-        return None
-    return refs if name == case_name else None
+        data = path.read_bytes()
+    except OSError:
+        return None, False
+    refs, head = unseal(data, {**key, "entry": _name(path)})
+    try:
+        if refs is not None and isinstance(refs, dict) and _describe(refs) == head.get("arrays"):
+            return refs, True
+    except Exception:   # not arrays where arrays were said to be
+        pass
+    return None, True
 
 
-def store(path: Path, case_name: str, refs: dict, seconds: float) -> bool:
-    """Keep the entry, computed in `seconds`, if it is worth its disk (True: kept). Written
-    atomically: a reader sees the whole entry or none."""
+def _name(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def store(path: Path, key: dict, refs: dict, seconds: float) -> bool:
+    """Keep the entry, computed in `seconds`, if it is worth its disk (True: kept; else an
+    entry there, rejected by load, goes). Written atomically: a reader sees the whole entry
+    or none."""
     size = sum(map(_nbytes, refs.values()))
     if size > MAX_ENTRY_BYTES or seconds < size / READ_BYTES_PER_S:
+        _unlink(str(path))
         return False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump((case_name, refs), f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        path.parent.mkdir(exist_ok=True)   # the root is the claimed cache's: never made here
+        write_atomically(path, seal({**key, "entry": _name(path), "arrays": _describe(refs)}, refs))
     except OSError:
         return False
     return True
@@ -113,25 +188,46 @@ def _nbytes(value) -> int:
 
 
 def prune(where: Path | str) -> None:
-    """Keep the cache under OPS_REF_CACHE_MAX_MB: the entries written longest ago go first."""
+    """Keep the cache under OPS_REF_CACHE_MAX_MB: the entries written longest ago go first.
+    Only the cache's own entries count and go (and temporary files of writers long dead);
+    nothing else in the folder is looked at."""
     try:
         limit = float(os.environ.get("OPS_REF_CACHE_MAX_MB", MAX_MB)) * 2**20
     except ValueError:
         limit = MAX_MB * 2**20
+    if not limit >= 0:   # nan, or below 0: a slip, not "remove every entry"
+        limit = MAX_MB * 2**20
     where = Path(where)
-    entries = []
-    for sub in (where.iterdir() if where.is_dir() else ()):
+    sweep_tmp(where)   # the marker's writer's
+    entries, now = [], time.time()
+    try:
+        subs = [e.path for e in os.scandir(where) if _SUB.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for sub in subs:
         try:
             with os.scandir(sub) as it:
-                entries += [(e.stat().st_mtime, e.stat().st_size, e.path) for e in it if e.is_file()]
+                for e in it:
+                    if not e.is_file(follow_symlinks=False):
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                    if _ENTRY.fullmatch(e.name):
+                        entries.append((st.st_mtime, st.st_size, e.path))
+                    elif _TMP.fullmatch(e.name) and now - st.st_mtime > STALE_TMP_S:
+                        _unlink(e.path)
         except OSError:
             continue
     total = sum(size for _, size, _ in entries)
     for _, size, p in sorted(entries):
         if total <= limit:
             break
-        try:
-            os.unlink(p)
+        if _unlink(p):
             total -= size
-        except OSError:
-            pass
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False

@@ -33,7 +33,7 @@ DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT),
                  "soc": _STR, "threads": (int, _OPT)}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "sample": (int, _OPT), "interrupted": (bool,), "version": _STR,
-              "strict": (str, _OPT), "catalog": _STR, "source": (dict, _OPT),
+              "strict": (str, _OPT), "catalog": _STR, "missing_shards": (dict,), "source": (dict, _OPT),
               "devices": (list,), "results": (list,)}
 
 
@@ -109,6 +109,10 @@ class CaseResult:
     # test: whether the reference came from the cache (engine/refcache.py; None: no cache),
     # for the run's hit rate; kept in memory, not written to the results file
     ref_cached: bool | None = field(default=None, metadata={"file": False})
+    # test: an entry was in the cache for it but failed its checks (computed again)
+    ref_rejected: bool = field(default=False, metadata={"file": False})
+    # the host ran out of memory in it (a skipped case, no verdict): the run's exit status is 2
+    host_error: bool = field(default=False, metadata={"file": False})
 
     @property
     def name(self) -> str:
@@ -155,6 +159,8 @@ class Run:
     version: str = ""
     strict: str | None = None           # test --strict: the standard applied (cli/engine/strict.py)
     catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
+    # a merge with --allow-partial: device -> the shards it lacks ("2/3"); saved
+    missing_shards: dict[str, list[str]] = field(default_factory=dict)
     # ops tbo: the test-backend-ops binary whose cases these are and its ggml (binary,
     # ggml_version, kind, name, git, variant, soc: engine/tbo.py binary_source); None: ops' own
     source: dict | None = None
@@ -184,6 +190,7 @@ class Run:
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
             **({} if self.reference_cache is None else {"reference_cache": self.reference_cache}),
+            **({"missing_shards": self.missing_shards} if self.missing_shards else {}),
             **({} if self.source is None else {"source": self.source}),
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
         }
@@ -213,10 +220,17 @@ class Run:
         return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
                    params_filter=f.get("params_filter"), shard=f.get("shard"), sample=f.get("sample"), devices=devices,
                    results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
-                   strict=f.get("strict"), catalog=f.get("catalog", OLDEST), source=f.get("source"))
+                   strict=f.get("strict"), catalog=f.get("catalog", OLDEST),
+                   missing_shards=_missing_shards(f.get("missing_shards", {})), source=f.get("source"))
 
     def write_json(self, path: str) -> None:
         write_file(path, self.to_json())
+
+
+def _missing_shards(d: dict) -> dict[str, list[str]]:
+    if not all(isinstance(v, list) and all(isinstance(k, str) for k in v) for v in d.values()):
+        raise ValueError("missing_shards: expected an object of lists of shards")
+    return d
 
 
 def write_file(path: str, text: str) -> None:
@@ -279,40 +293,50 @@ def load_run(path: str) -> Run:
         raise ValueError(f"{path}: {e}") from None
 
 
-def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> bool:
-    """Shards must be the N slices of one split, each once (a device's unsharded runs: each
-    device once). Returns whether some are missing (allowed with allow_partial)."""
-    sharded = [r for r in runs if r.shard]
-    if sharded and len(sharded) != len(runs):
-        whole = next(p for r, p in zip(runs, paths) if not r.shard)
-        raise ValueError(f"cannot merge shards with an unsharded run ({whole})")
-    if not sharded:
-        seen: dict[str, str] = {}
-        for r, p in zip(runs, paths):
-            for d in {x.device for x in r.results} | {d.name for d in r.devices}:
-                if d in seen:
-                    raise ValueError(f"device {d} is in two unsharded runs: {seen[d]} and {p}")
-                seen[d] = p
-        return False
+def _run_devices(r: Run) -> set[str]:
+    """The devices a run holds results of, or opened."""
+    return {d.name for d in r.devices} | {x.device for x in r.results}
+
+
+def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> dict[str, list[str]]:
+    """Completeness is per device: each device is in one unsharded run, or in each of the N
+    shards of one split once (a device x shard CI matrix merges; GGML-CPU 1/2 with
+    CANN-SIM 2/2 does not). Returns, per device, its missing shards (allowed with
+    allow_partial; else a ValueError names them)."""
     from .selection import parse_shard
-    split = {}
+    per_device: dict[str, list[tuple[str | None, str]]] = {}
     for r, p in zip(runs, paths):
-        k, n = parse_shard(r.shard)
-        split.setdefault(n, []).append((k, p))
-    if len(split) > 1:
-        raise ValueError("cannot merge shards of different splits: "
-                         + ", ".join(f"{ks[0][0]}/{n} ({ks[0][1]})" for n, ks in sorted(split.items())))
-    (n, ks), = split.items()
-    given: dict[int, str] = {}
-    for k, p in ks:
-        if k in given:
-            raise ValueError(f"shard {k}/{n} is given twice: {given[k]} and {p}")
-        given[k] = p
-    missing = [f"{k}/{n}" for k in range(1, n + 1) if k not in given]
+        for d in sorted(_run_devices(r)):
+            per_device.setdefault(d, []).append((r.shard, p))
+    missing: dict[str, list[str]] = {}
+    for d, given in per_device.items():
+        whole = [p for shard, p in given if not shard]
+        if len(whole) > 1:
+            raise ValueError(f"device {d} is in two unsharded runs: {whole[0]} and {whole[1]}")
+        if whole and len(given) > 1:
+            sharded = next(p for shard, p in given if shard)
+            raise ValueError(f"cannot merge shards with an unsharded run: device {d} is in {whole[0]} "
+                             f"and in the shard {sharded}")
+        if whole:
+            continue
+        split: dict[int, dict[int, str]] = {}
+        for shard, p in given:
+            k, n = parse_shard(shard)
+            if k in split.setdefault(n, {}):
+                raise ValueError(f"{d}: shard {k}/{n} is given twice: {split[n][k]} and {p}")
+            split[n][k] = p
+        if len(split) > 1:
+            raise ValueError(f"cannot merge shards of different splits for {d}: "
+                             + ", ".join(f"{next(iter(ks))}/{n} ({next(iter(ks.values()))})"
+                                         for n, ks in sorted(split.items())))
+        (n, ks), = split.items()
+        gone = [f"{k}/{n}" for k in range(1, n + 1) if k not in ks]
+        if gone:
+            missing[d] = gone
     if missing and not allow_partial:
-        raise ValueError(f"missing shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                         f"(or merge with --allow-partial)")
-    return bool(missing)
+        raise ValueError("; ".join(f"missing shard{'s' if len(ks) > 1 else ''} {', '.join(ks)} of {d}"
+                                   for d, ks in missing.items()) + " (or merge with --allow-partial)")
+    return missing
 
 
 # what a merge's runs must share, as the user names it
@@ -322,7 +346,8 @@ SAME_RUN = (("mode", "mode"), ("seed", "--seed"), ("ops_filter", "-o"), ("params
 
 def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: bool = False) -> Run:
     """One run from shards: same mode and seed; results keyed by (case index, device). A
-    merge of some shards only (allow_partial) is marked as interrupted: partial results."""
+    merge of some shards only (allow_partial) is marked as interrupted (partial results),
+    and its missing_shards say which, per device."""
     if not runs:
         raise ValueError("nothing to merge")
     first = runs[0]
@@ -335,11 +360,11 @@ def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: b
                 for k, what in SAME_RUN if getattr(r, k) != getattr(first, k)]
         if diff:
             raise ValueError(f"cannot merge results of different runs: {path} has " + ", ".join(diff))
-    partial = _check_shards(runs, paths, allow_partial)
+    missing = _check_shards(runs, paths, allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
                  params_filter=first.params_filter, version=first.version, catalog=first.catalog,
-                 source=first.source,
-                 interrupted=partial or any(r.interrupted for r in runs))
+                 interrupted=bool(missing) or any(r.interrupted for r in runs), missing_shards=missing,
+                 source=first.source)
     seen: dict[tuple[int, str], CaseResult] = {}
     for r in runs:
         for d in r.devices:
@@ -457,6 +482,9 @@ class Resumed:
     and the devices it opened."""
     results: dict[tuple[int, str], CaseResult] = field(default_factory=dict)
     devices: dict[str, DeviceInfo] = field(default_factory=dict)
+    # every device the file and its journal name (skipped results included): a resume on
+    # fewer devices would drop the others' results
+    named: set[str] = field(default_factory=set)
 
 
 def load_resume(path: str, run: Run) -> Resumed:
@@ -478,6 +506,7 @@ def load_resume(path: str, run: Run) -> Resumed:
             raise ValueError(f"--resume {source}: another selection: {diff}")
 
     def keep(r: CaseResult) -> None:
+        out.named.add(r.device)
         if r.status != SKIPPED:
             out.results[(r.index, r.device)] = r
 
@@ -494,6 +523,7 @@ def load_resume(path: str, run: Run) -> Resumed:
         found = True
         for d in prev.devices:
             out.devices[d.name] = d
+            out.named.add(d.name)
         for r in prev.results:
             keep(r)
     jpath = journal_path(path)
@@ -513,6 +543,7 @@ def load_resume(path: str, run: Run) -> Resumed:
                 elif "device" in obj:
                     d = DeviceInfo(**obj["device"])
                     out.devices[d.name] = d
+                    out.named.add(d.name)
                 else:
                     keep(result_from_dict(obj["result"], f"line {n}"))
             except (ValueError, KeyError, TypeError, AttributeError) as e:

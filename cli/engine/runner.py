@@ -1,7 +1,7 @@
 """Runs the selected cases on each device through a worker pool and collects a `Run`.
 
 Results are printed in case order whatever the number of workers, and kept whatever
-happens: an interrupt (SIGINT / SIGTERM) stops the workers, and everything computed so
+happens: an interrupt (SIGINT / SIGTERM / SIGHUP: STOP_SIGNALS) stops the workers, and everything computed so
 far is in the returned run, marked `interrupted`.
 """
 from __future__ import annotations
@@ -35,7 +35,24 @@ def device_passed(results) -> bool:
     return not any(r.status == FAIL for r in results)
 
 
+# what stops a run and keeps its results: Ctrl-C, kill, and a closed terminal or a dropped
+# ssh session (SIGHUP, whose default would end the run with no results file)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def leave_hung_up_terminal(signum: int) -> None:
+    """On SIGHUP the terminal is gone: writing to it would fail (EIO) before the files are
+    written. (isatty() is False on a hung-up terminal: a character device is what is asked)"""
+    if signum != signal.SIGHUP:
+        return
+    import stat
+    for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
+        if stat.S_ISCHR(os.fstat(fd).st_mode):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
 def _raise_interrupt(signum, frame):
+    leave_hung_up_terminal(signum)
     raise Interrupted(signum)
 
 
@@ -65,11 +82,11 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
             journal.device(info)
         for r in resumed.results.values():
             journal.result(r)
-    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, _raise_interrupt) for s in STOP_SIGNALS}
     n_ok = 0
     spec, scratch = _references(spec, len(devices))
     if spec.mode == "test":
-        run.reference_cache = {"hits": 0, "computed": 0}
+        run.reference_cache = {"hits": 0, "computed": 0, "rejected": 0}
     probers, riders = _probe_plan(devices) if spec.mode == "support" else ({}, {})
     rode: dict[str, dict[int, CaseResult]] = {}   # a rider's label -> its results by case index
     try:
@@ -106,7 +123,12 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
             refcache.prune(spec.ref_dir)
         if journal and owned:
             journal.close()
-    run.exit_status = raise_after.exit_status if raise_after else (0 if n_ok == len(devices) else 1)
+    if raise_after:
+        run.exit_status = raise_after.exit_status
+    elif any(r.host_error for r in run.results):
+        run.exit_status = 2   # a host error, as bad input: not the devices' verdict
+    else:
+        run.exit_status = 0 if n_ok == len(devices) else 1
     return run
 
 
@@ -230,6 +252,7 @@ def _run_device(pool: WorkerPool, cases, printer, run: Run, earlier=None, journa
                     rode.setdefault(r.device, {})[r.index] = r
                 if result.ref_cached is not None and run.reference_cache is not None:
                     run.reference_cache["hits" if result.ref_cached else "computed"] += 1
+                    run.reference_cache["rejected"] += result.ref_rejected
                 if journal:
                     journal.result(result)
                 pending[seq] = result

@@ -82,7 +82,7 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
             ops_named = {name.split("(", 1)[0] for name in wanted_names}
             by_name = {c.name for c in cases if c.op in ops_named}
             # a name off the grid (e.g. found by `ops fuzz`) is built from its params
-            extra = [_case_off_grid(n, mode) for n in wanted_names if n not in by_name]
+            extra = [_case_off_grid(n, mode, runs=not names_only) for n in wanted_names if n not in by_name]
     # positions in the catalog of the grid cases picked, then the cases off the grid
     picked = [(pos, c) for pos, c in enumerate(cases)
               if not ops or c.op in wanted_ops or wanted_names and c.name in wanted_names]
@@ -115,16 +115,61 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
 MAX_OFF_GRID_BYTES = 16 << 30
 
 
-def _case_off_grid(name: str, mode: str) -> Case:
+def peak_bytes(graph) -> int:
+    """An upper estimate of the memory a case's test takes at its peak, host and device on one
+    machine: per tensor (views aside) its data twice, in its type or float32 where that is
+    larger (the inputs and outputs on the host, the device's copy; half and quantized types
+    are compared as float32), and its elements twice in float64 (the reference's values, and
+    a temporary of a reference op or of the comparison). Measured (whole run, maxrss, this
+    estimate): ABS f32 [1024,1024,192,1] 7.7 GB (issue 32), 9.7 GB; ABS f32 [1024,1024,64,1]
+    on GGML-CPU 2.5 GB, 3.0 GiB; ABS f16 likewise 2.6 GB, 3.0 GiB; ABS f32 [1024,1024,32,1]
+    on CANN-SIM 1.4 GB, 1.5 GiB; ADD f32 [1024,1024,32,1] 1.4 GB, 2.3 GiB."""
+    return sum(2 * max(t.nbytes(), 4 * t.nelements()) + 16 * t.nelements()
+               for t in graph.tensors if not t.is_view())
+
+
+def memory_available() -> int | None:
+    """Bytes of memory this machine can still give (MemAvailable, within a cgroup's limit
+    where there is one); None where unknown."""
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read())
+        if limit != "max":
+            free = min(free if free is not None else 1 << 62, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return free
+
+
+def _case_off_grid(name: str, mode: str, runs: bool = True) -> Case:
+    """The case of that name off the grid; refused where it cannot be (run: `runs`) here."""
     from cannops.cases.names import case_from_name
     try:
         case = case_from_name(name, mode)
     except ValueError as e:
         raise BadInput(f"no {mode} case named {name!r}: {e}") from None
-    size = sum(t.nbytes() for t in case.build().tensors if not t.is_view())
+    g = case.build()
+    size = sum(t.nbytes() for t in g.tensors if not t.is_view())
     if size > MAX_OFF_GRID_BYTES:
         raise BadInput(f"{name}: its tensors take {size / 2**30:,.0f} GiB, more than the "
                        f"{MAX_OFF_GRID_BYTES >> 30} GiB a case off the grid may take")
+    # what the tensors take is not what a run takes: refused before any work, rather than
+    # taking the machine down (or failing the device on the host's MemoryError)
+    peak, free = peak_bytes(g), memory_available()
+    if runs and mode != "support" and free is not None and peak > free:
+        raise BadInput(f"{name}: a run of it would take about {peak / 2**30:,.1f} GiB at its peak (its tensors "
+                       f"{size / 2**30:,.1f} GiB, the reference's float64 copies, the device's), more than "
+                       f"the {free / 2**30:,.1f} GiB of memory available")
     return case
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
+from .runner import STOP_SIGNALS, leave_hung_up_terminal
 from .selection import BadInput, parse_shard
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -574,10 +575,11 @@ def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, st
     interrupted = []
 
     def handler(signum, frame):
+        leave_hung_up_terminal(signum)
         interrupted.append(signum)
         procs.stop()
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         for device in spec.devices:
             if procs.stopped.is_set():

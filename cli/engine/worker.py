@@ -28,6 +28,7 @@ def worker_ahead(conn) -> None:
     """A worker forked ahead (fork_ahead): imports, then worker_main for the device it is
     given, or exits when given none (or when this process is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     preload()
     try:
         msg = conn.recv()
@@ -101,8 +102,8 @@ class _InWorker(WorkerContext):
 
         from .execute import inputs_cached
         tables = quantizer_tables(case.vars) - self.built
-        path = inputs_cached(case, seed, ref_cache) if tables else None
-        if not tables or path is not None and path.exists():
+        entry = inputs_cached(case, seed, ref_cache) if tables else None
+        if not tables or entry is not None and entry[0].exists():
             return
         with self.host_work():
             for t in sorted(tables):
@@ -138,6 +139,7 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
     instead of opening the device (a probe); riders: the probers of other devices, each
     asked too on the graph built for a probed case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and on a closed terminal, which hangs up the group
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log_fd, 1)

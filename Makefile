@@ -148,9 +148,9 @@ SAMPLE_ROPE_P := ne_a=\[128,32,2,1\].*ef=0\.0
 SAMPLE_OPS_310P := ADD,MUL_MAT,SOFT_MAX,ROPE,GET_ROWS,SET_ROWS,CPY,RMS_NORM
 SAMPLE_TBO_310P := -p 'ADD=^(?!type=bf16)'
 ggml-cann-check: ggml-cann
-	for v in $(filter-out 310P,$(VARIANTS)); do $(PY) bench/tbo_ops.py $(GGML_CANN_OUT)/$$v/bin/test-backend-ops \
+	for v in $(filter-out 310P,$(VARIANTS)); do $(OPS) tbo $(GGML_CANN_OUT)/$$v/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean || exit 1; done
-	$(if $(filter 310P,$(VARIANTS)),$(PY) bench/tbo_ops.py $(GGML_CANN_OUT)/310P/bin/test-backend-ops \
+	$(if $(filter 310P,$(VARIANTS)),$(OPS) tbo $(GGML_CANN_OUT)/310P/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
 	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
 	. $(GGML_CANN_OUT)/910B/env.sh && \
@@ -165,7 +165,7 @@ CI_RELEASE ?= 0.3.17
 CI_RELEASE_OUT ?= build/ggml-cann-$(CI_RELEASE)
 ggml-cann-release-check: cann-sim-toolkit
 	$(MAKE) ggml-cann VARIANTS=910B LLAMA_CPP_PYTHON=$(CI_RELEASE) GGML_CANN_OUT=$(CI_RELEASE_OUT)
-	$(PY) bench/tbo_ops.py $(CI_RELEASE_OUT)/910B/bin/test-backend-ops \
+	$(OPS) tbo $(CI_RELEASE_OUT)/910B/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean
 
 # The Ascend CI's two shared reports replayed at their ggml (ggml-org/ggml trees unpacked

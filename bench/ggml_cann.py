@@ -23,8 +23,6 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOOLKIT = ROOT / "build" / "cann-sim-toolkit"
-sys.path.insert(0, str(ROOT / "bench"))
-import tbo_ops  # noqa: E402
 
 SHIM = textwrap.dedent(r"""
     #include <stdio.h>
@@ -114,19 +112,20 @@ def shim(n: int = 5000) -> None:
 
 
 def per_case(binary: str, ops: list[str]) -> None:
+    import json
     print(f"{'op':<16} {'tbo cases':>9} {'tbo us/case':>11} {'ops cases':>9} {'ops us/case':>11}")
     for op in ops:
-        r = tbo_ops.run_op(binary, "CANN0", op, 900)
-        n_tbo = r["counts"]["OK"] + r["counts"]["FAIL"]
-        t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "cannops.cli.main", "test", "-b", "CANN-SIM", "-j", "1",
-                              "-o", op, "--output", "json"], capture_output=True, text=True)
-        s = time.perf_counter() - t0
-        import json
-        c = json.loads(out.stdout)["summary"].get("CANN-SIM", {})
-        n_ops = c.get("OK", 0) + c.get("FAIL", 0)
-        print(f"{op:<16} {n_tbo:>9} {1e6 * r['seconds'] / max(n_tbo, 1):>11.0f} "
-              f"{n_ops:>9} {1e6 * s / max(n_ops, 1):>11.0f}", flush=True)
+        runs = []
+        for cmd in (["tbo", binary, "-b", "CANN0", "--timeout", "900"], ["test", "-b", "CANN-SIM", "-j", "1"]):
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-m", "cannops.cli.main", *cmd, "-o", op, "--output", "json"],
+                                 capture_output=True, text=True)
+            s = time.perf_counter() - t0
+            c = next(iter(json.loads(out.stdout)["summary"].values()), {})
+            runs.append((c.get("OK", 0) + c.get("FAIL", 0), s))
+        (n_tbo, s_tbo), (n_ops, s_ops) = runs
+        print(f"{op:<16} {n_tbo:>9} {1e6 * s_tbo / max(n_tbo, 1):>11.0f} "
+              f"{n_ops:>9} {1e6 * s_ops / max(n_ops, 1):>11.0f}", flush=True)
 
 
 def main() -> int:

@@ -1,8 +1,8 @@
 """The per-op table of docs/ggml-cann-on-cann-sim.md, from measured runs:
 
-* test-backend-ops of ggml-cann (0.25.3) on the simulator, per variant: the JSON files of
-  bench/tbo_ops.py (build/reports/tbo-<variant>.json): OK / not supported / FAIL, and how
-  often ggml-cann aborted (died) in the op;
+* test-backend-ops of ggml-cann (0.25.3) on the simulator, per variant: the results files
+  of `ops tbo BINARY --results build/reports/tbo-<variant>.json`: OK / not supported /
+  FAIL, and how often ggml-cann aborted (died) in the op;
 * ops' own aclnn layer on CANN-SIM (catalog v0.20.2): the per-op status of a results file
   (`ops test -b CANN-SIM --results FILE`) or, without one, of `ops support -b CANN-SIM`;
 * the 910B statuses of a real Ascend CI report (shared/reference/ci-summary-example-b.md).
@@ -26,10 +26,18 @@ SYMBOL = {"supported": "✅", "partial": "🟡", "fail": "❌", "unsupported": "
 
 
 def tbo(variant: str, path: pathlib.Path | None = None) -> dict[str, dict]:
+    """op -> counts, deaths and seconds, from an `ops tbo` results file."""
     path = path or REPORTS / f"tbo-{variant}.json"
     if not path.exists():
         return {}
-    return {r["op"]: r for r in json.loads(path.read_text())["ops"]}
+    out: dict[str, dict] = {}
+    for r in json.loads(path.read_text())["results"]:
+        o = out.setdefault(r["op"], {"counts": {"OK": 0, "not supported": 0, "FAIL": 0, "skipped": 0},
+                                     "deaths": 0, "seconds": 0.0})
+        o["counts"][r["status"]] = o["counts"].get(r["status"], 0) + 1
+        o["deaths"] += r["status"] == "FAIL" and r["reason"].startswith(("aborted", "died", "timeout"))
+        o["seconds"] += r["seconds"]
+    return out
 
 
 def ci_statuses() -> dict[str, str]:
@@ -57,7 +65,7 @@ def cell(r: dict | None) -> str:
     if r is None:
         return "–"
     c = r["counts"]
-    died = f" †{len(r['deaths'])}" if r["deaths"] else ""
+    died = f" †{r['deaths']}" if r["deaths"] else ""
     return f"{c['OK']} / {c['not supported']} / {c['FAIL']}{died}"
 
 
@@ -65,7 +73,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops-results", help="a results file of ops test -b CANN-SIM (else a probe)")
     ap.add_argument("--tbo", action="append", default=[], metavar="VARIANT=FILE",
-                    help="a variant's bench/tbo_ops.py JSON other than build/reports/tbo-VARIANT.json")
+                    help="a variant's `ops tbo` results file other than build/reports/tbo-VARIANT.json")
     args = ap.parse_args()
     files = {v: pathlib.Path(f) for v, f in (x.split("=", 1) for x in args.tbo)}
     runs = {v: tbo(v, files.get(v)) for v in VARIANTS}

@@ -14,6 +14,7 @@ from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_distinc
                       check_seconds, check_writable, catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
                       sample_option, selected_devices, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
+from .tbo import tbo_options
 
 if TYPE_CHECKING:
     from .engine import Run
@@ -507,6 +508,25 @@ def merge(results, out_path, allow_partial):
         from .printers import write_json
         _Stdout.write(write_json, merged, sys.stdout)
     sys.exit(_Stdout.status(0))
+
+
+@cli.command()
+@tbo_options
+@click.option("--summary-file", metavar="FILE", help="Write the markdown status report to FILE.")
+@click.option("--baseline", metavar="FILE",
+              help="A previous report (markdown, ops' or the CI's) or results file: the report lists the "
+                   "ops whose status changed.")
+def tbo(summary_file, baseline, **kw):
+    """Run a test-backend-ops BINARY op by op, as the Ascend CI does: an abort costs its
+    case (FAIL, with the assert and the backtrace's head) and the op goes on after it."""
+    from .tbo import run_binary
+    check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
+                           kw["log_dir"])
+    base = check_report_options(None, summary_file, baseline)
+    run, status = run_binary(**kw)
+    emit(run, kw["output"])
+    write_reports(run, None, summary_file, base)
+    sys.exit(_Stdout.status(status))
 
 
 def main(argv=None):

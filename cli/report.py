@@ -20,8 +20,9 @@ import json
 import os
 import re
 
-from .engine import Run, load_run
-from .support import FAILING, ORDER, PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, device_statuses, run_devices
+from .engine import SKIPPED, Run, load_run
+from .support import (FAILING, ORDER, PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, ci_status, device_statuses, per_op,
+                      run_devices)
 
 SYMBOL = {SUPPORTED: "\u2705", PARTIAL: "\U0001f7e1", FAILING: "\u274c", UNSUPPORTED: "\u2753", UNKNOWN: "\U0001f50d"}
 TIPS_WORDS = {SUPPORTED: "supported", PARTIAL: "partially supported", FAILING: "fail",
@@ -29,12 +30,16 @@ TIPS_WORDS = {SUPPORTED: "supported", PARTIAL: "partially supported", FAILING: "
 TIPS = "Tips: " + ", ".join(f"{SYMBOL[s]} {TIPS_WORDS[s]}" for s in ORDER)
 SUMMARY_HEADING = "### Backend Operator Support Summary"
 CHANGED_HEADING = "### Operators with changed status"
+RULE_HEADING = "### Status differences from the CI's classification only"
 LOG_TAIL_LINES = 120
 
 class Baseline(dict):
     """device name (None: a report without device names) -> op -> status; `run`: the
-    results file it was read from (None for a markdown report)."""
+    results file it was read from (None for a markdown report); `ci_rule`: a markdown
+    report whose statuses may be the Ascend CI's substring rule's (it has no ❓: that rule
+    never gives one), see support.ci_status."""
     run: Run | None = None
+    ci_rule: bool = False
 
 
 class BaselineError(ValueError):
@@ -86,6 +91,18 @@ def changed_lines(changed, logs: dict[str, list[str]], device: str | None = None
     return lines
 
 
+def rule_lines(rule_only, device: str | None = None) -> list[str]:
+    """The ops whose status differs from a CI report's only by the CI's rule: by that rule,
+    this run's cases give the baseline's status."""
+    return [RULE_HEADING + _suffix(device), "",
+            "The baseline classifies each op's log by substrings: any \"FAIL\" is \u274c, \"OK\" with "
+            "\"not supported\" \U0001f7e1, \"OK\" alone \u2705; as every finished log ends in \"OK\", an op "
+            "with no supported case is \U0001f7e1 there, never \u2753. By that rule this run's cases give "
+            "these ops the baseline's status: they did not change.", "",
+            "| Operator | Baseline (CI's rule) | Current |", "| --- | --- | --- |",
+            *(f"| {op} | {_cell(a)} | {_cell(b)} |" for op, a, b in rule_only)]
+
+
 def markdown_report(run: Run, baseline: Baseline | None = None, tail: int = LOG_TAIL_LINES) -> str:
     """The report of a run; with a baseline, the changed-status table and log tails too."""
     statuses = device_statuses(run)
@@ -95,8 +112,15 @@ def markdown_report(run: Run, baseline: Baseline | None = None, tail: int = LOG_
         lines = summary_lines(current, device if named else None)
         if baseline is not None:
             changed = changes(baseline_for(baseline, device, len(statuses)), current)
+            rule_only = []
+            if getattr(baseline, "ci_rule", False):
+                cases = per_op(run)
+                rule_only = [c for c in changed if ci_status(cases.get(c[0], {}).get(device, [])) == c[1]]
+                changed = [c for c in changed if c not in rule_only]
             logs = {op: op_log(run, op, [device]) for op, _, _ in changed}
             lines += [""] + changed_lines(changed, logs, device if named else None, tail)
+            if rule_only:
+                lines += [""] + rule_lines(rule_only, device if named else None)
             old = getattr(baseline, "run", None)
             if old is not None and old.catalog != run.catalog:
                 lines += [""] + catalog_lines(run, old, device, len(statuses))
@@ -199,6 +223,7 @@ def parse_summary(text: str, source: str = "baseline") -> Baseline:
     if not out:
         raise BaselineError(f"{source} is neither an ops results file nor a support summary "
                             f"(no '{SUMMARY_HEADING}' heading)")
+    out.ci_rule = not any(s == UNSUPPORTED for ops in out.values() for s in ops.values())
     return out
 
 
@@ -248,13 +273,29 @@ def op_log(run: Run, op: str, devices: list[str] | None = None, results=None) ->
             printer.device_skipped(i, len(names), name, why)
             continue
         printer.device_start(i, len(names), info[name], len(rs))
-        for r in rs:
-            printer.case(r)
+        _print_cases(printer, rs)
         ok = device_passed(rs)
         n_ok += ok
         printer.device_end(name, rs, ok)
     printer.end(n_ok, len(names))
     return buf.getvalue().splitlines()
+
+
+def _print_cases(printer, rs) -> None:
+    """The case lines; a run of cases not run for one reason (ops tbo: an op's cases after
+    its --max-aborts deaths) as its first line and a count, so a log's tail still shows
+    what happened before them."""
+    i = 0
+    while i < len(rs):
+        j = i
+        while j < len(rs) and rs[j].status == SKIPPED and rs[j].reason == rs[i].reason:
+            j += 1
+        printer.case(rs[i])
+        if j - i > 2:
+            printer.line(f"  ... and {j - i - 1} more cases the same")
+            i = j
+        else:
+            i += 1
 
 
 def log_file_name(op: str) -> str:

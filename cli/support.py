@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, Run
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, Run
 
 SUPPORTED, PARTIAL, UNSUPPORTED, FAILING, UNKNOWN = "supported", "partial", "unsupported", "fail", "unknown"
 ORDER = (SUPPORTED, PARTIAL, FAILING, UNSUPPORTED, UNKNOWN)  # the report's row order
@@ -31,6 +31,18 @@ def op_status(statuses: list[str]) -> str:
     if n_unsup == len(ran):
         return UNSUPPORTED
     return PARTIAL if n_unsup else SUPPORTED
+
+
+def ci_status(statuses: list[str]) -> str:
+    """The status the Ascend CI gives an op, from its cases: the CI classifies the op's log
+    by substrings (any "FAIL" -> fail; "OK" and "not supported" -> partial; "OK" alone ->
+    supported), and every finished log ends in "OK", so an op with no supported case is
+    partial there, and one with no case at all supported. unknown: none of its cases ran."""
+    if statuses and all(s == SKIPPED for s in statuses):
+        return UNKNOWN
+    if FAIL in statuses:
+        return FAILING
+    return PARTIAL if NOT_SUPPORTED in statuses else SUPPORTED
 
 
 def per_op(run: Run) -> dict[str, dict[str, list[str]]]:

@@ -33,7 +33,7 @@ DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT),
                  "soc": _STR, "threads": (int, _OPT)}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "sample": (int, _OPT), "interrupted": (bool,), "version": _STR,
-              "strict": (str, _OPT), "catalog": _STR, "missing_shards": (dict,),
+              "strict": (str, _OPT), "catalog": _STR, "missing_shards": (dict,), "source": (dict, _OPT),
               "devices": (list,), "results": (list,)}
 
 
@@ -51,7 +51,8 @@ def _check_fields(d, types: dict, required, where: str) -> dict:
         if not isinstance(v, types[k]) or (isinstance(v, bool) and bool not in types[k]):
             raise ValueError(f"{where}: {k} is {json.dumps(v)[:40]}, expected "
                              + " or ".join("null" if t is _OPT else {"str": "a string", "int": "an integer",
-                                            "float": "a number", "bool": "true/false", "list": "a list"}[t.__name__]
+                                            "float": "a number", "bool": "true/false", "list": "a list",
+                                            "dict": "an object"}[t.__name__]
                                             for t in types[k]))
         out[k] = v
     return out
@@ -160,6 +161,9 @@ class Run:
     catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
     # a merge with --allow-partial: device -> the shards it lacks ("2/3"); saved
     missing_shards: dict[str, list[str]] = field(default_factory=dict)
+    # ops tbo: the test-backend-ops binary whose cases these are and its ggml (binary,
+    # ggml_version, kind, name, git, variant, soc: engine/tbo.py binary_source); None: ops' own
+    source: dict | None = None
     exit_status: int = 0                # of the command that made it; not saved
     # test: the cases whose reference came from the reference cache (cli/engine/refcache.py) and
     # those computed; None where no reference was needed (saved, never read back)
@@ -187,6 +191,7 @@ class Run:
             "summary": self.summary(),
             **({} if self.reference_cache is None else {"reference_cache": self.reference_cache}),
             **({"missing_shards": self.missing_shards} if self.missing_shards else {}),
+            **({} if self.source is None else {"source": self.source}),
             "results": [r.to_dict() for r in sorted(self.results, key=lambda r: (r.index, r.device))],
         }
 
@@ -216,7 +221,7 @@ class Run:
                    params_filter=f.get("params_filter"), shard=f.get("shard"), sample=f.get("sample"), devices=devices,
                    results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
                    strict=f.get("strict"), catalog=f.get("catalog", OLDEST),
-                   missing_shards=_missing_shards(f.get("missing_shards", {})))
+                   missing_shards=_missing_shards(f.get("missing_shards", {})), source=f.get("source"))
 
     def write_json(self, path: str) -> None:
         write_file(path, self.to_json())
@@ -336,7 +341,7 @@ def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> dic
 
 # what a merge's runs must share, as the user names it
 SAME_RUN = (("mode", "mode"), ("seed", "--seed"), ("ops_filter", "-o"), ("params_filter", "-p"),
-            ("strict", "--strict"))
+            ("strict", "--strict"), ("source", "test-backend-ops binary"))
 
 
 def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: bool = False) -> Run:
@@ -358,7 +363,8 @@ def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: b
     missing = _check_shards(runs, paths, allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
                  params_filter=first.params_filter, version=first.version, catalog=first.catalog,
-                 interrupted=bool(missing) or any(r.interrupted for r in runs), missing_shards=missing)
+                 interrupted=bool(missing) or any(r.interrupted for r in runs), missing_shards=missing,
+                 source=first.source)
     seen: dict[tuple[int, str], CaseResult] = {}
     for r in runs:
         for d in r.devices:
@@ -457,7 +463,7 @@ class Journal:
         self.close()
 
 
-RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "catalog")
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "catalog", "source")
 
 
 def _journal_pid(path: str) -> int | None:

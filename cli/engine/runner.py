@@ -40,14 +40,19 @@ def device_passed(results) -> bool:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def leave_hung_up_terminal(signum: int) -> None:
+    """On SIGHUP the terminal is gone: writing to it would fail (EIO) before the files are
+    written. (isatty() is False on a hung-up terminal: a character device is what is asked)"""
+    if signum != signal.SIGHUP:
+        return
+    import stat
+    for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
+        if stat.S_ISCHR(os.fstat(fd).st_mode):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
 def _raise_interrupt(signum, frame):
-    if signum == signal.SIGHUP:
-        # the terminal is gone: writing to it would fail (EIO) before the files are written.
-        # (isatty() is False on a hung-up terminal: a character device is what is asked)
-        import stat
-        for fd in (sys.stdout.fileno(), sys.stderr.fileno()):
-            if stat.S_ISCHR(os.fstat(fd).st_mode):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    leave_hung_up_terminal(signum)
     raise Interrupted(signum)
 
 

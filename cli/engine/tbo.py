@@ -1,0 +1,639 @@
+"""A test-backend-ops binary as a device: run op by op (as the Ascend CI runs it), its
+crashes isolated, its console read line by line into CaseResults of a `Run`.
+
+How a binary is driven, whatever its ggml version or runtime (CANN on an Ascend host, the
+CANN simulator, any other ggml backend):
+
+* `BINARY support -b DEV` lists every case once, in enumeration order (test mode runs
+  them in that order): the case names, the devices, their descriptions. Whole-graph cases
+  (fused ones, RMS_NORM_MUL_ADD, and some under a listed op's name, ADD with nf=2) are not
+  in that listing; they run, unlisted, with their op.
+* `BINARY test -b DEV -o OP [-p REGEX]` runs one op. Its stdout and stderr are read as one
+  stream, so that what a case printed on stderr (an assert, `CANN error`, the simulator's
+  `CANN-SIM refused:`) comes before the case's own line, or before the death.
+* A process that dies prints no line for the case that killed it: that case is the first
+  listed one without a line. It FAILs with the death's story, and the op goes on from the
+  case after it (the rest named in a params regex, CHUNK names a process), then one last
+  process runs what no listing names and no process reached (an exclusion regex). A
+  process out of time goes on the same way; a case that alone outlasts the limit FAILs.
+
+Output lines, of ggml 0.9 to 0.25 (tests/test-backend-ops.cpp, console_printer):
+`  OP(params): OK`, `  OP(params): not supported [DEV] `, and a FAIL led by its checks on
+the same line: `[OP] ERR = 0.1 > 0.0000001 `, `[OP] NaN at index 3 (CANN0=nan CPU=1.0) `,
+`[OP] inf mismatch: ...`, `sentinel mismatch: NAME `, `compare failed `, then
+`  OP(params): FAIL`. A failed allocation prints `failed to allocate tensors [DEV] ` and
+no case line at all.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
+from .runner import STOP_SIGNALS, leave_hung_up_terminal
+from .selection import BadInput, parse_shard
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# a case line: optional check fragments, the two-space indent, the name, the status
+CASE = re.compile(r"^(?P<pre>.*?)\s{2}(?P<op>[A-Z][A-Z0-9_]*)\((?P<params>.*)\): "
+                  r"(?P<status>OK|FAIL|not supported.*|SUPPORTED|NOT SUPPORTED|skipping.*)\s*$")
+# ggml before its printer (2025): the name printed and flushed before the case ran
+CASE_HEAD = re.compile(r"^(?P<pre>.*?)\s{2}(?P<op>[A-Z][A-Z0-9_]*)\((?P<params>.*?)\): (?P<rest>.*)$")
+STATUS_ONLY = re.compile(r"^(?P<pre>.*?)(?P<status>OK|FAIL|not supported.*)\s*$")
+BACKEND = re.compile(r"^Backend (?P<i>\d+)/(?P<n>\d+): (?P<name>\S+)\s*$")
+DESCRIPTION = re.compile(r"^  Device description: (?P<d>.*?)\s*$")
+MEMORY = re.compile(r"^  Device memory: (?P<total>\d+) MB \((?P<free>\d+) MB free\)")
+SKIPPING = re.compile(r"^  Skipping\b")
+FINISHED = re.compile(r"^\d+/\d+ backends passed")
+# check fragments, as test-backend-ops prints them before a FAIL
+ERR = re.compile(r"\[(?P<node>[^\]]+)\] ERR = (?P<err>\S+) > (?P<thr>\S+)")
+NAN = re.compile(r"\[(?P<node>[^\]]+)\] NaN at index (?P<i>\d+) \(\S+?=(?P<got>\S+) \S+?=(?P<exp>[^\s)]+)\)")
+FRAGMENTS = re.compile(r"\[[^\]]+\] (?:ERR = \S+ > \S+|NaN at index \d+ \([^)]*\)|inf (?:sign )?mismatch: \S+ \S+"
+                       r"|MAA = \S+ > \S+|nonfinite gradient at index \d+ \([^)]*\))"
+                       r"|sentinel mismatch: \S+|compare failed|failed to allocate (?:weight )?tensors(?: \[[^\]]*\])?")
+ALLOC = re.compile(r"failed to allocate (?:weight )?tensors(?: \[[^\]]*\])?")
+# the story of a death, on stderr
+ASSERT = re.compile(r"(?P<where>[^\s:]+:\d+): (?P<what>GGML_ASSERT\(.*\) failed|.*)$")
+CANN_ERROR = re.compile(r"^(CANN error: .*|  current device: .*|CANN-SIM refused: .*)$")
+FRAME_GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?P<fn>[^\s(]+)")
+FRAME_GLIBC = re.compile(r"\((?P<fn>[A-Za-z_][^+)]*)\+0x[0-9a-f]+\)\[0x")
+NOT_BLAMED = ("ggml_print_backtrace", "ggml_abort", "ggml_log_internal", "__GI___wait4", "__GI_raise", "raise",
+              "abort", "__pthread_kill", "waitpid", "__libc_waitpid", "ggml_cann_error")
+
+CHUNK = 200        # cases named in one params regex when an op goes on (one argument: 128 KiB at most)
+INDEX_STRIDE = 1_000_000   # a case's index: its op's position * INDEX_STRIDE + its position in the op
+SOURCE_KEYS = ("kind", "name", "layout", "ggml_version", "git", "sha256", "variant", "soc", "built")
+
+
+# --- reading the console ----------------------------------------------------------------
+
+@dataclass
+class Line:
+    """One case as the console gave it."""
+    op: str
+    params: str
+    status: str                 # OK / not supported / FAIL / skipped
+    checks: list[str] = field(default_factory=list)   # the FAIL's check fragments
+    side: list[str] = field(default_factory=list)     # stderr-ish lines printed while it ran
+    seconds: float = 0.0        # since the line before (the first: since the process started)
+
+    def result(self, device: str) -> CaseResult:
+        r = CaseResult(device=device, op=self.op, params=self.params, status=self.status,
+                       seconds=round(self.seconds, 6))
+        story = self.checks + [s for s in self.side if CANN_ERROR.match(s)]
+        if self.status == FAIL:
+            r.reason = "; ".join(self.checks) or "FAIL"
+            extra = [s for s in story if s not in self.checks]
+            if extra:
+                r.reason += "\n" + "\n".join(extra)
+            m = next((m for m in map(ERR.search, self.checks) if m), None)
+            if m:
+                r.error, r.threshold, r.metric = _num(m["err"]), _num(m["thr"]), "ERR"
+            n = next((n for n in map(NAN.search, self.checks) if n), None)
+            if n:
+                r.metric = r.metric or "NaN"
+                r.worst = [[int(n["i"]), _num(n["got"]), _num(n["exp"])]]
+        elif self.status == NOT_SUPPORTED and self.checks:
+            # "[CANN0]", or "[CANN0, CPU]" / "[CPU]" where the reference cannot compute it
+            names = [n.strip() for n in self.checks[0].strip("[]").split(",")]
+            if device not in names:
+                r.by = names[0]
+            elif len(names) > 1:
+                r.reason = f"not supported by {', '.join(names)}"
+        return r
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+class Reader:
+    """test-backend-ops' console, fed a line at a time: the devices it names and the case
+    lines, each with the lines printed since the one before (`on_case`)."""
+
+    def __init__(self, on_case: Callable[[Line], None] | None = None):
+        self.on_case = on_case or (lambda line: None)
+        self.devices: dict[str, DeviceInfo] = {}
+        self.skipped: set[str] = set()
+        self.device: str | None = None
+        self.side: list[str] = []       # printed since the last case line
+        self.head: Line | None = None   # an old ggml's case named, its status not yet printed
+        self.finished = False           # the "N/N backends passed" line came
+        self.allocs: list[str] = []     # allocation failures: cases that printed no line
+        self.last = time.monotonic()    # when the last case line (or the process) came
+
+    def feed(self, raw: str) -> None:
+        line = ANSI.sub("", raw.rstrip("\r\n"))
+        m = CASE.match(line)
+        if m:
+            self._case(m["pre"], m["op"], m["params"], m["status"])
+            return
+        if self.head is not None:
+            s = STATUS_ONLY.match(line)
+            if s:   # an old ggml: the status of the case named before
+                h, self.head = self.head, None
+                self._case(s["pre"], h.op, h.params, s["status"])
+                return
+        h = CASE_HEAD.match(line)
+        if h and not h["rest"].startswith(("OK", "FAIL", "not supported")):
+            self.head = Line(h["op"], h["params"], "")
+            if h["rest"].strip():
+                self.side.append(h["rest"].strip())
+            return
+        if FINISHED.match(line):
+            self.finished = True
+        b = BACKEND.match(line)
+        if b:
+            self.device = b["name"]
+            self.devices[self.device] = DeviceInfo(name=self.device)
+            self.side = []
+            return
+        d = DESCRIPTION.match(line)
+        if d and self.device:
+            info = self.devices[self.device]
+            info.description = d["d"]
+            if self.device.startswith("CANN"):
+                info.soc = d["d"]   # ggml-cann describes a device by its SoC (aclrtGetSocName)
+            return
+        mem = MEMORY.match(line)
+        if mem and self.device:
+            self.devices[self.device].memory_total = int(mem["total"]) << 20
+            self.devices[self.device].memory_free = int(mem["free"]) << 20
+            self.side = []
+            return
+        if SKIPPING.match(line) and self.device:
+            self.skipped.add(self.device)
+            return
+        if line.strip():
+            self.side.append(line.strip())
+
+    def _case(self, pre: str, op: str, params: str, text: str) -> None:
+        # an allocation failure ends its case with no line: it leads the next one's
+        self.allocs += ALLOC.findall(pre)
+        pre = ALLOC.sub("", pre)
+        checks = FRAGMENTS.findall(pre)
+        rest = FRAGMENTS.sub("", pre).strip()
+        side = self.side + ([rest] if rest else [])
+        if text in ("OK", "SUPPORTED"):
+            status = OK
+        elif text.startswith("not supported") or text == "NOT SUPPORTED":
+            status = NOT_SUPPORTED
+            inside = re.match(r"not supported \[(.*)\]", text)
+            checks = [f"[{inside[1]}]"] if inside else []
+        elif text.startswith("skipping"):
+            status = SKIPPED
+        else:
+            status = FAIL
+        now = time.monotonic()
+        seconds, self.last = now - self.last, now
+        self.side, self.head = [], None
+        self.on_case(Line(op, params, status, checks, side, seconds))
+
+    def orphans(self) -> list[str]:
+        """Allocation failures, each a case that printed no line of its own, in order."""
+        return self.allocs + [m.group(0) for s in self.side for m in [ALLOC.search(s)] if m]
+
+
+def death_story(rc: int | None, side: list[str], timeout: float | None = None) -> str:
+    """One line on how a process ended (the assert, its place, the first frames of the
+    backtrace), then the lines that tell why (CANN error, the simulator's refusal)."""
+    if timeout is not None:
+        how = f"timeout: still running after {timeout:g} s, killed"
+    elif rc is not None and rc < 0:
+        try:
+            how = f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            how = f"killed by signal {-rc}"
+    else:
+        how = f"exit status {rc}" + (" (abort)" if rc == 134 else "")
+    where = ""
+    for s in side:
+        m = ASSERT.match(s)
+        if m and m["where"].rsplit(":", 1)[0].endswith((".cpp", ".c", ".h", ".cu", ".m")):
+            where = f"{os.path.basename(m['where'])}: {m['what']}"
+            break
+    frames = []
+    for s in side:
+        f = FRAME_GDB.match(s) or FRAME_GLIBC.search(s)
+        if not f:
+            continue
+        fn = _demangle(f["fn"])
+        if fn in NOT_BLAMED or fn.startswith("0x"):
+            continue
+        frames.append(fn)
+        if len(frames) == 3:
+            break
+    head = "aborted" if rc == 134 or (rc is not None and rc == -signal.SIGABRT) else "died"
+    first = (f"{head} ({how})" if timeout is None else how) + (f": {where}" if where else "") + (
+        f" in {' < '.join(frames)}" if frames else "")
+    why = [s for s in side if CANN_ERROR.match(s)]
+    return "\n".join([first] + why)
+
+
+def _demangle(sym: str) -> str:
+    """A C++ symbol's function name (`_Z18ggml_cann_ssm_convR25...` -> ggml_cann_ssm_conv);
+    a plain name as it is."""
+    m = re.match(r"_Z(?:N\d*)?(\d+)", sym)
+    if m:
+        n = int(m.group(1))
+        return sym[m.end():m.end() + n]
+    return sym.split("(")[0]
+
+
+# --- the binary ---------------------------------------------------------------------------
+
+@dataclass
+class Listing:
+    """What `BINARY support` told: the devices (those not skipped: tested) and, per op,
+    its listed cases in enumeration order."""
+    devices: dict[str, DeviceInfo]
+    tested: list[str]
+    cases: dict[str, list[str]]
+    supported: dict[str, int] = field(default_factory=dict)   # per op: the cases the device supports
+
+    def cost(self, op: str) -> int:
+        """What running an op takes, roughly: its supported cases (a case not supported
+        costs nothing); an op it does not list (fused) counts as one."""
+        return max(self.supported.get(op, 0), 1)
+
+
+def check_binary(binary: str) -> str:
+    if not os.path.exists(binary):
+        raise BadInput(f"{binary}: no such file")
+    if os.path.isdir(binary):
+        raise BadInput(f"{binary} is a directory, not a test-backend-ops binary")
+    if not os.access(binary, os.X_OK):
+        raise BadInput(f"{binary} is not executable")
+    return os.path.abspath(binary)
+
+
+def list_cases(binary: str, device: str | None = None, timeout: float = 600) -> Listing:
+    """Every case the binary has, from its support mode (one process: ~1 s for 19,000 cases)."""
+    cmd = [binary, "support"] + (["-b", device] if device else [])
+    listed: dict[str, list[str]] = {}
+    supported: dict[str, int] = {}
+
+    def on_case(ln: Line) -> None:
+        listed.setdefault(ln.op, []).append(ln.params)
+        supported[ln.op] = supported.get(ln.op, 0) + (ln.status == OK)
+
+    reader = Reader(on_case)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                              errors="replace", text=True)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"{binary} support did not end in {timeout:g} s") from None
+    except OSError as e:
+        raise BadInput(f"cannot run {binary}: {e.strerror or e}") from None
+    for line in proc.stdout.splitlines():
+        reader.feed(line)
+    if not reader.devices:
+        tail = " | ".join(proc.stdout.strip().splitlines()[-3:])
+        raise BadInput(f"{binary} is not a test-backend-ops (its support mode named no device"
+                       + (f"; it printed: {tail[:200]}" if tail else "") + ")")
+    # every listed case once (a case listed twice is one case), in order
+    cases = {op: list(dict.fromkeys(ps)) for op, ps in listed.items()}
+    tested = [d for d in reader.devices if d not in reader.skipped]
+    return Listing(reader.devices, tested, cases, supported)
+
+
+def binary_source(binary: str, ggml_version: str | None = None, source: str | None = None) -> dict:
+    """Where the binary's ggml comes from: `source.json` of `make ggml-cann` beside its
+    bin/ (or in it), else only the binary; --ggml-version / --source given win."""
+    out: dict = {"binary": binary}
+    here = os.path.dirname(binary)
+    for path in (os.path.join(os.path.dirname(here), "source.json"), os.path.join(here, "source.json")):
+        try:
+            with open(path, encoding="utf-8") as f:
+                found = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict):
+            out.update({k: found[k] for k in SOURCE_KEYS if found.get(k) is not None})
+            break
+    if ggml_version:
+        out["ggml_version"] = ggml_version
+    if source:
+        out["name"] = source
+    return out
+
+
+# --- one op -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TboSpec:
+    """An `ops tbo` run, as the results file records it and every op's runner sees it."""
+    binary: str
+    devices: tuple[str, ...]
+    ops: tuple[str, ...]                  # every op of the selection, in run order (before --shard)
+    params: tuple[tuple[str, str], ...] = ()   # (op or "", regex): -p REGEX and -p OP=REGEX
+    timeout: float = 600.0                # seconds a test-backend-ops process may take
+    jobs: int = 1                         # ops run side by side
+    max_aborts: int = 200                 # per op: deaths after which its other cases are not run
+    shard: str | None = None
+
+    def regex(self, op: str) -> str | None:
+        per_op = [rx for o, rx in self.params if o == op]
+        common = [rx for o, rx in self.params if not o]
+        return (per_op or common or [None])[-1]
+
+
+@dataclass
+class Proc:
+    rc: int | None
+    timed_out: bool
+    interrupted: bool
+    reader: Reader
+
+
+class Processes:
+    """The test-backend-ops processes running now, so that an interrupt ends them all."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.live: set[subprocess.Popen] = set()
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        with self.lock:
+            for p in self.live:
+                _kill(p)
+
+    def run(self, cmd: list[str], timeout: float, reader: Reader, log=None) -> Proc:
+        if self.stopped.is_set():
+            return Proc(None, False, True, reader)
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)   # its own group: a launcher's children die with it
+        except OSError as e:   # the binary went away mid-run: its case dies, as a crash would
+            reader.feed(f"cannot run {cmd[0]}: {e.strerror or e}")
+            return Proc(127, False, False, reader)
+        reader.last = time.monotonic()
+        with self.lock:
+            self.live.add(p)
+        if self.stopped.is_set():   # stopped between the check and now
+            _kill(p)
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        buf = b""
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(p.stdout, selectors.EVENT_READ)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        timed_out = True
+                        _kill(p)
+                        break
+                    if not sel.select(min(left, 0.5)):
+                        if self.stopped.is_set():
+                            break
+                        continue
+                    chunk = os.read(p.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    if log is not None:
+                        log.write(chunk)
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for ln in lines:
+                        reader.feed(ln.decode(errors="replace"))
+            if buf:
+                reader.feed(buf.decode(errors="replace"))
+            rc = p.wait()
+        finally:
+            with self.lock:
+                self.live.discard(p)
+            p.stdout.close()
+        return Proc(rc, timed_out, self.stopped.is_set() and not timed_out, reader)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _alternatives(names: list[str]) -> str:
+    return "(" + "|".join(re.escape(n) for n in names) + ")"
+
+
+def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, listed: list[str],
+           known: dict[str, CaseResult], emit: Callable[[CaseResult], None], log=None) -> list[CaseResult]:
+    """Every case of one op on one device, from as many processes as its deaths take.
+    `listed`: its cases in enumeration order (after -p); `known`: params -> result of a
+    resumed run (not run again). Each new result goes to `emit` as it comes."""
+    got: dict[str, CaseResult] = dict(known)
+    order = {p: k for k, p in enumerate(listed)}
+    regex = spec.regex(op)
+    rx = re.compile(regex) if regex else None
+    out: list[CaseResult] = []
+    extra = sum(p not in order for p in got)   # unlisted cases known already
+
+    def keep(r: CaseResult) -> None:
+        nonlocal extra
+        if r.params not in order:
+            k = len(listed) + extra
+            extra += 1
+        else:
+            k = order[r.params]
+        r.index = op_no * INDEX_STRIDE + k
+        got[r.params] = r
+        out.append(r)
+        emit(r)
+
+    def on_case(line: Line) -> None:
+        if line.op != op or line.params in got:
+            return
+        if line.params not in order and rx is not None and not rx.search(line.params):
+            return
+        keep(line.result(device))
+
+    if any(r.params.startswith("#") and r.status == FAIL for r in known.values()):
+        return out   # an unnamed death ended it before: nothing after it can be reached
+    # "all": the op's whole selection in one process (the first, unless resumed); "chunk":
+    # listed cases not seen yet, by name; "rest": every case not seen yet, by exclusion,
+    # for the unlisted ones (whole-graph cases under the op's own name: ADD with nf=2)
+    # that a process ended early never reached
+    mode, aborts = ("chunk" if got else "all"), 0
+    while True:
+        pending = [p for p in listed if p not in got]
+        if mode == "chunk" and not pending:
+            mode = "rest"
+        cmd = [spec.binary, "test", "-b", device, "-o", op]
+        chunk: list[str] = []
+        if mode == "all":
+            cmd += ["-p", regex] if regex else []
+        elif mode == "chunk":
+            chunk = pending[:CHUNK]
+            cmd += ["-p", "^" + _alternatives(chunk) + "$"]
+        else:
+            rest = _excluding(list(got), regex)
+            if rest is None:
+                return out   # too many names for one argument: the unlisted rest is not reached
+            cmd += ["-p", rest]
+        before = len(got)
+        reader = Reader(on_case)
+        proc = procs.run(cmd, spec.timeout, reader, log)
+        if proc.interrupted:
+            return out
+        progressed = len(got) > before
+        if proc.reader.finished and not proc.timed_out and proc.rc in (0, 1):
+            # a listed case of this process without a line: an allocation failure prints none
+            orphans = reader.orphans()
+            for p in (chunk if mode == "chunk" else pending if mode == "all" else []):
+                if p in got:
+                    continue
+                keep(CaseResult(device=device, op=op, params=p, status=FAIL, reason=orphans.pop(0)) if orphans else
+                     CaseResult(device=device, op=op, params=p, status=SKIPPED,
+                                reason="not run: test mode printed no line for this listed case"))
+            if mode != "chunk":
+                return out
+            continue
+        if proc.timed_out and progressed:
+            mode = "rest" if mode == "rest" else "chunk"
+            continue   # cases were still finishing: none to blame, the rest goes on
+        pending = [p for p in listed if p not in got]
+        victim = reader.head.params if reader.head is not None and reader.head.op == op else (
+            pending[0] if pending and mode != "rest" else None)
+        story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
+        seconds = round(time.monotonic() - reader.last, 6)
+        if victim is None:
+            # every listed case has its line: an unlisted one died (it prints nothing before), or the exit
+            keep(CaseResult(device=device, op=op, params=f"#{len(got) + 1}", status=FAIL, seconds=seconds,
+                            reason=story + "\n(after the op's listed cases: an unlisted whole-graph case, which "
+                                           "has no name until it prints, or the process's exit; the op stops here)"))
+            return out
+        keep(CaseResult(device=device, op=op, params=victim, status=FAIL, reason=story, seconds=seconds))
+        aborts += 1
+        mode = "chunk"
+        if aborts >= spec.max_aborts:
+            for p in listed:
+                if p not in got:
+                    keep(CaseResult(device=device, op=op, params=p, status=SKIPPED,
+                                    reason=f"not run: the op died {aborts} times (--max-aborts {spec.max_aborts})"))
+            return out
+
+
+MAX_ARG = 100_000   # characters of one -p argument (Linux takes 128 KiB)
+
+
+def _excluding(names: list[str], regex: str | None) -> str | None:
+    """A params regex (ECMAScript, as test-backend-ops' std::regex reads it) for the cases
+    not in `names` that `regex` selects; None where it would not fit one argument."""
+    rx = "^(?!" + _alternatives(names) + "$)" if names else ""
+    if regex:
+        rx += "(?=[\\s\\S]*?(?:" + regex + "))" if rx else regex
+    return rx if len(rx) <= MAX_ARG else None
+
+
+# --- a run --------------------------------------------------------------------------------
+
+def shard_ops(ops: list[str], cost: Callable[[str], int], shard: str | None) -> list[str]:
+    """The ops of shard K/N: the ops dealt, costliest first, to the shard with the least
+    cost so far (the same deal in every shard: it depends only on the listing)."""
+    if not shard:
+        return ops
+    k, n = parse_shard(shard)
+    load = [0] * n
+    mine = set()
+    for op in sorted(ops, key=lambda o: (-cost(o), o)):
+        s = min(range(n), key=lambda i: (load[i], i))
+        load[s] += cost(op)
+        if s == k - 1:
+            mine.add(op)
+    return [op for op in ops if op in mine]
+
+
+def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, str], CaseResult], sink,
+            log_dir: str | None = None) -> None:
+    """Each device's ops, spec.jobs of them side by side. The new results go to `run` and
+    to `sink.result` as they come (any order); `sink.device_start(device, n_cases)`,
+    `sink.op_done(device, op, results, seconds)` in op order (resumed results included)
+    and `sink.device_end(device)` frame them; a lock serialises the calls. On SIGINT /
+    SIGTERM every process is killed and the run is marked interrupted: what finished is in
+    `run`. `known`: (device, case name) -> result of a resumed run, not run again."""
+    from concurrent.futures import ThreadPoolExecutor
+    procs = Processes()
+    lock = threading.Lock()
+    # an op's number (its cases' indexes) is its place among every op, whatever the shard
+    op_no = {op: i for i, op in enumerate(sorted(set(spec.ops) | set(listing.cases)))}
+    ops = shard_ops(list(spec.ops), listing.cost, spec.shard)
+    interrupted = []
+
+    def handler(signum, frame):
+        leave_hung_up_terminal(signum)
+        interrupted.append(signum)
+        procs.stop()
+
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        for device in spec.devices:
+            if procs.stopped.is_set():
+                break
+
+            def emit(r: CaseResult) -> None:
+                with lock:
+                    run.results.append(r)
+                    sink.result(r)
+
+            def one(op: str) -> tuple[list[CaseResult], float]:
+                t0 = time.monotonic()
+                listed = selected[op]
+                mine = {r.params: r for (d, _), r in known.items() if d == device and r.op == op}
+                log = None
+                if log_dir:
+                    log = open(os.path.join(log_dir, _log_name(op, device, len(spec.devices))), "ab")
+                try:
+                    new = run_op(spec, procs, device, op, op_no[op], listed, mine, emit, log)
+                finally:
+                    if log is not None:
+                        log.close()
+                return list(mine.values()) + new, time.monotonic() - t0
+
+            selected = {op: _selected(listing.cases.get(op, []), spec.regex(op)) for op in ops}
+            sink.device_start(device, sum(map(len, selected.values())))
+            with ThreadPoolExecutor(max_workers=spec.jobs) as pool:
+                futures = [(op, pool.submit(one, op)) for op in ops]
+                for op, fut in futures:
+                    while not fut.done():   # the main thread stays free for the signal handler
+                        time.sleep(0.05)
+                    results, seconds = fut.result()
+                    if procs.stopped.is_set():
+                        continue   # (each result went to sink.result as it came)
+                    with lock:
+                        sink.op_done(device, op, results, seconds)
+            if not procs.stopped.is_set():
+                sink.device_end(device)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if interrupted:
+        run.interrupted = True
+        run.exit_status = 128 + interrupted[0]
+
+
+def _selected(listed: list[str], regex: str | None) -> list[str]:
+    if not regex:
+        return listed
+    rx = re.compile(regex)
+    return [p for p in listed if rx.search(p)]
+
+
+def _log_name(op: str, device: str, n_devices: int) -> str:
+    name = op if n_devices == 1 else f"{op}.{device}"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".log"
+

@@ -1,0 +1,249 @@
+"""`ops tbo BINARY`: a test-backend-ops binary run op by op as the Ascend CI runs it, its
+crashes isolated, its lines read into ops' results (engine/tbo.py), so that the results
+file, JUnit, --resume, --shard, `ops merge` and `ops support --markdown --baseline` serve
+it as they serve `ops test`."""
+from __future__ import annotations
+
+import os
+import re
+
+import click
+
+from . import plural
+from .engine import BadInput, parse_shard, split_ops_filter
+from .options import OUTPUTS, check_regex, check_seconds, check_writable
+
+OP_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+PER_OP = re.compile(r"(?P<op>[A-Z][A-Z0-9_]*)=(?P<rx>.*)", re.S)
+
+
+def _params(values) -> tuple[tuple[str, str], ...]:
+    """-p REGEX (every op) and -p OP=REGEX (that op), each checked."""
+    out = []
+    for v in values:
+        m = PER_OP.fullmatch(v)
+        op, rx = (m["op"], m["rx"]) if m else ("", v)
+        check_regex(rx)
+        out.append((op, rx))
+    return tuple(out)
+
+
+def _ops(values) -> list[str]:
+    names = [n for v in values for n in split_ops_filter(v)]
+    if values and not names:
+        raise BadInput(f"-o {','.join(values)!r} names no op")
+    for n in names:
+        if not OP_NAME.fullmatch(n):
+            raise BadInput(f"-o {n!r}: ops tbo takes op names (ADD, MUL_MAT); "
+                           f"select cases with -p REGEX or -p OP=REGEX")
+    return list(dict.fromkeys(names))
+
+
+TBO_OPTIONS = [
+    click.argument("binary", metavar="BINARY"),
+    click.option("-o", "ops", metavar="OPS", multiple=True,
+                 help="Op names (repeat or comma list); default: every op the binary has."),
+    click.option("-p", "params", metavar="[OP=]REGEX", multiple=True,
+                 help="Only the cases whose params match REGEX (test-backend-ops' -p); OP=REGEX: for "
+                      "that op only (repeatable)."),
+    click.option("-b", "backends", metavar="DEVICE", multiple=True,
+                 help="The binary's device(s), e.g. CANN0 (repeat or comma list); default: every one "
+                      "but the CPU."),
+    click.option("-j", "jobs", type=int, default=1, show_default=True, help="Ops run side by side (processes)."),
+    click.option("--timeout", type=float, default=600.0, show_default=True,
+                 help="Seconds one test-backend-ops process may take; a case that alone outlasts it FAILs."),
+    click.option("--max-aborts", type=int, default=200, show_default=True,
+                 help="Deaths of an op's processes after which its other cases are not run (skipped)."),
+    click.option("--shard", metavar="K/N",
+                 help="Run the K-th of N slices of the ops (dealt by their supported cases)."),
+    click.option("--output", type=click.Choice(OUTPUTS), default="console", show_default=True,
+                 help="console, or machine-readable on stdout: csv, json (the results file), junit."),
+    click.option("--results", "results_path", metavar="FILE",
+                 help="Also write the results as JSON to FILE (and each result as it comes to "
+                      "FILE.partial.jsonl, for --resume)."),
+    click.option("--resume", "resume_path", metavar="FILE",
+                 help="Go on with the run that wrote FILE and was interrupted or killed: its finished "
+                      "cases are taken, not run again. --results defaults to FILE."),
+    click.option("--log-dir", metavar="DIR",
+                 help="Write each op's raw console (stdout and stderr of every process) to DIR/OP.log, "
+                      "as the CI keeps them."),
+    click.option("--require-clean", is_flag=True,
+                 help="Exit status 1 also when an op has no OK case or a case was not run."),
+    click.option("--ggml-version", metavar="VERSION",
+                 help="The binary's ggml version, where no source.json of `make ggml-cann` is beside it."),
+    click.option("--source", "source_name", metavar="TEXT", help="Where the binary's ggml comes from (recorded)."),
+]
+
+
+def tbo_options(f):
+    """ops tbo's arguments and options (the command itself is in main.py)."""
+    for opt in reversed(TBO_OPTIONS):
+        f = opt(f)
+    return f
+
+
+def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, output, results_path,
+               resume_path, log_dir, require_clean, ggml_version, source_name):
+    """The run: its results (the results file written) and the exit status; a bad input
+    is a BadInput before anything runs."""
+    from .engine import binary_source, check_binary, device_names, list_cases
+    binary = check_binary(binary)
+    if jobs < 1:
+        raise BadInput(f"-j must be at least 1 (got {jobs})")
+    if max_aborts < 1:
+        raise BadInput(f"--max-aborts must be at least 1 (got {max_aborts})")
+    check_seconds("--timeout", timeout)
+    if shard:
+        parse_shard(shard)
+    wanted_ops, regexes = _ops(ops), _params(params)
+    results_path = results_path or resume_path
+    check_writable(results_path)
+    if log_dir:
+        try:
+            os.makedirs(log_dir, exist_ok=True)
+        except OSError as e:
+            raise BadInput(f"cannot create --log-dir {log_dir}: {e.strerror}") from None
+    devices = device_names(backends)
+    listing = list_cases(binary, devices[0] if devices else None)
+    unknown = [d for d in devices if d not in listing.devices]
+    if unknown:
+        raise BadInput(f"{os.path.basename(binary)} has no device {', '.join(unknown)} "
+                       f"(it has {', '.join(listing.devices)})")
+    if not devices:
+        devices = listing.tested
+        if not devices:
+            raise BadInput(f"{os.path.basename(binary)} has no device but the CPU "
+                           f"({', '.join(listing.devices)}): give -b CPU to test that")
+    from cannops.cases.cache import op_names
+    catalog_ops = op_names()
+    if wanted_ops:
+        known = set(listing.cases) | set(catalog_ops)
+        bad = [op for op in wanted_ops if op not in known]
+        if bad:
+            from .engine import suggest
+            raise BadInput(f"unknown op {bad[0]!r}{suggest(bad[0], sorted(known))}: neither the binary "
+                           f"lists it nor is it a fused case ops knows")
+        run_ops = wanted_ops
+    else:
+        # the listing has no fused cases (support mode leaves them out): ops' catalog names
+        # those it knows; one the binary lacks runs no case and is left out
+        run_ops = sorted(set(listing.cases) | set(catalog_ops))
+    source = binary_source(binary, ggml_version, source_name)
+    return _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, shard, output,
+                results_path, resume_path, log_dir, require_clean, source, bool(wanted_ops))
+
+
+def _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, shard, output, results_path,
+         resume_path, log_dir, require_clean, source, named):
+    from cannops.cases.versions import for_ggml
+
+    from .engine import (FAIL, SKIPPED, Journal, JournalBusy, Run, TboSpec, __version__, journal_path,
+                         load_resume, run_tbo)
+    from .printers import ConsolePrinter, QuietPrinter
+    spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
+                   jobs=jobs, max_aborts=max_aborts, shard=shard)
+    run = Run(mode="test", ops_filter=",".join(run_ops) if named else None,
+              params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in regexes) or None, shard=shard,
+              version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source)
+    jpath = (journal_path(results_path) if results_path and
+             (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
+    try:
+        journal = Journal(jpath) if jpath else None
+    except JournalBusy as e:
+        raise BadInput(str(e)) from None
+    except OSError as e:
+        raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
+    try:
+        known = {}
+        if resume_path:
+            try:
+                resumed = load_resume(resume_path, run)
+            except ValueError as e:
+                raise BadInput(str(e)) from None
+            known = {(r.device, r.name): r for r in resumed.results.values()
+                     if r.device in devices and r.op in run_ops}
+        if journal:
+            journal.begin(run)
+        run.devices = [listing.devices[d] for d in devices]
+        run.results.extend(known.values())
+        if journal:
+            for info in run.devices:
+                journal.device(info)
+            for r in known.values():
+                journal.result(r)
+        printer = ConsolePrinter("test") if output == "console" else QuietPrinter("test")
+        sink = _Sink(printer, journal, devices, run, stream=jobs == 1)
+        printer.start(len(devices))
+        run_tbo(spec, listing, run, known, sink, log_dir)
+        if run.interrupted:
+            printer.interrupted(run)
+        else:
+            printer.end(sink.n_ok, len(devices))
+        if results_path:
+            try:
+                run.write_json(results_path)
+            except OSError as e:
+                raise BadInput(f"cannot write {results_path}: {e.strerror or e}") from None
+            if journal:
+                journal.remove()
+    finally:
+        if journal:
+            journal.close()
+    if run.interrupted:
+        return run, run.exit_status
+    failed = any(r.status == FAIL for r in run.results)
+    unclean = require_clean and (sink.no_ok or any(r.status == SKIPPED for r in run.results))
+    if unclean and not failed:
+        click.echo(f"ops: --require-clean: {', '.join(sink.no_ok) or 'cases not run'}"
+                   + (" printed no OK case" if sink.no_ok else ""), err=True)
+    return run, 1 if failed or unclean else 0
+
+
+class _Sink:
+    """Where the engine's results go: the journal as they come; the console a device and
+    an op at a time, in op order, each op closed by a line of its counts (stream: one op
+    runs at a time, and its cases are printed as they come)."""
+
+    def __init__(self, printer, journal, devices, run, stream=False):
+        self.printer, self.journal, self.devices, self.run = printer, journal, devices, run
+        self.stream = stream
+        self.printed: set[int] = set()
+        self.n_ok = 0
+        self.no_ok: list[str] = []
+        self.device_results: list = []
+
+    def result(self, r) -> None:
+        if self.journal:
+            self.journal.result(r)
+        if self.stream:
+            self.printer.case(r)
+            self.printed.add(id(r))
+
+    def device_start(self, device: str, n_cases: int) -> None:
+        i = self.devices.index(device)
+        info = next(d for d in self.run.devices if d.name == device)
+        self.device_results = []
+        self.printer.device_start(i, len(self.devices), info, n_cases)
+
+    def op_done(self, device: str, op: str, results: list, seconds: float) -> None:
+        from .engine import FAIL, NOT_SUPPORTED, OK, SKIPPED
+        results = sorted(results, key=lambda r: r.index)
+        for r in results:
+            if id(r) not in self.printed:   # (resumed ones, and all of them with -j 2 or more)
+                self.printer.case(r)
+        self.device_results += results
+        if not results:
+            return
+        n = {s: sum(r.status == s for r in results) for s in (OK, NOT_SUPPORTED, FAIL, SKIPPED)}
+        deaths = sum(r.status == FAIL and r.reason.startswith(("aborted", "died", "timeout")) for r in results)
+        if not n[OK]:
+            self.no_ok.append(op)
+        self.printer.line(f"  {op}: {n[OK]} OK, {n[NOT_SUPPORTED]} not supported, {n[FAIL]} FAIL"
+                          + (f" ({plural(deaths, 'death')})" if deaths else "")
+                          + (f", {n[SKIPPED]} not run" if n[SKIPPED] else "") + f"; {seconds:.1f} s")
+
+    def device_end(self, device: str) -> None:
+        from .engine import device_passed
+        ok = device_passed(self.device_results)
+        self.n_ok += ok
+        self.printer.device_end(device, self.device_results, ok)

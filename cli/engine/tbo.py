@@ -431,6 +431,33 @@ def _alternatives(names: list[str]) -> str:
     return "(" + "|".join(re.escape(n) for n in names) + ")"
 
 
+def _op_command(spec: TboSpec, device: str, op: str, mode: str, pending: list[str], seen: list[str],
+                regex: str | None) -> tuple[list[str] | None, list[str]]:
+    """One process's command line for run_op's `mode`, and the cases it names (in "chunk"
+    mode); None where the cases to exclude are too many for one argument. Modes: "all", the
+    op's whole selection in one process (the first, unless resumed); "chunk", listed cases
+    not seen yet, by name; "rest", every case not seen yet, by exclusion, for the unlisted
+    ones (whole-graph cases under the op's own name: ADD with nf=2) that a process ended
+    early never reached."""
+    cmd = [spec.binary, "test", "-b", device, "-o", op]
+    if mode == "all":
+        return cmd + (["-p", regex] if regex else []), []
+    if mode == "chunk":
+        chunk = pending[:CHUNK]
+        return cmd + ["-p", "^" + _alternatives(chunk) + "$"], chunk
+    rest = _excluding(seen, regex)
+    return (None if rest is None else cmd + ["-p", rest]), []
+
+
+def _unprinted(device: str, op: str, expected: list[str], got: dict, orphans: list[str],
+               why: str = "not run: test mode printed no line for this listed case") -> list[CaseResult]:
+    """The expected cases that have no result: where a process ended well, an allocation
+    failure prints no line (`orphans`: a FAIL each, in order); the others were not run."""
+    return [CaseResult(device=device, op=op, params=p, status=FAIL, reason=orphans.pop(0)) if orphans else
+            CaseResult(device=device, op=op, params=p, status=SKIPPED, reason=why)
+            for p in expected if p not in got]
+
+
 def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, listed: list[str],
            known: dict[str, CaseResult], emit: Callable[[CaseResult], None], log=None) -> list[CaseResult]:
     """Every case of one op on one device, from as many processes as its deaths take.
@@ -464,27 +491,14 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
 
     if any(r.params.startswith("#") and r.status == FAIL for r in known.values()):
         return out   # an unnamed death ended it before: nothing after it can be reached
-    # "all": the op's whole selection in one process (the first, unless resumed); "chunk":
-    # listed cases not seen yet, by name; "rest": every case not seen yet, by exclusion,
-    # for the unlisted ones (whole-graph cases under the op's own name: ADD with nf=2)
-    # that a process ended early never reached
     mode, aborts = ("chunk" if got else "all"), 0
     while True:
         pending = [p for p in listed if p not in got]
         if mode == "chunk" and not pending:
             mode = "rest"
-        cmd = [spec.binary, "test", "-b", device, "-o", op]
-        chunk: list[str] = []
-        if mode == "all":
-            cmd += ["-p", regex] if regex else []
-        elif mode == "chunk":
-            chunk = pending[:CHUNK]
-            cmd += ["-p", "^" + _alternatives(chunk) + "$"]
-        else:
-            rest = _excluding(list(got), regex)
-            if rest is None:
-                return out   # too many names for one argument: the unlisted rest is not reached
-            cmd += ["-p", rest]
+        cmd, chunk = _op_command(spec, device, op, mode, pending, list(got), regex)
+        if cmd is None:
+            return out   # too many names for one argument: the unlisted rest is not reached
         before = len(got)
         reader = Reader(on_case)
         proc = procs.run(cmd, spec.timeout, reader, log)
@@ -493,13 +507,9 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
         progressed = len(got) > before
         if proc.reader.finished and not proc.timed_out and proc.rc in (0, 1):
             # a listed case of this process without a line: an allocation failure prints none
-            orphans = reader.orphans()
-            for p in (chunk if mode == "chunk" else pending if mode == "all" else []):
-                if p in got:
-                    continue
-                keep(CaseResult(device=device, op=op, params=p, status=FAIL, reason=orphans.pop(0)) if orphans else
-                     CaseResult(device=device, op=op, params=p, status=SKIPPED,
-                                reason="not run: test mode printed no line for this listed case"))
+            for r in _unprinted(device, op, chunk if mode == "chunk" else pending if mode == "all" else [],
+                                got, reader.orphans()):
+                keep(r)
             if mode != "chunk":
                 return out
             continue
@@ -521,10 +531,9 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
         aborts += 1
         mode = "chunk"
         if aborts >= spec.max_aborts:
-            for p in listed:
-                if p not in got:
-                    keep(CaseResult(device=device, op=op, params=p, status=SKIPPED,
-                                    reason=f"not run: the op died {aborts} times (--max-aborts {spec.max_aborts})"))
+            why = f"not run: the op died {aborts} times (--max-aborts {spec.max_aborts})"
+            for r in _unprinted(device, op, listed, got, [], why):
+                keep(r)
             return out
 
 

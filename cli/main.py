@@ -12,7 +12,7 @@ import click
 from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_report_options, check_seconds, check_writable,
                       catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
-                      sample_option, selected_devices, selection_options, worker_count)
+                      sample_option, selected_devices, selection_ops, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def set_up_workers(mode: str, jobs: int, threads: int | None = None) -> None:
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, printer=None, soc=None, sample=None, resumed=None, cases=None,
-             **spec_fields) -> Run:
+             cases_file=None, **spec_fields) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output.
     resumed: results known already (results.Resumed), taken instead of running their cases;
     cases: the selection, where the caller made it already (refs=True); spec_fields: the
@@ -54,7 +54,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     from .printers import ConsolePrinter, QuietPrinter
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
-    ops = ops_text(ops)
+    ops = selection_ops(ops, cases_file)
     results_path = results_path or resume_path
     check_writable(results_path)
     if cases is None:
@@ -271,8 +271,8 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         _explain(results_in, compute, markdown, output, **kw)
         return
     if results_in is not None:
-        given = [flag for flag, key in (("-o", "ops"), ("-p", "params"), ("--sample", "sample"), ("-b", "backends"),
-                                            ("--shard", "shard"))
+        given = [flag for flag, key in (("-o", "ops"), ("--cases", "cases_file"), ("-p", "params"),
+                                        ("--sample", "sample"), ("-b", "backends"), ("--shard", "shard"))
                  if kw[key]] + (["--run"] if compute else [])
         if given:
             raise BadInput(f"--results classifies a saved file: {', '.join(given)} cannot go with it")
@@ -391,7 +391,8 @@ def _print_fuzz(found, say) -> bool:
     return True
 
 
-def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, sample=None, **_):
+def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, sample=None,
+             cases_file=None, **_):
     """ops support --explain: the CANN rules' decision per case and op node (no probing:
     the rules are declarative, backend/cann/rules*.py)."""
     from cannops.backend.cann import rules
@@ -405,12 +406,41 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
         raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
                        "(see `ops list devices`)")
     click.echo(f"CANN rules ({', '.join(targets)}), as ggml-cann v0.20.2's supports_op unless said")
-    for _, case in checked_selection("support", ops_text(ops), params, shard, sample=sample):
+    for _, case in checked_selection("support", selection_ops(ops, cases_file), params, shard, sample=sample):
         click.echo(case.name)
         graph = case.build()
         for s in socs:
             for line in rules.explain(graph, soc=s):
                 click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{line}")
+
+
+@cli.command()
+@click.option("--from-gguf", "model", metavar="MODEL.gguf", required=True,
+              help="The model: its metadata and tensor infos are read, not its weights.")
+@click.option("--batch", default="1,512", show_default=True, metavar="N,...",
+              help="Tokens per forward pass (ubatch), a comma list: 1 decodes, 512 is a prefill.")
+@click.option("--ctx", type=int, default=4096, show_default=True, callback=at_least_one,
+              help="Cells of the KV cache the attention reads.")
+@click.option("--why", is_flag=True, help="After each name, how often a forward pass runs it and what for.")
+@catalog_option
+def cases(model, batch, ctx, why):
+    """The op cases a GGUF model's forward pass makes, as case names (one per line), for
+    `ops test --cases FILE` (and perf, support)."""
+    try:
+        batches = [int(b) for b in batch.split(",") if b.strip()]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        raise BadInput(f"--batch {batch!r}: expected a comma list of token counts, e.g. 1,32,512")
+    from cannops.cases.from_model import derive, read_gguf
+    try:
+        found = derive(read_gguf(model), batches, ctx)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    lines = [f"{mc.case.name}\t# x{mc.count} at {mc.n_tokens} tokens: {', '.join(mc.roles)}" if why
+             else mc.case.name for mc in found]
+    _Stdout.write(click.echo, "\n".join(lines))
+    sys.exit(_Stdout.status(0))
 
 
 @cli.command("list")

@@ -87,6 +87,9 @@ def selection_options(f):
         f, catalog_option,
         click.option("-o", "ops", metavar="OPS", multiple=True,
                      help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
+        click.option("--cases", "cases_file", metavar="FILE",
+                     help="Run the cases named in FILE, one per line ('#' starts a comment), as "
+                          "`ops cases --from-gguf MODEL` writes them; instead of -o."),
         click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),
         sample_option,
         click.option("-b", "backends", metavar="DEVICE", multiple=True,
@@ -174,6 +177,33 @@ def ops_text(ops):
     if not split_ops_filter(text):
         raise BadInput(f"-o {text!r} names no op: no case selected")
     return text
+
+
+def read_cases_file(path):
+    """The case names in a --cases file: one per line, blank lines and '#' comments skipped."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"cannot read --cases {path}: {getattr(e, 'strerror', None) or e}") from None
+    names = [line.split("#", 1)[0].strip() for line in lines]
+    names = [n for n in names if n]
+    bad = next((n for n in names if "(" not in n or not n.endswith(")")), None)
+    if bad is not None:
+        raise BadInput(f"--cases {path}: {bad[:60]!r} is not a case name OP(params) "
+                       f"(test-export-graph-ops files are not read yet)")
+    if not names:
+        raise BadInput(f"--cases {path} names no case")
+    return names
+
+
+def selection_ops(ops, cases_file=None):
+    """-o's values, or the names of a --cases file, as one comma list (None: every op)."""
+    if cases_file is None:
+        return ops_text(ops)
+    if ops:
+        raise BadInput("--cases names the cases: it cannot go with -o")
+    return ",".join(dict.fromkeys(read_cases_file(cases_file)))
 
 
 def check_regex(params):

@@ -260,13 +260,28 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
 @click.option("--explain", is_flag=True,
               help="Print, per case, the CANN rule that accepts or refuses each op node: the aclnn "
                    "operators it runs, why it goes beyond ggml-cann, or why it is refused.")
+@click.option("--from-gguf", "model", metavar="MODEL.gguf",
+              help="Report on a model: per op of its forward pass (ops cases --from-gguf), the status, "
+                   "its share of the FLOPs, the evidence, and whether the model runs on the device.")
+@click.option("--batch", default="1,512", show_default=True, metavar="N,...",
+              help="With --from-gguf: tokens per forward pass, a comma list.")
+@click.option("--ctx", type=int, default=4096, show_default=True, callback=at_least_one,
+              help="With --from-gguf: cells of the KV cache.")
 @report_options
-def support(output, results_in, compute, markdown, explain, log_dir, summary_file, baseline, **kw):
+def support(output, results_in, compute, markdown, explain, log_dir, summary_file, baseline, model, batch, ctx,
+            **kw):
     """Per-op status on each device: supported, partial, fail, unsupported, unknown."""
     from .printers import make_console
     from .support import print_support_table
     if markdown and output != "console":
         raise BadInput(f"--markdown prints the report: it cannot go with --output {output}")
+    model_cases = None
+    if model is not None:
+        if kw["ops"] or kw["cases_file"] or results_in is not None or explain or markdown:
+            raise BadInput("--from-gguf selects the model's cases: it cannot go with -o, --cases, --results, "
+                           "--explain or --markdown")
+        model_cases = _model_cases(model, batch, ctx)
+        kw["ops"] = (",".join(mc.case.name for mc in model_cases),)
     if explain:
         _explain(results_in, compute, markdown, output, **kw)
         return
@@ -296,7 +311,10 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
                            cases=cases, **kw)
             if not compute:
                 remember(run, known)
-    if output == "console" and not markdown:
+    if model_cases is not None and output == "console":
+        from .model_report import report_lines
+        _Stdout.write(click.echo, "\n".join(report_lines(run, model_cases, os.path.basename(model), compute)))
+    elif output == "console" and not markdown:
         _Stdout.write(print_support_table, run, make_console())
     emit(run, output)
     write_reports(run, log_dir, summary_file, base, markdown)
@@ -414,6 +432,21 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
                 click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{line}")
 
 
+def _model_cases(model, batch, ctx):
+    """The ModelCases of a GGUF (cases/from_model.py) at --batch and --ctx; bad input exits 2."""
+    try:
+        batches = [int(b) for b in batch.split(",") if b.strip()]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        raise BadInput(f"--batch {batch!r}: expected a comma list of token counts, e.g. 1,32,512")
+    from cannops.cases.from_model import derive, read_gguf
+    try:
+        return derive(read_gguf(model), batches, ctx)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+
+
 @cli.command()
 @click.option("--from-gguf", "model", metavar="MODEL.gguf", required=True,
               help="The model: its metadata and tensor infos are read, not its weights.")
@@ -426,17 +459,7 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
 def cases(model, batch, ctx, why):
     """The op cases a GGUF model's forward pass makes, as case names (one per line), for
     `ops test --cases FILE` (and perf, support)."""
-    try:
-        batches = [int(b) for b in batch.split(",") if b.strip()]
-    except ValueError:
-        batches = []
-    if not batches or min(batches) < 1:
-        raise BadInput(f"--batch {batch!r}: expected a comma list of token counts, e.g. 1,32,512")
-    from cannops.cases.from_model import derive, read_gguf
-    try:
-        found = derive(read_gguf(model), batches, ctx)
-    except ValueError as e:
-        raise BadInput(str(e)) from None
+    found = _model_cases(model, batch, ctx)
     lines = [f"{mc.case.name}\t# x{mc.count} at {mc.n_tokens} tokens: {', '.join(mc.roles)}" if why
              else mc.case.name for mc in found]
     _Stdout.write(click.echo, "\n".join(lines))

@@ -157,3 +157,19 @@ def test_cases_file_errors_are_one_line_before_any_work(tmp_path):
                       (["--cases", str(bad), "-o", "ADD"], "cannot go with -o")):
         r = subprocess.run([*OPS, "test", *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_model_report_names_what_a_310p_would_not_run(models):
+    r = subprocess.run([*OPS, "support", "--from-gguf", models["qwen3"], "-b", "CANN-SIM", "--soc", "310P",
+                        "--batch", "1,8", "--ctx", "256"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    fa_line = next(line for line in r.stdout.splitlines() if line.strip().startswith("FLASH_ATTN_EXT"))
+    assert "not supported: on CPU" in fa_line and "%" in fa_line
+    assert "310P" in r.stdout and "probed" in r.stdout
+    verdict = next(line for line in r.stdout.splitlines() if "=>" in line)
+    # the 310P has neither flash attention nor q8_0 matmuls in ggml-cann: both to the CPU
+    assert "CPU fallback" in verdict and "FLASH_ATTN_EXT" in verdict
+    assert "MUL_MAT" in verdict.replace("FLASH_ATTN_EXT", "")
+    r = subprocess.run([*OPS, "support", "--from-gguf", models["qwen3"], "-b", "CANN-SIM", "--batch", "1,8",
+                        "--ctx", "256"], capture_output=True, text=True, timeout=600)
+    assert "on CANN-SIM: runs entirely on the device" in r.stdout, r.stdout

@@ -11,7 +11,7 @@ import click
 
 from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_report_options, check_seconds, check_writable,
-                      catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
+                      catalog_option, checked_selection, common_options, graph_file_cases, ops_text, output_option, report_options,
                       sample_option, selected_devices, selection_ops, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 
@@ -57,6 +57,8 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     ops = selection_ops(ops, cases_file)
     results_path = results_path or resume_path
     check_writable(results_path)
+    if cases is None:
+        cases = graph_file_cases(cases_file, params, shard, sample)
     if cases is None:
         cases = checked_selection(mode, ops, params, shard, sample=sample, refs=True)
     jobs = worker_count(jobs, len(cases))

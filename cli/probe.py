@@ -14,7 +14,7 @@ from cannops.cases import cache
 from cannops.cases.versions import current
 
 from . import __version__
-from .options import check_common, checked_selection, selected_devices, selection_ops
+from .options import check_common, checked_selection, graph_file_cases, selected_devices, selection_ops
 from .engine import NOT_SUPPORTED, OK, BadInput, CaseResult, Resumed, Run
 
 
@@ -39,7 +39,9 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
     check_common(jobs, timeout, seed)
     ops = selection_ops(ops, cases_file)
     known = Resumed()
-    cases = checked_selection("support", ops, params, shard, sample=sample, refs=True)
+    cases = graph_file_cases(cases_file, params, shard, sample)
+    if cases is None:
+        cases = checked_selection("support", ops, params, shard, sample=sample, refs=True)
     if cache.cache_dir() is None:
         return None, known, cases
     targets = selected_devices(backends, soc=soc)

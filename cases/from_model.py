@@ -199,6 +199,8 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
     ff = "rope_freqs.weight" in m.tensors or any(k.endswith("rope_freqs.weight") for k in m.tensors)
 
     # embeddings
+    if "token_embd.weight" not in m.tensors:
+        raise ValueError(f"{m.path or 'the model'}: no token_embd.weight tensor")
     emb_type, emb_ne = m.tensors["token_embd.weight"]
     out.add("get_rows", T, "token_embd", type=emb_type, n=emb_ne[0], m=emb_ne[1], r=T, be1=1, be2=1, v=0)
     if spec.get("embd_scale"):

@@ -124,9 +124,13 @@ def test_an_unknown_architecture_names_the_keys_it_would_need(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "mamba2.block_count" in r.stderr
 
 
-def test_a_missing_key_is_named(tmp_path):
+def test_a_missing_key_or_embedding_is_named(tmp_path):
     path = write_model(tmp_path / "m.gguf", "llama", {"embedding_length": 64}, {})
     with pytest.raises(ValueError, match="llama.block_count, llama.attention.head_count"):
+        derive(read_gguf(path))
+    path = write_model(tmp_path / "e.gguf", "llama", {"embedding_length": 64, "block_count": 1,
+                                                      "attention.head_count": 2}, {})
+    with pytest.raises(ValueError, match="no token_embd.weight"):
         derive(read_gguf(path))
 
 

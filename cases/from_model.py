@@ -100,8 +100,9 @@ class ModelCase:
 class _Cases:
     """The cases derived so far, in order, each name once (with its count and roles)."""
 
-    def __init__(self, version: str):
+    def __init__(self, version: str, flash_attn: bool = True):
         self.version = version
+        self.flash_attn = flash_attn   # llama.cpp's --flash-attn: FLASH_ATTN_EXT, or KQ / softmax / KQV
         self.by_name: dict[str, ModelCase] = {}
 
     def add(self, fam_name: str, n_tokens: int, role: str, **params) -> None:
@@ -145,7 +146,7 @@ def _pad(n: int, to: int) -> int:
 
 
 def derive(model: Model, batches: Iterable[int] = (1, 512), ctx: int = 4096,
-           version: str | None = None) -> list[ModelCase]:
+           version: str | None = None, flash_attn: bool = True) -> list[ModelCase]:
     """The cases of one forward pass of `model` over each batch size (tokens per ubatch) with
     a KV cache of `ctx` cells, in graph order, each once; ValueError for an architecture that
     is not modelled or a GGUF that lacks the keys it needs."""
@@ -158,7 +159,7 @@ def derive(model: Model, batches: Iterable[int] = (1, 512), ctx: int = 4096,
     if missing:
         raise ValueError(f"{model.path or 'the model'}: missing GGUF key{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(missing)}")
-    out = _Cases(version or current())
+    out = _Cases(version or current(), flash_attn)
     for t in batches:
         if not 1 <= t <= ctx:
             raise ValueError(f"a batch of {t} tokens does not fit a context of {ctx}")
@@ -258,6 +259,19 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
                 nr23=[1, 1], r=T, v=0)
 
     def attend(hsk, hsv, nh, gqa):
+        if not out.flash_attn:   # build_attn_mha without flash attention: KQ, softmax, KQV
+            kq = "attention KQ (no flash attention)"
+            out.add("mul_mat", T, kq, type_a="f16", type_b="f32", m=kv, n=T, k=hsk, bs=[nh, 1], nr=[gqa, 1],
+                    per=[0, 2, 1, 3], k_v=0, o=1)
+            if softcap:
+                out.scale(T, kq, [kv, T, nh * gqa], 1.0 / softcap)
+                out.unary(T, kq, "TANH", [kv, T, nh * gqa])
+                out.scale(T, kq, [kv, T, nh * gqa], softcap)
+            out.add("soft_max", T, kq, type="f32", ne=[kv, T, 1, 1], mask=True, sinks=False, m_prec="f16",
+                    nr23=[nh * gqa, 1], scale=1.0 / math.sqrt(hsk), max_bias=0.0, inplace=False)
+            out.add("mul_mat", T, "attention KQV (no flash attention)", type_a="f16", type_b="f32", m=hsv, n=T,
+                    k=kv, bs=[nh, 1], nr=[gqa, 1], per=[0, 1, 2, 3], k_v=0, o=1)
+            return
         out.add("flash_attn_ext", T, "attention", hsk=hsk, hsv=hsv, nh=nh, nr23=[gqa, 1], kv=kv, nb=T, mask=True,
                 sinks=False, max_bias=0.0, logit_softcap=softcap, prec="f32", type_K="f16", type_V="f16",
                 permute=[0, 2, 1, 3], later=dict(v_is_view_of_k=hsk == 576 and hsv == 512))

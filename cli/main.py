@@ -269,9 +269,11 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
               help="With --from-gguf: tokens per forward pass, a comma list.")
 @click.option("--ctx", type=int, default=4096, show_default=True, callback=at_least_one,
               help="With --from-gguf: cells of the KV cache.")
+@click.option("--no-flash-attn", "flash_attn", is_flag=True, flag_value=False, default=True,
+              help="With --from-gguf: attention as llama.cpp builds it without flash attention (KQ, SOFT_MAX, KQV).")
 @report_options
 def support(output, results_in, compute, markdown, explain, log_dir, summary_file, baseline, model, batch, ctx,
-            **kw):
+            flash_attn, **kw):
     """Per-op status on each device: supported, partial, fail, unsupported, unknown."""
     from .printers import make_console
     from .support import print_support_table
@@ -282,7 +284,7 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
         if kw["ops"] or kw["cases_file"] or results_in is not None or explain or markdown:
             raise BadInput("--from-gguf selects the model's cases: it cannot go with -o, --cases, --results, "
                            "--explain or --markdown")
-        model_cases = _model_cases(model, batch, ctx)
+        model_cases = _model_cases(model, batch, ctx, flash_attn)
         kw["ops"] = (",".join(mc.case.name for mc in model_cases),)
     if explain:
         _explain(results_in, compute, markdown, output, **kw)
@@ -434,7 +436,7 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
                 click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{line}")
 
 
-def _model_cases(model, batch, ctx):
+def _model_cases(model, batch, ctx, flash_attn=True):
     """The ModelCases of a GGUF (cases/from_model.py) at --batch and --ctx; bad input exits 2."""
     try:
         batches = [int(b) for b in batch.split(",") if b.strip()]
@@ -444,7 +446,7 @@ def _model_cases(model, batch, ctx):
         raise BadInput(f"--batch {batch!r}: expected a comma list of token counts, e.g. 1,32,512")
     from cannops.cases.from_model import derive, read_gguf
     try:
-        return derive(read_gguf(model), batches, ctx)
+        return derive(read_gguf(model), batches, ctx, flash_attn=flash_attn)
     except ValueError as e:
         raise BadInput(str(e)) from None
 
@@ -457,11 +459,13 @@ def _model_cases(model, batch, ctx):
 @click.option("--ctx", type=int, default=4096, show_default=True, callback=at_least_one,
               help="Cells of the KV cache the attention reads.")
 @click.option("--why", is_flag=True, help="After each name, how often a forward pass runs it and what for.")
+@click.option("--no-flash-attn", "flash_attn", is_flag=True, flag_value=False, default=True,
+              help="Attention as llama.cpp builds it without flash attention (KQ, SOFT_MAX, KQV).")
 @catalog_option
-def cases(model, batch, ctx, why):
+def cases(model, batch, ctx, why, flash_attn):
     """The op cases a GGUF model's forward pass makes, as case names (one per line), for
     `ops test --cases FILE` (and perf, support)."""
-    found = _model_cases(model, batch, ctx)
+    found = _model_cases(model, batch, ctx, flash_attn)
     lines = [f"{mc.case.name}\t# x{mc.count} at {mc.n_tokens} tokens: {', '.join(mc.roles)}" if why
              else mc.case.name for mc in found]
     _Stdout.write(click.echo, "\n".join(lines))

@@ -13,6 +13,7 @@ def _evidence(device: str, computed: bool) -> str:
 
 def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]:
     """The report of one run of a model's cases (support mode, or test mode with --run)."""
+    flops_by_name = {mc.case.name: mc.flops() for mc in model_cases}
     flops_by_op: dict[str, int] = {}
     cases_by_op: dict[str, int] = {}
     for mc in model_cases:
@@ -45,8 +46,7 @@ def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]
             else:
                 status = "not supported: on CPU"
                 fallback.append(op)
-            if status != "supported":
-                fallback_flops += flops_by_op[op] * (1 - ok / max(len(rs), 1))
+            fallback_flops += sum(flops_by_name.get(f"{r.op}({r.params})", 0) for r in rs if r.status != OK)
             share = 100 * flops_by_op[op] / total
             lines.append(f"  {op:<16} {status:<32} {share:6.1f}%  {cases_by_op[op]}")
             why = next((r.reason for r in rs if r.status != OK and r.reason), "")
@@ -61,6 +61,6 @@ def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]
             verdict = "runs entirely on the device"
         lines.append(f"  => {model_name} on {dev}: {verdict}")
         if "FLASH_ATTN_EXT" in fallback:
-            lines.append("     (llama.cpp's --flash-attn auto would attend without it instead: MUL_MAT, "
-                         "SOFT_MAX; not derived here)")
+            lines.append("     (llama.cpp's --flash-attn auto would attend without it instead: "
+                         "--no-flash-attn reports that graph)")
     return lines

@@ -177,3 +177,20 @@ def test_model_report_names_what_a_310p_would_not_run(models):
     r = subprocess.run([*OPS, "support", "--from-gguf", models["qwen3"], "-b", "CANN-SIM", "--batch", "1,8",
                         "--ctx", "256"], capture_output=True, text=True, timeout=600)
     assert "on CANN-SIM: runs entirely on the device" in r.stdout, r.stdout
+
+
+def test_without_flash_attention_kq_softmax_kqv(models, tmp_path):
+    names = [mc.case.name for mc in derive(read_gguf(models["qwen3"]), [T], CTX, flash_attn=False)]
+    assert not any(n.startswith("FLASH_ATTN_EXT") for n in names)
+    kq = "MUL_MAT(type_a=f16,type_b=f32,m={},n={},k={},bs=[2,1],nr=[2,1],per=[{}],k_v=0,o=1)"
+    assert kq.format(CTX, T, 128, "0,2,1,3") in names and kq.format(128, T, CTX, "0,1,2,3") in names
+    assert (f"SOFT_MAX(type=f32,ne=[{CTX},{T},1,1],mask=1,sinks=0,m_prec=f16,nr23=[4,1],scale=0.088388,"
+            f"max_bias=0.000000,inplace=0)") in names
+    r = subprocess.run([*OPS, "cases", "--from-gguf", models["gemma2"], "--batch", "8", "--ctx", "256",
+                        "--no-flash-attn"], capture_output=True, text=True, timeout=300)
+    cases = tmp_path / "nofa.txt"
+    cases.write_text("\n".join(line for line in r.stdout.splitlines() if not line.startswith("MUL_MAT(type_a=q")))
+    devices = [d for d in ("GGML-CPU", "CANN-SIM") if d in dict(list_devices())]
+    r = subprocess.run([*OPS, "test", "--cases", str(cases), "-b", ",".join(devices), "--no-ref-cache"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "FAIL" not in r.stdout, r.stdout[-3000:]

@@ -11,8 +11,9 @@ import click
 
 from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_distinct_outputs, check_report_options,
-                      check_seconds, check_writable, catalog_option, checked_selection, common_options, ops_text, output_option, report_options,
-                      sample_option, selected_devices, selection_options, worker_count)
+                      check_seconds, check_writable, catalog_option, checked_selection, common_options,
+                      graph_file_cases, ops_text, output_option, report_options, sample_option, selected_devices,
+                      selection_ops, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 from .tbo import tbo_options
 
@@ -40,7 +41,7 @@ def set_up_workers(mode: str, jobs: int, threads: int | None = None) -> None:
 
 def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, results_path,
              resume_path=None, printer=None, soc=None, sample=None, resumed=None, cases=None,
-             **spec_fields) -> Run:
+             cases_file=None, **spec_fields) -> Run:
     """Run the cases; write the results file. The caller emits the machine-readable output.
     resumed: results known already (results.Resumed), taken instead of running their cases;
     cases: the selection, where the caller made it already (refs=True); spec_fields: the
@@ -55,12 +56,14 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     from .printers import ConsolePrinter, QuietPrinter
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
-    ops = ops_text(ops)
+    ops = selection_ops(ops, cases_file)
     results_path = results_path or resume_path
     check_writable(results_path)
     if mode == "test":   # a cache folder of other things is refused before anything is written
         from .engine import reference_dir
         reference_dir(spec_fields.get("ref_cache", True))
+    if cases is None:
+        cases = graph_file_cases(cases_file, params, shard, sample)
     if cases is None:
         cases = checked_selection(mode, ops, params, shard, sample=sample, refs=True)
     jobs = worker_count(jobs, len(cases))
@@ -293,19 +296,36 @@ def perf(baseline, threshold_pct, markdown, plot_path, **kw):
 @click.option("--explain", is_flag=True,
               help="Print, per case, the CANN rule that accepts or refuses each op node: the aclnn "
                    "operators it runs, why it goes beyond ggml-cann, or why it is refused.")
+@click.option("--from-gguf", "model", metavar="MODEL.gguf",
+              help="Report on a model: per op of its forward pass (ops cases --from-gguf), the status, "
+                   "its share of the FLOPs, the evidence, and whether the model runs on the device.")
+@click.option("--batch", default="1,512", show_default=True, metavar="N,...",
+              help="With --from-gguf: tokens per forward pass, a comma list.")
+@click.option("--ctx", type=int, default=4096, show_default=True, callback=at_least_one,
+              help="With --from-gguf: cells of the KV cache.")
+@click.option("--no-flash-attn", "flash_attn", is_flag=True, flag_value=False, default=True,
+              help="With --from-gguf: attention as llama.cpp builds it without flash attention (KQ, SOFT_MAX, KQV).")
 @report_options
-def support(output, results_in, compute, markdown, explain, log_dir, summary_file, baseline, **kw):
+def support(output, results_in, compute, markdown, explain, log_dir, summary_file, baseline, model, batch, ctx,
+            flash_attn, **kw):
     """Per-op status on each device: supported, partial, fail, unsupported, unknown."""
     from .printers import make_console
     from .support import print_support_table
     if markdown and output != "console":
         raise BadInput(f"--markdown prints the report: it cannot go with --output {output}")
+    model_cases = None
+    if model is not None:
+        if kw["ops"] or kw["cases_file"] or results_in is not None or explain or markdown:
+            raise BadInput("--from-gguf selects the model's cases: it cannot go with -o, --cases, --results, "
+                           "--explain or --markdown")
+        model_cases = _model_cases(model, batch, ctx, flash_attn)
+        kw["ops"] = (",".join(mc.case.name for mc in model_cases),)
     if explain:
         _explain(results_in, compute, markdown, output, **kw)
         return
     if results_in is not None:
-        given = [flag for flag, key in (("-o", "ops"), ("-p", "params"), ("--sample", "sample"), ("-b", "backends"),
-                                            ("--shard", "shard"))
+        given = [flag for flag, key in (("-o", "ops"), ("--cases", "cases_file"), ("-p", "params"),
+                                        ("--sample", "sample"), ("-b", "backends"), ("--shard", "shard"))
                  if kw[key]] + (["--run"] if compute else [])
         if given:
             raise BadInput(f"--results classifies a saved file: {', '.join(given)} cannot go with it")
@@ -331,7 +351,10 @@ def support(output, results_in, compute, markdown, explain, log_dir, summary_fil
                            cases=cases, **kw)
             if not compute:
                 remember(run, known)
-    if output == "console" and not markdown:
+    if model_cases is not None and output == "console":
+        from .model_report import report_lines
+        _Stdout.write(click.echo, "\n".join(report_lines(run, model_cases, os.path.basename(model), compute)))
+    elif output == "console" and not markdown:
         _Stdout.write(print_support_table, run, make_console())
     emit(run, output)
     write_reports(run, log_dir, summary_file, base, markdown)
@@ -426,7 +449,8 @@ def _print_fuzz(found, say) -> bool:
     return True
 
 
-def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, sample=None, **_):
+def _explain(results_in, compute, markdown, output, ops, params, backends, shard, soc=None, sample=None,
+             cases_file=None, **_):
     """ops support --explain: the CANN rules' decision per case and op node (no probing:
     the rules are declarative, backend/cann/rules*.py)."""
     from cannops.backend.cann import rules
@@ -440,12 +464,48 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
         raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
                        "(see `ops list devices`)")
     click.echo(f"CANN rules ({', '.join(targets)}), as ggml-cann v0.20.2's supports_op unless said")
-    for _, case in checked_selection("support", ops_text(ops), params, shard, sample=sample):
+    for _, case in checked_selection("support", selection_ops(ops, cases_file), params, shard, sample=sample):
         click.echo(case.name)
         graph = case.build()
         for s in socs:
             for line in rules.explain(graph, soc=s):
                 click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{line}")
+
+
+def _model_cases(model, batch, ctx, flash_attn=True):
+    """The ModelCases of a GGUF (cases/from_model.py) at --batch and --ctx; bad input exits 2."""
+    try:
+        batches = [int(b) for b in batch.split(",") if b.strip()]
+    except ValueError:
+        batches = []
+    if not batches or min(batches) < 1:
+        raise BadInput(f"--batch {batch!r}: expected a comma list of token counts, e.g. 1,32,512")
+    from cannops.cases.from_model import derive, read_gguf
+    try:
+        return derive(read_gguf(model), batches, ctx, flash_attn=flash_attn)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+
+
+@cli.command()
+@click.option("--from-gguf", "model", metavar="MODEL.gguf", required=True,
+              help="The model: its metadata and tensor infos are read, not its weights.")
+@click.option("--batch", default="1,512", show_default=True, metavar="N,...",
+              help="Tokens per forward pass (ubatch), a comma list: 1 decodes, 512 is a prefill.")
+@click.option("--ctx", type=int, default=4096, show_default=True, callback=at_least_one,
+              help="Cells of the KV cache the attention reads.")
+@click.option("--why", is_flag=True, help="After each name, how often a forward pass runs it and what for.")
+@click.option("--no-flash-attn", "flash_attn", is_flag=True, flag_value=False, default=True,
+              help="Attention as llama.cpp builds it without flash attention (KQ, SOFT_MAX, KQV).")
+@catalog_option
+def cases(model, batch, ctx, why, flash_attn):
+    """The op cases a GGUF model's forward pass makes, as case names (one per line), for
+    `ops test --cases FILE` (and perf, support)."""
+    found = _model_cases(model, batch, ctx, flash_attn)
+    lines = [f"{mc.case.name}\t# x{mc.count} at {mc.n_tokens} tokens: {', '.join(mc.roles)}" if why
+             else mc.case.name for mc in found]
+    _Stdout.write(click.echo, "\n".join(lines))
+    sys.exit(_Stdout.status(0))
 
 
 @cli.command("list")

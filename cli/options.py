@@ -87,6 +87,9 @@ def selection_options(f):
         f, catalog_option,
         click.option("-o", "ops", metavar="OPS", multiple=True,
                      help="Op names or full case names (repeat or comma list), e.g. ADD,SSM_CONV."),
+        click.option("--cases", "cases_file", metavar="FILE",
+                     help="Run the cases named in FILE, one per line ('#' starts a comment), as "
+                          "`ops cases --from-gguf MODEL` writes them; instead of -o."),
         click.option("-p", "params", metavar="REGEX", help="Keep cases whose params string matches REGEX."),
         sample_option,
         click.option("-b", "backends", metavar="DEVICE", multiple=True,
@@ -178,6 +181,71 @@ def ops_text(ops):
     if not split_ops_filter(text):
         raise BadInput(f"-o {text!r} names no op: no case selected")
     return text
+
+
+def _cases_file_lines(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"cannot read --cases {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def graph_file_cases(path, params=None, shard=None, sample=None):
+    """The selection (position, Case) of a --cases file that test-export-graph-ops wrote
+    (test-backend-ops' --test-file: a generic_op case per line, cases/graph_ops_file.py),
+    after -p, --sample and --shard; None for a file of case names."""
+    if path is None:
+        return None
+    lines = _cases_file_lines(path)
+    from cannops.cases.graph_ops_file import is_graph_ops_file, read_graph_ops
+    if not is_graph_ops_file(lines):
+        return None
+    from cannops.cases.versions import current
+    from .engine import parse_shard, sample_per_op
+    try:
+        picked = [(None, c) for c in read_graph_ops(lines, current())]
+    except ValueError as e:
+        raise BadInput(f"--cases {path}: {e}") from None
+    if params:
+        check_regex(params)
+        rx = re.compile(params)
+        picked = [(pos, c) for pos, c in picked if rx.search(c.vars)]
+    if sample is not None:
+        picked = sample_per_op(picked, sample)
+    selection = list(enumerate(c for _, c in picked))
+    if shard:
+        k, n = parse_shard(shard)
+        selection = [(i, c) for i, c in selection if i % n == k - 1]
+    if not selection and not shard:
+        raise BadInput(f"no case selected from --cases {path}")
+    return selection
+
+
+def read_cases_file(path):
+    """The case names in a --cases file: one per line, blank lines and '#' comments skipped."""
+    lines = _cases_file_lines(path)
+    names = [line.split("#", 1)[0].strip() for line in lines]
+    names = [n for n in names if n]
+    bad = next((n for n in names if "(" not in n or not n.endswith(")")), None)
+    if bad is not None:
+        raise BadInput(f"--cases {path}: {bad[:60]!r} is not a case name OP(params) "
+                       f"(nor is the file one test-export-graph-ops writes)")
+    if not names:
+        raise BadInput(f"--cases {path} names no case")
+    return names
+
+
+def selection_ops(ops, cases_file=None):
+    """-o's values, or the names of a --cases file, as one comma list (None: every op)."""
+    if cases_file is None:
+        return ops_text(ops)
+    if ops:
+        raise BadInput("--cases names the cases: it cannot go with -o")
+    from cannops.cases.graph_ops_file import is_graph_ops_file
+    if is_graph_ops_file(_cases_file_lines(cases_file)):
+        return None   # graph_file_cases makes the selection
+    return ",".join(dict.fromkeys(read_cases_file(cases_file)))
 
 
 def check_regex(params):

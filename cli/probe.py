@@ -14,7 +14,7 @@ from cannops.cases import cache
 from cannops.cases.versions import current
 
 from . import __version__
-from .options import check_common, checked_selection, ops_text, selected_devices
+from .options import check_common, checked_selection, graph_file_cases, selected_devices, selection_ops
 from .engine import NOT_SUPPORTED, OK, BadInput, CaseResult, Resumed, Run
 
 
@@ -30,16 +30,18 @@ def _entry(device: str) -> str | None:
 
 
 def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
-                 sample=None) -> tuple[Run | None, Resumed, list]:
+                 sample=None, cases_file=None) -> tuple[Run | None, Resumed, list]:
     """The probe's Run from the cache, exactly as the workers would have made it, where
     every case of every device is there (else None; None too when the cache is off); the
     decisions that are there, for a probe of the others only (runner.run_cases takes them
     as a resumed run's); and the selected cases (run_mode's `cases`). Bad input raises as
     run_mode."""
     check_common(jobs, timeout, seed)
-    ops = ops_text(ops)
+    ops = selection_ops(ops, cases_file)
     known = Resumed()
-    cases = checked_selection("support", ops, params, shard, sample=sample, refs=True)
+    cases = graph_file_cases(cases_file, params, shard, sample)
+    if cases is None:
+        cases = checked_selection("support", ops, params, shard, sample=sample, refs=True)
     if cache.cache_dir() is None:
         return None, known, cases
     targets = selected_devices(backends, soc=soc)

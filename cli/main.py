@@ -12,7 +12,7 @@ import click
 from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_distinct_outputs, check_report_options,
                       check_seconds, check_writable, catalog_option, checked_selection, common_options,
-                      graph_file_cases, ops_text, output_option, report_options, sample_option, selected_devices,
+                      graph_file_cases, open_journal, ops_text, output_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 from .tbo import tbo_options
@@ -52,7 +52,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
     from .engine import FORKABLE, device_names, fork_ahead
     if all(name in FORKABLE for name in device_names(backends)[:1]):
         fork_ahead()   # the first device's first worker, importing while the cases are chosen
-    from .engine import Journal, JournalBusy, RunSpec, journal_path, load_resume, new_run, run_cases
+    from .engine import RunSpec, load_resume, new_run, run_cases
     from .printers import ConsolePrinter, QuietPrinter
     timeout_given = timeout is not None
     timeout = timeout or DEFAULT_TIMEOUT[mode]
@@ -72,16 +72,7 @@ def run_mode(mode, ops, params, backends, jobs, timeout, seed, shard, output, re
         raise BadInput("no device available (see `ops list devices`)")
     spec = RunSpec(mode=mode, jobs=jobs, timeout=timeout, timeout_given=timeout_given, seed=seed, ops_filter=ops,
                    params_filter=params, shard=shard, sample=sample, **spec_fields)
-    # the journal of a results file (none for a FIFO or a device: /dev/null has no "beside"),
-    # locked from here to the results file's writing: one run per results file
-    jpath = (journal_path(results_path) if results_path and
-             (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
-    try:
-        journal = Journal(jpath) if jpath else None
-    except JournalBusy as e:
-        raise BadInput(str(e)) from None
-    except OSError as e:
-        raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
+    journal = open_journal(results_path)
     try:
         if resume_path:
             try:

@@ -277,6 +277,22 @@ def checked_selection(mode, ops, params, shard, names_only=False, sample=None, r
     raise BadInput("no case selected" + (f": -p {params!r} matches none of the cases" if params else ""))
 
 
+def open_journal(results_path):
+    """The journal of a results file (engine/results.py Journal; None for no file, a FIFO or
+    a device: /dev/null has no "beside"), locked from here to the results file's writing:
+    one run per results file. Bad input where it is taken or cannot be written."""
+    from .engine import Journal, JournalBusy, journal_path
+    if not results_path or not (os.path.isfile(results_path) or not os.path.exists(results_path)):
+        return None
+    jpath = journal_path(results_path)
+    try:
+        return Journal(jpath)
+    except JournalBusy as e:
+        raise BadInput(str(e)) from None
+    except OSError as e:
+        raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
+
+
 def check_writable(path):
     """Fail early (exit 2) on an output path that cannot be written; leave no file behind."""
     if path is None:

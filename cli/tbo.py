@@ -11,7 +11,7 @@ import click
 
 from . import plural
 from .engine import BadInput, parse_shard, split_ops_filter
-from .options import OUTPUTS, check_regex, check_seconds, check_writable
+from .options import OUTPUTS, check_regex, check_seconds, check_writable, open_journal
 
 OP_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 PER_OP = re.compile(r"(?P<op>[A-Z][A-Z0-9_]*)=(?P<rx>.*)", re.S)
@@ -137,22 +137,14 @@ def _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, 
          resume_path, log_dir, require_clean, source, named):
     from cannops.cases.versions import for_ggml
 
-    from .engine import (FAIL, SKIPPED, Journal, JournalBusy, Run, TboSpec, __version__, journal_path,
-                         load_resume, run_tbo)
+    from .engine import FAIL, SKIPPED, Run, TboSpec, __version__, load_resume, run_tbo
     from .printers import ConsolePrinter, QuietPrinter
     spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
                    jobs=jobs, max_aborts=max_aborts, shard=shard)
     run = Run(mode="test", ops_filter=",".join(run_ops) if named else None,
               params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in regexes) or None, shard=shard,
               version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source)
-    jpath = (journal_path(results_path) if results_path and
-             (os.path.isfile(results_path) or not os.path.exists(results_path)) else None)
-    try:
-        journal = Journal(jpath) if jpath else None
-    except JournalBusy as e:
-        raise BadInput(str(e)) from None
-    except OSError as e:
-        raise BadInput(f"cannot write {jpath}: {e.strerror or e}") from None
+    journal = open_journal(results_path)
     try:
         known = {}
         if resume_path:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cannops.backend.base import SIMULATOR_CLOCK
 
 from . import plural
-from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run, trace_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -128,7 +128,10 @@ class ConsolePrinter:
         first, _, rest = r.reason.partition("\n")
         if r.status == FAIL:
             self.failed.append(r.name)
-            self.line(head, first + " " if first else "", ("FAIL", STYLE[FAIL]))
+            blame = f" -> {r.blame}" if r.blame else ""
+            self.line(head, first + blame + " " if first or blame else "", ("FAIL", STYLE[FAIL]))
+            if r.trace:
+                rest = "\n".join([*rest.splitlines(), *trace_lines(r)])
         elif r.status == DEVIATION:
             self.line(head, first + " ", ("KNOWN DEVIATION", STYLE[DEVIATION]), f" [{r.device}: {r.note}]")
         else:

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
-                                  Support, numeric_gradient)
+                                  Support, TracedError, numeric_gradient)
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.implementations import ACLNN
 from cannops.cases.inputs import values
@@ -202,6 +202,32 @@ class CANNDevice(CANNRules):
                                  placed.overruns())
             finally:
                 placed.release()
+
+    @property
+    def can_trace(self) -> bool:
+        return self.simulated
+
+    def run_traced(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+                   data: bool = False) -> RunResult:
+        """The simulator records every call (sim/trace.py); with `data`, each operator's
+        inputs and outputs too, evaluated again in float64 (sim/blame.py)."""
+        if not self.simulated:
+            raise NotImplementedError(f"{self.name}: the native layer's own trace is not built yet")
+        from .sim import blame, trace
+        trace.start(data)
+        try:
+            result = self.run(case, graph, inputs, check)
+        except DeviceError as e:
+            raise TracedError(str(e), trace.stop().calls) from e
+        finally:
+            rec = trace.stop() if trace.ON else None
+        if data:
+            blame.evaluate(rec)
+        result.calls = rec.calls
+        if rec.dropped:
+            result.calls.append({"call": "(trace)", "note": f"inputs and outputs beyond "
+                                 f"{trace.DATA_LIMIT >> 20} MiB not kept: later calls not replayed"})
+        return result
 
     def time(self, case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
         with self._lock:

@@ -82,6 +82,12 @@ const char *ops_recent_msg(void);   /* aclGetRecentErrMsg, never NULL */
  * thread, and several devices may be open). 0 or the ACL error. */
 int ops_use(struct ops_cann_ctx *ctx);
 
+/* ---- test-only faults ---- */
+/* Whether the test-only fault `name` is switched on: OPS_CANN_FAULT=name[,name...] plants
+ * a wrong aclnn call in a handler (as OPS_FAULTY does for a whole device), for the tests
+ * of the trace's blame to name it. Read at each use: a test sets it in-process. */
+int ops_fault(const char *name);
+
 /* ---- memory ---- */
 void *ops_pool_alloc(struct ops_cann_ctx *ctx, size_t size);   /* NULL: ctx->rc set */
 void  ops_pool_release(struct ops_cann_ctx *ctx, void *ptr);

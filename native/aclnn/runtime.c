@@ -55,6 +55,14 @@ int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what) {
         }                                                                            \
     } while (0)
 
+int ops_fault(const char *name) {
+    const char *on = getenv("OPS_CANN_FAULT");
+    size_t n = strlen(name);
+    for (const char *p = on; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------- binding ---- */
 
 /* The libraries symbols are looked up in, in order: libascendcl, libnnopbase, then

@@ -97,3 +97,24 @@ def test_the_console_shows_the_blame_on_the_fail_line_and_the_calls_under_it(tmp
     assert "      > #1 aclnnMuls(self=FLOAT[1,1,16,16]" in p.stdout
     r = json.loads(out.read_text())["results"][0]
     assert r["blame"].startswith("aclnnMuls") and len(r["trace"]) == 3
+
+
+@pytest.mark.parametrize("op", ["SOFT_MAX", "MUL_MAT", "ROPE", "FLASH_ATTN_EXT", "CONV_2D"])
+def test_the_layers_own_trace_is_the_simulators(sim, op):
+    """On a real device the layer records its aclnn calls itself (native/aclnn/trace.c):
+    on the simulator, both record the same calls with the same arguments."""
+    from cannops.cli.engine.execute import check_indices
+    from cannops.native._aclnn import ffi, lib
+    case = next(c for c in all_cases() if c.op == op and sim.supports(c, c.build()))
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    lib.ops_cann_trace_start()   # both recording one run (scratch addresses differ between runs)
+    try:
+        simulated = [c for c in sim.run_traced(case, g, inputs, check_indices(g)).calls
+                     if c["call"].startswith("aclnn")]
+    finally:
+        native = json.loads(ffi.string(lib.ops_cann_trace_stop()))
+    assert native and native == simulated
+    # as CANN0 records a run: the layer's trace alone
+    assert [c["call"] for c in sim._run_native_traced(case, g, inputs, check_indices(g)).calls] == \
+        [c["call"] for c in native]

@@ -76,6 +76,8 @@ int ops_fail(struct ops_cann_ctx *ctx, int rc, const char *fmt, ...);
 /* A failed ACL / aclnn call: its code plus aclGetRecentErrMsg's text. */
 int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what);
 void ops_set_err(char *err, size_t n, const char *fmt, ...);
+/* A failed call's message for the layer's own trace (trace.c), when it is on. */
+void ops_trace_error(const char *message);
 const char *ops_recent_msg(void);   /* aclGetRecentErrMsg, never NULL */
 
 /* Make the context's device current for this thread (ACL's current device is per

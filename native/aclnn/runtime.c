@@ -42,7 +42,9 @@ const char *ops_recent_msg(void) {
 }
 
 int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what) {
-    return ops_fail(ctx, rc, "%s failed: error %d: %s", what, rc, ops_recent_msg());
+    const char *msg = ops_recent_msg();
+    ops_trace_error(msg);
+    return ops_fail(ctx, rc, "%s failed: error %d: %s", what, rc, msg);
 }
 
 /* Errors of the entry points that have no context. */

@@ -118,3 +118,23 @@ def test_the_layers_own_trace_is_the_simulators(sim, op):
     # as CANN0 records a run: the layer's trace alone
     assert [c["call"] for c in sim._run_native_traced(case, g, inputs, check_indices(g)).calls] == \
         [c["call"] for c in native]
+
+
+def test_a_refused_launch_is_its_own_record_in_both_traces(sim):
+    """testing.c launches one executor twice: the second launch is refused."""
+    from cannops.backend.cann.sim import trace as simtrace
+    from cannops.native._aclnn import ffi, lib
+    err = ffi.new("char[512]")
+    lib.ops_cann_trace_start()
+    simtrace.start()
+    try:
+        rc = lib.ops_cann_test_executor_reuse(sim.ctx, err, len(err))
+    finally:
+        simulated = simtrace.stop().calls
+        native = json.loads(ffi.string(lib.ops_cann_trace_stop()))
+    assert rc != 0
+    launch = {"call": "aclnnMuls", "phase": "launch", "stream": native[0]["stream"], "rc": rc}
+    assert native[1] == launch
+    assert simulated[1] == {**launch, "error": simulated[1]["error"]} and "already launched" in simulated[1]["error"]
+    i, phrase = trace.blame(simulated, None, None)
+    assert i == 1 and phrase.startswith(f"aclnnMuls (call 2 of 2) returned {rc}: aclnnMuls: aclOpExecutor")

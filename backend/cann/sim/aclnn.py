@@ -413,7 +413,7 @@ def attach() -> None:
                 _launch(_name, workspace, ws_size, executor, stream)
             except SimError as e:
                 if trace.ON:
-                    trace.launch_failed(_name, e.code, str(e))
+                    trace.launch_failed(_name, stream, e.code, str(e))
                 raise
             return 0
 

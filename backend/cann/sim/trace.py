@@ -161,8 +161,10 @@ def launched(plan, stream) -> None:
     call.setdefault("rc", 0)
 
 
-def launch_failed(name: str, code: int, message: str) -> None:
-    _REC.calls.append({"call": f"aclnn{name}", "phase": "launch", "rc": int(code), "error": message})
+def launch_failed(name: str, stream, code: int, message: str) -> None:
+    """A launch refused (its executor already ran, a short workspace): its own record."""
+    _REC.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
+                       "error": message})
 
 
 def runtime_call(name: str, args, code: int, message: str = "") -> None:

@@ -63,6 +63,18 @@ def test_the_planted_wrong_call_is_blamed(sim, case, monkeypatch):
     assert lines[0].startswith("> #1 aclnnMuls(self=FLOAT[1,1,16,16], other=1, out=BFLOAT16[1,1,16,16])")
 
 
+def test_a_refused_call_is_traced_and_blamed_though_the_run_was_not_traced(sim, case, monkeypatch):
+    """softmax-bad-dim: aclnnSoftmax is given dim 4 of a 4-dim tensor. The run raises; it
+    is run again traced, and the blame is the refused call with the simulator's rule."""
+    monkeypatch.setenv("OPS_CANN_FAULT", "softmax-bad-dim")
+    r = run_test(sim, case, 0)
+    assert r.status == "FAIL" and "aclnnSoftmaxGetWorkspaceSize" in r.reason
+    assert [c["call"] for c in r.trace] == ["aclnnMuls", "aclnnInplaceAdd", "aclnnSoftmax"]
+    assert r.trace[2]["args"]["dim"] == 4 and r.trace[2]["rc"] != 0
+    assert r.blame.startswith(f"aclnnSoftmax (call 3 of 3) returned {r.trace[2]['rc']}: "
+                              "aclnnSoftmaxGetWorkspaceSize: provided dim 4 not in the range")
+
+
 def test_exact_mode_is_float64_and_off_outside_the_replay(sim, case):
     from cannops.backend.cann.sim import dtypes
     from cannops.native._aclnn import lib

@@ -85,8 +85,8 @@ static int op_soft_max(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclTensor *logits = ops_tensor_ex(ctx, buf, lt, ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
     OPS_ACLNN(ctx, Muls, ops_tensor(ctx, src), ops_scalar_f32(ctx, scale), logits);
     if (mask && add_mask(ctx, buf, lt, ne, nb, mask, max_bias)) return ctx->rc;
-    if (!sinks) {
-        OPS_ACLNN(ctx, Softmax, full, 3, ops_tensor(ctx, dst));
+    if (!sinks) {   /* test-only fault softmax-bad-dim: a dim past the 4 dims, refused */
+        OPS_ACLNN(ctx, Softmax, full, ops_fault("softmax-bad-dim") ? 4 : 3, ops_tensor(ctx, dst));
         return 0;
     }
     /* sink h fills the last column of every row of head h */

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from .engine import DEVIATION, FAIL, NOT_SUPPORTED, SKIPPED, CaseResult, Run, trace_lines
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, SKIPPED, CaseResult, Run
 
 # characters XML 1.0 cannot carry (a worker's log tail may hold any byte)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -38,7 +38,9 @@ def _testcase(r: CaseResult, mode: str, slower: dict | None) -> tuple[ET.Element
                        f"worst element {r.worst_index}")
         if r.blame:
             detail += f"\nblame: {r.blame}"
-        detail += "".join(f"\n{ln}" for ln in trace_lines(r))
+        if r.trace:
+            from .engine import trace_lines   # its module needs NumPy
+            detail += "".join(f"\n{ln}" for ln in trace_lines(r))
         f.text = _text(detail)
         outcome = "failure"
     elif r.status in (NOT_SUPPORTED, SKIPPED):

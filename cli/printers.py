@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cannops.backend.base import SIMULATOR_CLOCK
 
 from . import plural
-from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run, trace_lines
+from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,6 +131,7 @@ class ConsolePrinter:
             blame = f" -> {r.blame}" if r.blame else ""
             self.line(head, first + blame + " " if first or blame else "", ("FAIL", STYLE[FAIL]))
             if r.trace:
+                from .engine import trace_lines   # its module needs NumPy: only once a FAIL has a trace
                 rest = "\n".join([*rest.splitlines(), *trace_lines(r)])
         elif r.status == DEVIATION:
             self.line(head, first + " ", ("KNOWN DEVIATION", STYLE[DEVIATION]), f" [{r.device}: {r.note}]")

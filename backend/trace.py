@@ -97,9 +97,8 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
         k = ops.index(i) + 1 if i in ops else None
         return f"call {k} of {n}" if k else f"call #{i + 1}"
     for i, c in enumerate(calls):
-        if c.get("rc"):
-            first = (c.get("error") or "").splitlines()[0][:200] if c.get("error") else ""
-            return i, f"{c['call']} ({where(i)}) returned {c['rc']}" + (f": {first}" if first else "")
+        if c.get("rc"):   # its message is the FAIL's reason already, and on its trace line
+            return i, f"{c['call']} ({where(i)}) returned {c['rc']}"
     judged = [i for i in ops if calls[i].get("own_nmse") is not None]
     if not judged:
         return None, ""

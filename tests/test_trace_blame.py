@@ -71,8 +71,8 @@ def test_a_refused_call_is_traced_and_blamed_though_the_run_was_not_traced(sim, 
     assert r.status == "FAIL" and "aclnnSoftmaxGetWorkspaceSize" in r.reason
     assert [c["call"] for c in r.trace] == ["aclnnMuls", "aclnnInplaceAdd", "aclnnSoftmax"]
     assert r.trace[2]["args"]["dim"] == 4 and r.trace[2]["rc"] != 0
-    assert r.blame.startswith(f"aclnnSoftmax (call 3 of 3) returned {r.trace[2]['rc']}: "
-                              "aclnnSoftmaxGetWorkspaceSize: provided dim 4 not in the range")
+    assert r.blame == f"aclnnSoftmax (call 3 of 3) returned {r.trace[2]['rc']}"
+    assert r.trace[2]["error"].startswith("aclnnSoftmaxGetWorkspaceSize: provided dim 4 not in the range")
 
 
 def test_exact_mode_is_float64_and_off_outside_the_replay(sim, case):
@@ -89,7 +89,7 @@ def test_a_refused_call_is_the_blame_of_a_device_error():
              {"call": "aclnnSoftmax", "args": {}, "rc": 161002,
               "error": "aclnnSoftmaxGetWorkspaceSize: self dtype INT32 should be in [...]"}]
     i, phrase = trace.blame(calls, None, None)
-    assert i == 1 and phrase.startswith("aclnnSoftmax (call 2 of 2) returned 161002: aclnnSoftmaxGetWorkspaceSize")
+    assert i == 1 and phrase == "aclnnSoftmax (call 2 of 2) returned 161002"
 
 
 def test_no_call_out_of_tolerance_says_so():
@@ -149,4 +149,4 @@ def test_a_refused_launch_is_its_own_record_in_both_traces(sim):
     assert native[1] == launch
     assert simulated[1] == {**launch, "error": simulated[1]["error"]} and "already launched" in simulated[1]["error"]
     i, phrase = trace.blame(simulated, None, None)
-    assert i == 1 and phrase.startswith(f"aclnnMuls (call 2 of 2) returned {rc}: aclnnMuls: aclOpExecutor")
+    assert i == 1 and phrase == f"aclnnMuls (call 2 of 2) returned {rc}"

@@ -35,6 +35,8 @@ class RunResult:
     of the device's own checks (e.g. a guard region that was overwritten)."""
     outputs: dict[int, np.ndarray]
     problems: list[str] = field(default_factory=list)
+    # run_traced: the device's calls (backend/trace.py's records), None: not traced
+    calls: list[dict] | None = None
 
 
 @dataclass
@@ -44,6 +46,14 @@ class ParamGrad:
     name: str
     analytic: np.ndarray
     numeric: np.ndarray
+
+
+class TracedError(DeviceError):
+    """A traced run's DeviceError, with the calls made up to it (the refused one last)."""
+
+    def __init__(self, message: str, calls: list[dict]):
+        super().__init__(message)
+        self.calls = calls
 
 
 class GradUnsupported(Exception):
@@ -100,6 +110,16 @@ class Device:
             check: list[int]) -> RunResult:
         """Compute the graph from `inputs` (leaf index -> data as stored) and return the
         logical values (shape ne[::-1]) of the tensors whose indices are in `check`."""
+        raise NotImplementedError
+
+    # whether run_traced records the device's calls (CANN devices: backend/trace.py)
+    can_trace: bool = False
+
+    def run_traced(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray],
+                   check: list[int], data: bool = False) -> RunResult:
+        """`run`, with RunResult.calls: each call the device made. With `data`, each call's
+        inputs and outputs are kept and it is evaluated again in float64 (own_nmse), for
+        the blame. A DeviceError is raised as TracedError, which carries the calls."""
         raise NotImplementedError
 
     def time(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:

@@ -36,6 +36,11 @@ def _testcase(r: CaseResult, mode: str, slower: dict | None) -> tuple[ET.Element
         if r.max_abs is not None:
             detail += (f"\nstrict: max abs error {r.max_abs:.9g}, max rel error {r.max_rel:.9g}, "
                        f"worst element {r.worst_index}")
+        if r.blame:
+            detail += f"\nblame: {r.blame}"
+        if r.trace:
+            from .engine import trace_lines   # its module needs NumPy
+            detail += "".join(f"\n{ln}" for ln in trace_lines(r))
         f.text = _text(detail)
         outcome = "failure"
     elif r.status in (NOT_SUPPORTED, SKIPPED):

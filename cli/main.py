@@ -187,6 +187,10 @@ def cli():
 @click.option("--no-ref-cache", "ref_cache", is_flag=True, flag_value=False, default=True,
               help="Compute every reference anew, keeping none on disk (default: kept in the user's "
                    "cache, ~/.cache/cannops-ops/reference; OPS_REF_CACHE=off|DIR).")
+@click.option("--trace", is_flag=True,
+              help="Record every case's ACL / aclnn calls on CANN-SIM into the results (a FAIL "
+                   "records them anyway, replays them in float64 and names the call to blame; "
+                   "docs/trace-and-blame.md).")
 @report_options
 def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""

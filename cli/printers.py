@@ -128,7 +128,11 @@ class ConsolePrinter:
         first, _, rest = r.reason.partition("\n")
         if r.status == FAIL:
             self.failed.append(r.name)
-            self.line(head, first + " " if first else "", ("FAIL", STYLE[FAIL]))
+            blame = f" -> {r.blame}" if r.blame else ""
+            self.line(head, first + blame + " " if first or blame else "", ("FAIL", STYLE[FAIL]))
+            if r.trace:
+                from .engine import trace_lines   # its module needs NumPy: only once a FAIL has a trace
+                rest = "\n".join([*rest.splitlines(), *trace_lines(r)])
         elif r.status == DEVIATION:
             self.line(head, first + " ", ("KNOWN DEVIATION", STYLE[DEVIATION]), f" [{r.device}: {r.note}]")
         else:

@@ -179,11 +179,13 @@ class CaseItem(pytest.Item):
 
 def failure_text(r) -> str:
     """A FAIL as `ops test` prints it, with its error figures and worst elements."""
-    from cannops.cli.engine import worst_lines
+    from cannops.cli.engine import trace_lines, worst_lines
     lines = [f"{r.name} on {r.device}: FAIL", *r.reason.splitlines()]
     if r.error is not None:
         lines.append(f"{r.metric or 'error'} = {r.error:.9g} (threshold {r.threshold:.9g})")
-    return "\n".join(lines + worst_lines(r.worst))
+    if r.blame:
+        lines.append(f"blame: {r.blame}")
+    return "\n".join(lines + worst_lines(r.worst) + trace_lines(r))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -139,6 +139,47 @@ def generate() -> None:
            "/* ACL entries only the simulated toolkit's clients call (ggml-cann): an older CANN\n"
            " * may lack them without failing the layer's binding */\n"
            f'#define OPS_ACL_OPTIONAL " {" ".join(client_only_entries())} "\n')
+    _write(GEN / "ops_trace_shims.h", trace_shims())
+
+
+# How trace.c records an aclnn parameter, by its type (const and spacing dropped)
+_TRACE_KINDS = {"aclTensor *": "tensor", "aclScalar *": "scalar", "aclIntArray *": "int_array",
+                "aclTensorList *": "tensor_list", "int64_t": "int", "int": "int", "int32_t": "int",
+                "int8_t": "int", "uint64_t": "int", "bool": "bool", "double": "double", "float": "double",
+                "aclDataType": "dtype", "char *": "str"}
+
+
+def trace_shims() -> str:
+    """trace.c's shims: per ACLNN_OP, a GetWorkspaceSize that records the call's arguments
+    and a launch that records its stream and code, each calling the real entry; and
+    ops_trace_swap(), which puts them in the ACL table where it has the real entry."""
+    out, swaps = [], []
+    for e in def_entries():
+        if not e.operator:
+            continue
+        real = f"ops_trace_real.{e.name}"
+        if e.name.endswith("GetWorkspaceSize"):
+            op = e.name[: -len("GetWorkspaceSize")]
+            body = [f'    struct ops_trace_call *c_ = ops_trace_begin("{op}");']
+            for param in e.params.split(",")[:-2]:
+                name = _PARAM_NAME.search(param).group(1)
+                ctype = " ".join(param[: param.rfind(name)].replace("const", "").split()).replace(" *", " *")
+                kind = _TRACE_KINDS.get(ctype, "ptr" if "*" in ctype else None)
+                if kind is None:
+                    raise RuntimeError(f"{e.source}: {e.name}: no trace for a parameter of type {ctype!r}")
+                cast = "(long long) " if kind == "int" else ""
+                body.append(f'    ops_trace_{kind}(c_, "{name}", {cast}{name});')
+            body += [f"    aclnnStatus rc_ = {real}({e.arguments()});",
+                     "    ops_trace_prepared(c_, rc_, workspaceSize, executor);",
+                     "    return rc_;"]
+        else:
+            body = [f"    aclnnStatus rc_ = {real}({e.arguments()});",
+                    f'    ops_trace_launched("{e.name}", executor, stream, rc_);',
+                    "    return rc_;"]
+        out.append(f"static {e.declaration('shim_')} {{\n" + "\n".join(body) + "\n}\n")
+        swaps.append(f"    if (t->{e.name}) t->{e.name} = shim_{e.name};")
+    return ("".join(out) + "\nstatic void ops_trace_swap(struct ops_acl_api *t) {\n"
+            + "\n".join(swaps) + "\n}\n")
 
 
 def client_only_entries() -> list[str]:

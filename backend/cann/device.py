@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
-                                  Support, numeric_gradient)
+                                  Support, TracedError, numeric_gradient)
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.implementations import ACLNN
 from cannops.cases.inputs import values
@@ -202,6 +202,44 @@ class CANNDevice(CANNRules):
                                  placed.overruns())
             finally:
                 placed.release()
+
+    can_trace = True
+
+    def run_traced(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+                   data: bool = False) -> RunResult:
+        """The simulator records every call (sim/trace.py); with `data`, each operator's
+        inputs and outputs too, evaluated again in float64 (sim/blame.py). On a real
+        device the layer records its own aclnn calls (native/aclnn/trace.c), with no data:
+        there a FAIL's blame is the call that failed, if any."""
+        if not self.simulated:
+            return self._run_native_traced(case, graph, inputs, check)
+        from .sim import blame, trace
+        trace.start(data)
+        try:
+            result = self.run(case, graph, inputs, check)
+        except DeviceError as e:
+            raise TracedError(str(e), trace.stop().calls) from e
+        finally:
+            rec = trace.stop() if trace.ON else None
+        if data:
+            blame.evaluate(rec)
+        result.calls = rec.calls
+        if rec.dropped:
+            result.calls.append({"call": "(trace)", "note": f"inputs and outputs beyond "
+                                 f"{trace.DATA_LIMIT >> 20} MiB not kept: later calls not replayed"})
+        return result
+
+    def _run_native_traced(self, case, graph, inputs, check) -> RunResult:
+        import json
+        lib.ops_cann_trace_start()
+        try:
+            result = self.run(case, graph, inputs, check)
+        except DeviceError as e:
+            raise TracedError(str(e), json.loads(ffi.string(lib.ops_cann_trace_stop()))) from e
+        finally:
+            text = ffi.string(lib.ops_cann_trace_stop()).decode()   # stopped: "[]"
+        result.calls = json.loads(text)
+        return result
 
     def time(self, case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
         with self._lock:

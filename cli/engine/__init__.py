@@ -25,7 +25,7 @@ _API = {
     **dict.fromkeys(("device_info",), "worker"),
     **dict.fromkeys(("BadInput", "Target", "select_cases", "select_devices", "device_names", "per_soc",
                      "split_ops_filter", "suggest", "sample_per_op", "parse_shard"), "selection"),
-    **dict.fromkeys(("worst_lines",), "compare"),
+    **dict.fromkeys(("worst_lines", "trace_lines"), "compare"),
     **dict.fromkeys(("reference_dir",), "refcache"),
     **dict.fromkeys(("TboSpec", "check_binary", "list_cases", "binary_source", "run_tbo"), "tbo"),
 }

@@ -72,3 +72,13 @@ def worst_lines(worst: list[list]) -> list[str]:
         return []
     return ["worst elements (flat index: got, expected):",
             *(f"  [{i}]: {got:.9g}, {want:.9g}" for i, got, want in worst)]
+
+
+def trace_lines(r) -> list[str]:
+    """A result's call trace for a reader (backend/trace.py's compact form), the blamed
+    call marked '>'; none when it has no trace."""
+    if not r.trace:
+        return []
+    from cannops.backend import trace
+    blamed, _ = trace.blame(r.trace, r.threshold, r.error)
+    return [f"calls on {r.device}:", *trace.compact(r.trace, blamed)]

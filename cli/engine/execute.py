@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from cannops.backend import reference
-from cannops.backend.base import Device, DeviceError, GradUnsupported
+from cannops.backend import trace as calltrace
+from cannops.backend.base import Device, DeviceError, GradUnsupported, TracedError
 from cannops.cases.catalog import Case, StaleName, find_deviation
 from cannops.cases.versions import current
 
@@ -72,10 +73,20 @@ def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str
     return out
 
 
+# A FAIL's replay keeps every call's data and evaluates each again in float64: about four
+# to five times the run on CANN-SIM (docs/trace-and-blame.md). It is skipped where that
+# would not fit in what is left of the case's timeout.
+REPLAY_COST = 6
+
+
 def test(device: Device, case: Case, seed: int, strict: bool = False,
-         ref_cache: str | None = None, ctx: WorkerContext = IN_PROCESS) -> CaseResult:
+         ref_cache: str | None = None, ctx: WorkerContext = IN_PROCESS, trace: bool = False,
+         timeout: float | None = None) -> CaseResult:
     """NMSE (the family's metric) on every checked node; with `strict`, a per-element
-    bound too (cli/engine/strict.py). `ref_cache`: the reference cache's directory (None: off)."""
+    bound too (cli/engine/strict.py). `ref_cache`: the reference cache's directory (None: off).
+    On a device that traces its calls, `trace` keeps every case's, and a FAIL is run again
+    with each call's data kept, for its trace and its blame (`_blame`), where the case's
+    `timeout` (seconds, None: no limit) leaves time for it."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -93,16 +104,68 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
             expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
         except NotImplementedError as e:
             return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
+    traced = trace and device.can_trace
+    t_run = time.perf_counter()
     try:
-        got = device.run(case, g, inputs, check)
+        got = device.run_traced(case, g, inputs, check) if traced else device.run(case, g, inputs, check)
     except DeviceError as e:
-        return _result(device, case, FAIL, reason=str(e), seconds=time.perf_counter() - t0)
+        result = _result(device, case, FAIL, reason=str(e))
+        if isinstance(e, TracedError):
+            result.trace = e.calls
+        elif device.can_trace and device.is_cpu and _fits(1, t0, time.perf_counter() - t_run, timeout):
+            # run again traced: on the host (CANN-SIM), never on an NPU an error may have wedged
+            result.trace = _calls_again(device, case, g, inputs, check)
+        result.blame = calltrace.blame(result.trace, None, None)[1]
+        result.seconds = time.perf_counter() - t0
+        return result
+    t_run = time.perf_counter() - t_run
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
+    result.trace = got.calls or []
+    if result.status == FAIL and device.can_trace:
+        if _fits(REPLAY_COST, t0, t_run, timeout):
+            _blame(device, case, g, inputs, check, got, result)
+        else:
+            result.blame = (f"not replayed: its run took {t_run:.0f} s, the replay would take about "
+                            f"{REPLAY_COST}x that (give it a longer --timeout)")
     result.seconds = time.perf_counter() - t0
     result.ref_cached = cached is True
     result.ref_rejected = cached == REJECTED
     return result
+
+
+def _fits(runs: float, t0: float, t_run: float, timeout: float | None) -> bool:
+    """Whether `runs` more runs of t_run seconds fit in what is left of the case's timeout."""
+    return timeout is None or time.perf_counter() - t0 + runs * t_run < 0.8 * timeout
+
+
+def _calls_again(device: Device, case: Case, g, inputs, check) -> list[dict]:
+    """The calls of a run that raised, from a traced run of the same inputs."""
+    try:
+        device.run_traced(case, g, inputs, check)
+    except TracedError as e:
+        return e.calls
+    except DeviceError:
+        return []
+    return [{"call": "(trace)", "note": "the traced run did not fail"}]
+
+
+def _blame(device: Device, case: Case, g, inputs, check, got, result: CaseResult) -> None:
+    """A FAIL's trace and blame: the case run again with every call's inputs and outputs
+    kept, each call evaluated again in float64 (backend/cann/sim/blame.py), and the first
+    call out of tolerance named (backend/trace.py)."""
+    try:
+        again = device.run_traced(case, g, inputs, check, data=True)
+    except DeviceError as e:
+        result.trace = getattr(e, "calls", result.trace)
+        result.blame = f"the traced run raised: {e}"
+        return
+    result.trace = again.calls or []
+    same = all(np.array_equal(got.outputs[i], again.outputs[i], equal_nan=True) for i in check)
+    _, result.blame = calltrace.blame(result.trace, result.threshold, result.error)
+    if not same:
+        result.blame = ("the traced run's outputs differ from the run's (an order- or "
+                        "state-dependent fault): " + result.blame).rstrip(": ")
 
 
 def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got, strict: bool) -> CaseResult:
@@ -343,7 +406,8 @@ def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_P
             return perf(device, case, spec.seed, spec.min_seconds, ctx)
         if spec.mode == "grad":
             return grad(device, case, spec.seed, ctx)
-        return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx)
+        return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx, spec.trace,
+                    spec.case_timeout(device.name))
     except MemoryError:   # the host's, wherever it came from: no verdict on the device
         return _result(device, case, SKIPPED, host_error=True,
                        reason="the host ran out of memory (MemoryError): no verdict on the device")

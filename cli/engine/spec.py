@@ -31,6 +31,7 @@ class RunSpec:
     threads: int | None = None         # ggml CPU threads per worker (None: worker_threads' share)
     strict: bool = False               # test: the per-element check too (engine/strict.py)
     ref_cache: bool = True             # test: keep the reference's outputs on disk (engine/refcache.py)
+    trace: bool = False                # test: every case's call trace in its result (a FAIL's always)
     # test: the directory references are kept in for this run (the cache's, or a scratch
     # directory of the run's own where the cache is off and several devices share them);
     # set by the runner (runner.run_cases), None: none kept

@@ -76,11 +76,19 @@ int ops_fail(struct ops_cann_ctx *ctx, int rc, const char *fmt, ...);
 /* A failed ACL / aclnn call: its code plus aclGetRecentErrMsg's text. */
 int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what);
 void ops_set_err(char *err, size_t n, const char *fmt, ...);
+/* A failed call's message for the layer's own trace (trace.c), when it is on. */
+void ops_trace_error(const char *message);
 const char *ops_recent_msg(void);   /* aclGetRecentErrMsg, never NULL */
 
 /* Make the context's device current for this thread (ACL's current device is per
  * thread, and several devices may be open). 0 or the ACL error. */
 int ops_use(struct ops_cann_ctx *ctx);
+
+/* ---- test-only faults ---- */
+/* Whether the test-only fault `name` is switched on: OPS_CANN_FAULT=name[,name...] plants
+ * a wrong aclnn call in a handler (as OPS_FAULTY does for a whole device), for the tests
+ * of the trace's blame to name it. Read at each use: a test sets it in-process. */
+int ops_fault(const char *name);
 
 /* ---- memory ---- */
 void *ops_pool_alloc(struct ops_cann_ctx *ctx, size_t size);   /* NULL: ctx->rc set */

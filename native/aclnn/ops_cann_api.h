@@ -53,6 +53,12 @@ int ops_cann_compute(struct ops_cann_ctx *ctx, struct ggml_tensor *node, char *e
 int ops_cann_time(struct ops_cann_ctx *ctx, struct ggml_tensor *node, int n_runs, float *ms,
                   char *err, size_t n);
 
+/* The layer's own call trace (trace.c), for a device no simulator sees: between start
+ * and stop every aclnn call is recorded; stop returns the records as a JSON array (the
+ * simulator's trace schema), valid until the next start. One per process. */
+int ops_cann_trace_start(void);
+const char *ops_cann_trace_stop(void);
+
 /* Test-only entry points: deliberately broken call sequences (see testing.c). */
 int ops_cann_test_missing_sync(struct ops_cann_ctx *ctx, const float *x, int64_t count,
                                float *before_sync, float *after_sync, char *err, size_t n);

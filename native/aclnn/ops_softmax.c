@@ -71,33 +71,36 @@ static int op_soft_max(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     struct ggml_tensor *src = dst->src[0], *mask = dst->src[1], *sinks = dst->src[2];
     const float scale = ops_param_f32(dst, 0), max_bias = ops_param_f32(dst, 1);
     const int64_t *ne = src->ne;
-    const size_t es = ops_elem_size(src->type);
+    /* the logits' type: src's (test-only fault softmax-bf16-logits: BF16, so that the
+     * aclnnMuls that writes them rounds away half of an f32's mantissa) */
+    const enum ggml_type lt = ops_fault("softmax-bf16-logits") ? GGML_TYPE_BF16 : src->type;
+    const size_t es = ops_elem_size(lt);
     /* the logits: ne0 (+1 sink) columns per row, contiguous, in scratch */
     const int64_t row = ne[0] + (sinks != NULL);
     const int64_t full_ne[GGML_MAX_DIMS] = { row, ne[1], ne[2], ne[3] };
     void *buf;
-    aclTensor *full = ops_scratch_tensor(ctx, src->type, full_ne, GGML_MAX_DIMS, &buf);
+    aclTensor *full = ops_scratch_tensor(ctx, lt, full_ne, GGML_MAX_DIMS, &buf);
     if (!full) return ctx->rc;
     const size_t nb[GGML_MAX_DIMS] = { es, es * row, es * row * ne[1], es * row * ne[1] * ne[2] };
-    aclTensor *logits = ops_tensor_ex(ctx, buf, src->type, ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
+    aclTensor *logits = ops_tensor_ex(ctx, buf, lt, ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
     OPS_ACLNN(ctx, Muls, ops_tensor(ctx, src), ops_scalar_f32(ctx, scale), logits);
-    if (mask && add_mask(ctx, buf, src->type, ne, nb, mask, max_bias)) return ctx->rc;
-    if (!sinks) {
-        OPS_ACLNN(ctx, Softmax, full, 3, ops_tensor(ctx, dst));
+    if (mask && add_mask(ctx, buf, lt, ne, nb, mask, max_bias)) return ctx->rc;
+    if (!sinks) {   /* test-only fault softmax-bad-dim: a dim past the 4 dims, refused */
+        OPS_ACLNN(ctx, Softmax, full, ops_fault("softmax-bad-dim") ? 4 : 3, ops_tensor(ctx, dst));
         return 0;
     }
     /* sink h fills the last column of every row of head h */
     const int64_t col_ne[GGML_MAX_DIMS] = { 1, ne[1], ne[2], ne[3] };
-    aclTensor *col = ops_tensor_ex(ctx, buf, src->type, col_ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND,
+    aclTensor *col = ops_tensor_ex(ctx, buf, lt, col_ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND,
                                    (size_t) ne[0] * es);
     const int64_t sk_ne[GGML_MAX_DIMS] = { 1, 1, ne[2], 1 };
     const size_t  sk_nb[GGML_MAX_DIMS] = { sinks->nb[0], sinks->nb[0], sinks->nb[0], sinks->nb[0] * ne[2] };
     aclTensor *sk = ops_tensor_ex(ctx, sinks->data, sinks->type, sk_ne, sk_nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
     OPS_ACLNN(ctx, InplaceCopy, col, sk);
     void *pbuf;
-    aclTensor *probs = ops_scratch_tensor(ctx, src->type, full_ne, GGML_MAX_DIMS, &pbuf);
+    aclTensor *probs = ops_scratch_tensor(ctx, lt, full_ne, GGML_MAX_DIMS, &pbuf);
     OPS_ACLNN(ctx, Softmax, full, 3, probs);
-    aclTensor *kept = ops_tensor_ex(ctx, pbuf, src->type, ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
+    aclTensor *kept = ops_tensor_ex(ctx, pbuf, lt, ne, nb, GGML_MAX_DIMS, ACL_FORMAT_ND, 0);
     OPS_ACLNN(ctx, InplaceCopy, ops_tensor(ctx, dst), kept);
     return 0;
 }

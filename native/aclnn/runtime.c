@@ -42,7 +42,9 @@ const char *ops_recent_msg(void) {
 }
 
 int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what) {
-    return ops_fail(ctx, rc, "%s failed: error %d: %s", what, rc, ops_recent_msg());
+    const char *msg = ops_recent_msg();
+    ops_trace_error(msg);
+    return ops_fail(ctx, rc, "%s failed: error %d: %s", what, rc, msg);
 }
 
 /* Errors of the entry points that have no context. */
@@ -54,6 +56,14 @@ int ops_acl_fail(struct ops_cann_ctx *ctx, int rc, const char *what) {
             return rc_;                                                              \
         }                                                                            \
     } while (0)
+
+int ops_fault(const char *name) {
+    const char *on = getenv("OPS_CANN_FAULT");
+    size_t n = strlen(name);
+    for (const char *p = on; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
 
 /* ------------------------------------------------------------- binding ---- */
 

@@ -24,7 +24,7 @@ import numpy as np
 from .binding import ffi, lib
 
 from ..soc import unoffered
-from . import dtypes
+from . import dtypes, trace
 from .descriptors import ScalarDesc, TensorDesc
 from .entries import api_entries, entry, guarded
 from .refusals import SimError
@@ -67,6 +67,7 @@ class Plan:
     workspace: int = 0
     staged: list[int] = field(default_factory=list)   # workspace offset per input, -1: direct
     repeatable: bool = False
+    call: int = -1        # its record in the call trace (trace.py), -1: not traced
 
 
 # ------------------------------------------------------------------- checks ----
@@ -172,6 +173,8 @@ def as_compute(values: np.ndarray, acl: int) -> np.ndarray:
     (rounded there: an s32 or f32 input of an f16 computation loses its extra bits), then
     held in `acl`'s compute type (f32 for the half types)."""
     values = np.asarray(values)
+    if dtypes.EXACT and dtypes.short(acl) in dtypes.FLOATS:
+        return values.astype(np.float64)
     if values.dtype != dtypes.numpy_dtype(acl):
         values = dtypes.convert(values, acl)
     return values.astype(dtypes.compute_dtype(acl), copy=False)
@@ -192,7 +195,9 @@ BF16 = dtypes.numpy_dtype(lib.ACL_BF16)
 
 
 def as_f32(v: np.ndarray) -> np.ndarray:
-    """A float array as f32 (exact from the half types)."""
+    """A float array as f32 (exact from the half types); as f64 in the blame's exact mode."""
+    if dtypes.EXACT:
+        return np.asarray(v, np.float64)
     if v.dtype == BF16:
         # bfloat16 is the upper half of a float32: widen the bits (exact, and fast)
         return (v.view(np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
@@ -207,6 +212,8 @@ def sum_halving(v: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) ->
     reduce_common.h, ReduceSumHalfInterval): the elements past the largest power of two
     are added onto the first ones, then the second half onto the first until one repeat
     (64) is left, whose WholeReduceSum is taken as the same halving down to one."""
+    if dtypes.EXACT:
+        return np.sum(np.asarray(v, np.float64), axis=axes, keepdims=keepdims)
     v = np.asarray(v, np.float32)
     axes = tuple(a % v.ndim for a in axes) if v.ndim else ()
     kept = tuple(1 if i in axes else n for i, n in enumerate(v.shape))
@@ -229,7 +236,7 @@ def sum_halving(v: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) ->
 def rounded(values, acl: int):
     """A result of the deduced type `acl`, as the kernel writes it: a half type's result
     (computed in f32) rounded to it, before opbase's Cast of it to out's type."""
-    if dtypes.short(acl) in dtypes.HALF:
+    if dtypes.short(acl) in dtypes.HALF and not dtypes.EXACT:
         return dtypes.convert(values, acl)
     return values
 
@@ -321,6 +328,8 @@ def _launch(name: str, workspace, ws_size, executor, stream) -> None:
         if a is None or not a.live:
             raise invalid(f"{what}: workspace [{ws:#x}, +{ws_size}) is not inside one live "
                           "device allocation")
+    if trace.ON:
+        trace.launched(plan, stream)
     enqueue(s, lambda: execute(plan, ws))   # or into the stream's capture
 
 
@@ -361,6 +370,7 @@ def execute(plan: Plan, ws: int) -> None:
             staged[...] = a
             a = staged
         arrays.append(a)
+    ran = trace.running(plan, arrays) if trace.ON else None
     with np.errstate(all="ignore"):
         results = plan.compute(*arrays)
     if not isinstance(results, tuple):
@@ -373,6 +383,8 @@ def execute(plan: Plan, ws: int) -> None:
                            f"{dtypes.name(plan.outputs[0].dtype)} results in {r.dtype} (a model bug)")
         # stored as is where it has the type already (a converted copy costs a pass)
         out[...] = r if r.dtype == out.dtype else dtypes.convert(np.broadcast_to(r, out.shape), t.dtype)
+    if ran is not None:
+        trace.ran(ran, plan)
 
 
 def attach() -> None:
@@ -381,11 +393,28 @@ def attach() -> None:
             continue
 
         def gws(*args, _name=name):
-            _prepare(_name, args)
+            if not trace.ON:
+                _prepare(_name, args)
+                return 0
+            call = trace.operator_call(_name, args)
+            try:
+                plan = _prepare(_name, args)
+            except SimError as e:
+                trace.failed(call, e.code, str(e))
+                raise
+            except Exception as e:
+                trace.failed(call, lib.ACLNN_ERR_INNER, f"CANN simulator internal error: {e!r}")
+                raise
+            trace.prepared(call, plan, plan.workspace)
             return 0
 
         def launch(workspace, ws_size, executor, stream, _name=name):
-            _launch(_name, workspace, ws_size, executor, stream)
+            try:
+                _launch(_name, workspace, ws_size, executor, stream)
+            except SimError as e:
+                if trace.ON:
+                    trace.launch_failed(_name, stream, e.code, str(e))
+                raise
             return 0
 
         ffi.def_extern(name=f"sim_aclnn{name}GetWorkspaceSize")(

@@ -71,6 +71,8 @@ class Cube:
 
     def operand(self, v: np.ndarray) -> np.ndarray:
         v = as_f32(np.asarray(v))
+        if dtypes.EXACT:   # the blame's float64 evaluation: the product's meaning
+            return v
         mode = self.operands
         if mode == F16:
             return v.astype(np.float16).astype(np.float32)

@@ -7,6 +7,8 @@ The tensor-tensor table and the conversion rule are those of opbase's public
 operators call in their parameter checks; the tensor-scalar table is the docs' one."""
 from __future__ import annotations
 
+import contextlib
+
 import ml_dtypes
 import numpy as np
 
@@ -135,9 +137,28 @@ def can_cast(src: int, dst: int) -> bool:
     return s == "bool" or d != "bool"
 
 
+# The blame's float64 evaluation of a call (backend/cann/sim/blame.py): while EXACT is
+# set, floating arithmetic happens in float64 and nothing is rounded to the deduced type
+# (as_compute, rounded, as_f32, sum_halving, the cube's operands): the operator's meaning,
+# not the device's precision. Off in every device run.
+EXACT = False
+
+
+@contextlib.contextmanager
+def exact():
+    global EXACT
+    EXACT = True
+    try:
+        yield
+    finally:
+        EXACT = False
+
+
 def compute_dtype(acl: int) -> np.dtype:
     """Where arithmetic happens: half types in f32 (as the vector units do), others as is."""
     s = short(acl)
+    if EXACT and s in FLOATS:
+        return np.dtype(np.float64)
     if s in ("f16", "bf16"):
         return np.dtype(np.float32)
     return numpy_dtype(acl)

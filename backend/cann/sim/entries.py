@@ -7,6 +7,7 @@ from typing import Callable
 
 from .binding import ffi, lib
 
+from . import trace
 from .refusals import SimError
 from .state import refused
 
@@ -26,12 +27,19 @@ def guarded(name: str, fn: Callable, failure_code: int):
 
     def wrapper(*args):
         try:
-            return fn(*args)
+            r = fn(*args)
+            if trace.ON and name in trace.STREAM_WORK:
+                trace.runtime_call(name, args, r or 0)
+            return r
         except SimError as e:
             refused(str(e))
+            if trace.ON:
+                trace.runtime_call(name, args, e.code, str(e))
             return ffi.NULL if returns_pointer else e.code
         except Exception as e:  # noqa: BLE001 - a simulator bug must not unwind into C
             refused(f"{name}: CANN simulator internal error: {e!r}\n" + traceback.format_exc(limit=4))
+            if trace.ON:
+                trace.runtime_call(name, args, failure_code, f"CANN simulator internal error: {e!r}")
             return ffi.NULL if returns_pointer else failure_code
     wrapper.__name__ = name
     return wrapper

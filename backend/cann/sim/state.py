@@ -81,6 +81,7 @@ class State:
         self.peer_access: set[tuple[int, int]] = set()   # (device, peer) enabled
         self.soc = ""                       # the simulated SoC, fixed at aclInit
         self.last_error = ""
+        self.tolerated: list[str] = []      # the rules tolerated last, latest last (few kept)
         self.leaks: list[str] = []          # what device close / aclFinalize found still held
         self.reported: set[int] = set()     # ids of the objects a leak report named already
         self._keep: list = []               # C strings handed out
@@ -160,6 +161,7 @@ def tolerate(rule: str, message: str) -> None:
     """A documented rule broken: refused, unless CANN_SIM_ALLOW lets the client off."""
     if rule not in STATE.allowed:
         raise SimError(lib.ACLNN_ERR_PARAM_INVALID, message)
+    STATE.tolerated = STATE.tolerated[-15:] + [rule]   # the call trace's (trace.py)
     if LOG_REFUSALS:
         print(f"CANN-SIM tolerated [{rule}]: {message}", file=sys.stderr, flush=True)
 

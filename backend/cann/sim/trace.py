@@ -1,0 +1,213 @@
+"""The simulator's call trace: while a recording is on, every aclnn call (its
+GetWorkspaceSize and its launch, one record) and every ACL runtime call that queues work
+on a stream or is refused, with what it was given and what it answered; with `data`,
+each operator's inputs and outputs as it ran, for the blame (blame.py).
+
+The records are plain JSON values (backend/trace.py reads and prints them; the native
+layer records its own calls the same way on a real device). Nothing is recorded, and
+nothing costs more than one test of `ON`, while no recording is on.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .binding import ffi, lib
+
+from . import dtypes
+from .state import STATE
+
+ON = False             # a recording is on (the entry points test this and nothing else)
+_REC: "Recording | None" = None
+# ACL runtime calls recorded even when they succeed: the ones that queue work on a stream
+STREAM_WORK = frozenset({"aclrtMemcpyAsync", "aclrtMemsetAsync", "aclrtMemcpy2dAsync"})
+DATA_LIMIT = 256 << 20   # bytes of inputs and outputs kept per recording (beyond: no blame)
+CUBE_MODES = ("KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32", "USE_FP32_ADD")
+
+
+@dataclass(eq=False)
+class Ran:
+    """One operator's launch as it ran: its plan, its inputs before, its outputs after."""
+    plan: object
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Recording:
+    data: bool = False
+    calls: list[dict] = field(default_factory=list)
+    ran: dict[int, Ran] = field(default_factory=dict)     # call index -> its run (data only)
+    kept: int = 0                                          # bytes in `ran`
+    dropped: bool = False                                  # DATA_LIMIT reached: some runs not kept
+
+
+def start(data: bool = False) -> None:
+    global ON, _REC
+    STATE.tolerated = []
+    _REC, ON = Recording(data), True
+
+
+def stop() -> Recording:
+    global ON, _REC
+    rec, _REC, ON = _REC or Recording(), None, False
+    return rec
+
+
+# ------------------------------------------------------------ descriptions ----
+
+@functools.cache
+def _param_names() -> dict[str, list[str]]:
+    """Entry point -> its parameter names, from the .def files (the cffi types lack them)."""
+    from cannops.native.build_aclnn import def_entries
+    return {e.name: [a.strip() for a in e.arguments().split(",")] for e in def_entries()}
+
+
+@functools.cache
+def _constants(prefix: str) -> dict[int, str]:
+    return {getattr(lib, n): n[len(prefix):] for n in dir(lib) if n.startswith(prefix)}
+
+
+def _hex(ptr) -> str:
+    return hex(int(ffi.cast("uintptr_t", ptr)))
+
+
+def tensor_desc(t) -> dict:
+    d = {"dtype": dtypes.name(t.dtype), "ne": list(t.dims), "strides": list(t.strides)}
+    if t.offset:
+        d["offset"] = t.offset
+    if t.format != lib.ACL_FORMAT_ND:
+        d["format"] = _constants("ACL_FORMAT_").get(t.format, str(t.format))
+    d["addr"] = hex(t.addr)
+    return d
+
+
+def _describe(ctype: str, value):
+    """One argument as a JSON value: descriptors by what they hold, numbers as they are."""
+    if ctype.endswith("*") and value == ffi.NULL:
+        return None
+    base = ctype.replace("const ", "").replace("struct ", "").strip()
+    if base == "aclTensor *":
+        t = STATE.tensors.objects.get(int(ffi.cast("uintptr_t", value)))
+        return tensor_desc(t) if t is not None else {"dead": _hex(value)}
+    if base == "aclScalar *":
+        s = STATE.scalars.objects.get(int(ffi.cast("uintptr_t", value)))
+        return {"scalar": _number(s.value), "dtype": dtypes.name(s.dtype)} if s else {"dead": _hex(value)}
+    if base == "aclIntArray *":
+        a = STATE.int_arrays.objects.get(int(ffi.cast("uintptr_t", value)))
+        return {"ints": list(a)} if a is not None else {"dead": _hex(value)}
+    if base == "aclTensorList *":
+        items = STATE.tensor_lists.objects.get(int(ffi.cast("uintptr_t", value)))
+        if items is None:
+            return {"dead": _hex(value)}
+        return {"list": [tensor_desc(STATE.tensors.objects[h]) if h in STATE.tensors.objects
+                         else {"dead": hex(h)} for h in items]}
+    if base in ("char *",):
+        return ffi.string(value).decode(errors="replace")
+    if base == "aclDataType":
+        return dtypes.name(value)
+    if base.endswith("*"):
+        return _hex(value)
+    return _number(value)
+
+
+def _number(v):
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    try:
+        return v.item()
+    except AttributeError:
+        return str(v)
+
+
+def _args(name: str, args) -> dict:
+    types = [a.cname for a in ffi.typeof(getattr(lib, "sim_" + name)).args]
+    names = _param_names().get(name) or [f"arg{i}" for i in range(len(types))]
+    return {n: _describe(c, v) for n, c, v in zip(names, types, args)}
+
+
+# ---------------------------------------------------------------- hooks ----
+
+def operator_call(name: str, args) -> dict:
+    """An aclnn<name>GetWorkspaceSize about to run: its record (arguments described now,
+    while the descriptors they name are live)."""
+    params = args[:-2]    # without workspaceSize and executor
+    call = {"call": f"aclnn{name}", "args": _args(f"aclnn{name}GetWorkspaceSize", params)}
+    cube = call["args"].get("cubeMathType")
+    if isinstance(cube, int):
+        call["cube"] = CUBE_MODES[cube] if 0 <= cube < len(CUBE_MODES) else str(cube)
+    _REC.calls.append(call)
+    return call
+
+
+def prepared(call: dict, plan, workspace: int) -> None:
+    call["workspace"] = int(workspace)
+    plan.call = len(_REC.calls) - 1
+    _rules(call)
+
+
+def failed(call: dict, code: int, message: str) -> None:
+    call["rc"], call["error"] = int(code), message
+    _rules(call)
+
+
+def launched(plan, stream) -> None:
+    if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(_REC.calls):
+        return
+    call = _REC.calls[plan.call]
+    call["stream"] = _hex(stream)
+    call.setdefault("rc", 0)
+
+
+def launch_failed(name: str, stream, code: int, message: str) -> None:
+    """A launch refused (its executor already ran, a short workspace): its own record."""
+    _REC.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
+                       "error": message})
+
+
+def runtime_call(name: str, args, code: int, message: str = "") -> None:
+    """An ACL runtime call: recorded when refused, or when it queues work (STREAM_WORK)."""
+    if name.startswith("aclnn") or _REC is None:
+        return
+    call = {"call": name, "args": _args(name, args), "rc": int(code)}
+    if message:
+        call["error"] = message
+    _rules(call)
+    _REC.calls.append(call)
+
+
+def _rules(call: dict) -> None:
+    """The rules tolerated since the last record (state.tolerate keeps them): a
+    descriptor's (aclCreateTensor) goes with the operator call that takes it."""
+    if STATE.tolerated:
+        call["tolerated"] = list(dict.fromkeys(STATE.tolerated))
+        STATE.tolerated = []
+
+
+def running(plan, arrays: list[np.ndarray]) -> Ran | None:
+    """A traced operator starts: its inputs as gathered (copied: an in-place operator
+    overwrites them). None when data is not kept."""
+    if not _REC.data or getattr(plan, "call", -1) < 0:
+        return None
+    size = sum(a.nbytes for a in arrays) + sum(_nbytes(t) for t in plan.outputs)
+    if _REC.kept + size > DATA_LIMIT:
+        _REC.dropped = True
+        return None
+    _REC.kept += size
+    ran = Ran(plan, [np.array(a) for a in arrays])
+    _REC.ran[plan.call] = ran
+    return ran
+
+
+def _nbytes(t) -> int:
+    n = 1
+    for d in t.dims:
+        n *= d
+    return n * t.np_dtype.itemsize
+
+
+def ran(r: Ran | None, plan) -> None:
+    if r is not None:
+        r.outputs = [np.array(t.array()) for t in plan.outputs]

@@ -218,6 +218,7 @@ def test_a_simulated_device_gets_ten_times_the_default_timeout_only():
     from cannops.cli.engine import RunSpec
     default = RunSpec(timeout=60.0)
     assert default.case_timeout("CANN-SIM") == 600.0 and default.case_timeout("GGML-CPU") == 60.0
+    assert default.case_timeout("CANN-SIM:310P") == 600.0   # --soc's label: the same simulator
     given = RunSpec(timeout=60.0, timeout_given=True)     # --timeout 60: exact on every device
     assert given.case_timeout("CANN-SIM") == 60.0
 

@@ -39,7 +39,7 @@ class RunSpec:
 
     def case_timeout(self, device: str) -> float:
         """The per-case limit on `device` (a label: CANN-SIM, CANN-SIM:310P)."""
-        simulated = device.endswith("-SIM")
+        simulated = device.split(":")[0].endswith("-SIM")   # CANN-SIM:310P too
         return self.timeout * (SIMULATOR_TIME if simulated and not self.timeout_given else 1)
 
     def worker_threads(self) -> int:

@@ -256,9 +256,8 @@ def source_line(target: str) -> str:
     """The build the run names (ops tbo records its source.json), else the build's own."""
     run = load_results(results_file(target))
     src = binary(target).parents[1] / "source.json"
-    rec = (run.source if run and run.source else json.loads(src.read_text()) if src.exists() else {})
-    name = rec.get("name", "?")
-    name = in_build(name)
+    rec = run.source if run and run.source else json.loads(src.read_text()) if src.exists() else {}
+    name = in_build(rec.get("name", "?"))
     return f"{TARGETS[target]['what']}; built from `{name}` (ggml {rec.get('ggml_version', '?')} by its CMakeLists)"
 
 
@@ -347,7 +346,7 @@ def baseline_section(target: str, base: str) -> list[str]:
     rows = [ln for ln in part.splitlines() if ln.startswith("|")]
     return [f"**ops' own report of {target} against {base}**: `{' '.join(cmd)}` (the CI's report with "
             "its status table, changed statuses and log tails; each op classified from its cases) "
-            "lists as changed:", "", *rows, ""]
+            + ("lists as changed:" if rows else "lists no change."), "", *rows, *([""] if rows else [])]
 
 
 # 0.3.17 (ggml 0.9.8, after both reports) against the reports: op -> judgement

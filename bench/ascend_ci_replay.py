@@ -7,14 +7,18 @@ runs `test-backend-ops test -o OP` once per op of a fixed list (CI_OPS), keeps e
 console as OP.log, and classifies each log by substrings (script/classify_backend_ops.py:
 any "FAIL" -> fail, "OK" and "NOT SUPPORTED" -> partial, "OK" -> supported, "NOT
 SUPPORTED" -> unsupported, else unknown; case-insensitive). The replay runs the same
-ops with bench/tbo_ops.py (which also resumes an op after an abort, so every case gets a
-status) and classifies the first process of each op, the CI's one, by the same rule.
+ops with `ops tbo` (which also resumes an op after an abort, so every case gets a status;
+its --log-dir keeps each op's console, each process after a `$ COMMAND` line) and
+classifies the first process of each op, the CI's one, by the same rule.
 
   python bench/ascend_ci_replay.py trees          unpack the reports' ggml trees (needs
                                                   the ggml-org/ggml mirror; build/ggml-src/)
   python bench/ascend_ci_replay.py build [T ...]  make ggml-cann VARIANTS=910B per target
-  python bench/ascend_ci_replay.py run [T ...]    every op: build/replay/<T>.json, <T>-logs/
+  python bench/ascend_ci_replay.py run [T ...]    the CI's ops through `ops tbo -j 2`: results
+                                                  build/replay/<T>.json, consoles <T>-logs/
   python bench/ascend_ci_replay.py doc            docs/ascend-ci-replay.md
+  python bench/ascend_ci_replay.py convert [T ...]  once: a bench/tbo_ops.py result (before
+                                                  ops tbo) rewritten in ops' schema
 
 `make ascend-ci-replay` does all four. Nothing under build/ is committed.
 """
@@ -28,6 +32,9 @@ import re
 import subprocess
 import sys
 import time
+
+from cannops.cli.engine import (FAIL, NOT_SUPPORTED, OK, SKIPPED, Reader, is_death, load_run,
+                                log_processes)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -139,40 +146,96 @@ def cmd_build(targets: list[str]) -> None:
         print(f"replay: {t}: built in {time.monotonic() - t0:.0f} s")
 
 
-def cmd_run(targets: list[str]) -> None:
+def results_file(target: str) -> pathlib.Path:
+    return REPLAY / f"{target}.json"
+
+
+def cmd_run(targets: list[str], jobs: int = 2) -> None:
+    """`ops tbo` over the CI's ops; an interrupted or killed run goes on where it stopped
+    (its journal: --resume), a finished one is kept (delete its results to run it again)."""
+    from cannops.cli.engine import journal_path
     REPLAY.mkdir(parents=True, exist_ok=True)
     for t in targets:
-        b = str(binary(t))
-        out = subprocess.run([b, "--list-ops"], capture_output=True, text=True).stdout
-        listed = re.findall(r"^\s*([A-Z][A-Z0-9_]+)\s*$", out, re.M)   # as bench/tbo_ops.py
-        ops = listed + [op for op in CI_OPS if op not in listed]   # fused names: RMS_NORM_MUL_ADD, SOFTCAP
+        res, logs = results_file(t), REPLAY / f"{t}-logs"
+        resume = pathlib.Path(journal_path(str(res))).exists() or (
+            res.exists() and json.loads(res.read_text()).get("interrupted"))
+        if res.exists() and not resume:
+            print(f"replay: {t}: done before ({res.relative_to(ROOT)}; delete it to run again)")
+            continue
+        if not resume and logs.exists():   # a fresh run: the logs appended to are its own
+            for old in logs.glob("*.log"):
+                old.unlink()
         t0 = time.monotonic()
-        subprocess.run([sys.executable, str(ROOT / "bench" / "tbo_ops.py"), b, "-o", ",".join(ops),
-                        "--json", str(REPLAY / f"{t}.json"), "--resume", "--logs", str(REPLAY / f"{t}-logs")],
-                       check=True)
-        print(f"replay: {t}: {len(ops)} ops in {time.monotonic() - t0:.0f} s")
+        subprocess.run([sys.executable, "-m", "cannops.cli.main", "tbo", str(binary(t)), "-b", "CANN0",
+                        "-o", ",".join(CI_OPS), "-j", str(jobs),
+                        "--resume" if resume else "--results", str(res), "--log-dir", str(logs)], check=False)
+        seconds = time.monotonic() - t0
+        if not res.exists():
+            sys.exit(f"replay: {t}: ops tbo wrote no {res}")
+        if not resume:     # a resumed run's time is not the whole run's
+            (REPLAY / f"{t}.time.json").write_text(json.dumps({"seconds": round(seconds), "jobs": jobs}) + "\n")
+        print(f"replay: {t}: {len(CI_OPS)} ops in {seconds:.0f} s (-j {jobs})")
 
 
 def first_process(log: pathlib.Path) -> str:
     """The console of an op's first test-backend-ops process: what the CI's OP.log holds."""
     if not log.exists():
         return ""
-    blocks = re.split(r"^\$ ", log.read_text(errors="replace"), flags=re.M)
-    return blocks[1] if len(blocks) > 1 else ""
+    procs = log_processes(log.read_text(errors="replace"))
+    return procs[0][1] if procs else ""
+
+
+def in_build(text: str) -> str:
+    """Paths under build/ as the checkout names them (its own, or one its build/ links to)."""
+    return re.sub(r"(?<![\w.])/[^\s:`]*?/build/", "build/", text)
+
+
+def no_case(op: str) -> dict:
+    return {"op": op, "counts": dict.fromkeys((OK, NOT_SUPPORTED, FAIL, SKIPPED), 0), "cases": {}, "deaths": [],
+            "seconds": 0.0}
+
+
+def per_op(results) -> dict[str, dict]:
+    """A results file's cases, op by op, as the doc reads them: counts, params -> status,
+    the deaths (ops tbo's FAIL whose reason is the death's story), seconds."""
+    runs: dict[str, dict] = {}
+    for r in sorted(results, key=lambda r: r.index):
+        o = runs.setdefault(r.op, no_case(r.op))
+        o["counts"][r.status] = o["counts"].get(r.status, 0) + 1
+        o["cases"][r.params] = r.status
+        o["seconds"] += r.seconds
+        if is_death(r):
+            o["deaths"].append(r)
+    return runs
+
+
+def load_results(path: pathlib.Path):
+    return load_run(str(path)) if path.exists() else None
 
 
 def load(target: str) -> dict[str, dict]:
-    path = REPLAY / f"{target}.json"
-    if not path.exists():
+    run = load_results(results_file(target))
+    if run is None:
         return {}
-    runs = {r["op"]: r for r in json.loads(path.read_text())["ops"]}
+    runs = per_op(run.results)
+    for log in sorted((REPLAY / f"{target}-logs").glob("*.log")):   # an op with no case: its log only
+        runs.setdefault(log.stem, no_case(log.stem))
     for op, r in runs.items():
         text = first_process(REPLAY / f"{target}-logs" / f"{op}.log")
         r["ci"] = classify_log(text) if text else None
         r["status"] = case_status(r["counts"], bool(r["deaths"]))
         found = re.findall(r"^.*GGML_ASSERT\(.*\) failed.*$|^.*GGML_ABORT.*$", text, re.M)
-        r["assert"] = found[0].replace(str(ROOT) + "/", "") if found else None
+        r["assert"] = in_build(found[0]) if found else None
     return runs
+
+
+def run_minutes(target: str, runs: dict[str, dict]) -> str:
+    """The run's wall time (cmd_run's record), else its processes' time added up."""
+    rec = REPLAY / f"{target}.time.json"
+    if rec.exists():
+        t = json.loads(rec.read_text())
+        return f"{t['seconds'] / 60:.0f} min (-j {t['jobs']})"
+    return f"{sum(r['seconds'] for r in runs.values()) / 60:.0f} min of processes"
 
 
 def _tally(cases: dict[str, str]) -> dict[str, int]:
@@ -190,11 +253,11 @@ def cell(r: dict | None) -> str:
 
 
 def source_line(target: str) -> str:
+    """The build the run names (ops tbo records its source.json), else the build's own."""
+    run = load_results(results_file(target))
     src = binary(target).parents[1] / "source.json"
-    rec = json.loads(src.read_text()) if src.exists() else {}
-    name = rec.get("name", "?")
-    if name.startswith(str(ROOT)):
-        name = name[len(str(ROOT)) + 1:]
+    rec = run.source if run and run.source else json.loads(src.read_text()) if src.exists() else {}
+    name = in_build(rec.get("name", "?"))
     return f"{TARGETS[target]['what']}; built from `{name}` (ggml {rec.get('ggml_version', '?')} by its CMakeLists)"
 
 
@@ -203,8 +266,10 @@ def cmd_doc(_targets: list[str]) -> None:
     out = [HEADER.strip(), ""]
     out += ["| replay | source |", "| --- | --- |"]
     for t in TARGETS:
-        minutes = sum(r["seconds"] for r in runs[t].values()) / 60
-        out.append(f"| {t} | {source_line(t)}; {len(runs[t])} ops run in {minutes:.0f} min |")
+        how = ("by bench/tbo_ops.py, ops tbo's predecessor, its results converted to ops' schema "
+               "(`convert`)" if results_file(t).with_name(results_file(t).name + ".tbo_ops").exists()
+               else "by `ops tbo`")
+        out.append(f"| {t} | {source_line(t)}; {len(runs[t])} ops run in {run_minutes(t, runs[t])} {how} |")
     out.append("")
     out += summary(runs)
     for t in ("a", "b"):
@@ -259,11 +324,29 @@ def cmd_doc(_targets: list[str]) -> None:
                     ", ".join(f"{op} {x} → {y}" for op, (x, y) in changes.items()) +
                     ". The replays' (CI's rule): " +
                     (", ".join(f"{op} {x} → {y}" for op, (x, y) in moved.items()) or "none") + ".", ""]
+            out += baseline_section("b", "a")
     out += release_section(runs)
     out += crashes(runs)
     out += [FOOTER.strip(), ""]
     DOC.write_text("\n".join(out))
     print(f"replay: {DOC}")
+
+
+def baseline_section(target: str, base: str) -> list[str]:
+    """What ops' own report of one replay against another calls changed (its rule: every
+    case, ❓ when none is supported), as `ops support --markdown --baseline` prints it."""
+    new, old = results_file(target), results_file(base)
+    if not (new.exists() and old.exists()):
+        return []
+    cmd = ["ops", "support", "--results", str(new.relative_to(ROOT)), "--markdown", "--baseline",
+           str(old.relative_to(ROOT))]
+    md = subprocess.run([sys.executable, "-m", "cannops.cli.main", *cmd[1:]], capture_output=True, text=True,
+                        check=True, cwd=ROOT).stdout
+    part = md.split("### Operators with changed status", 1)[-1].strip().split("\n\n")[0]
+    rows = [ln for ln in part.splitlines() if ln.startswith("|")]
+    return [f"**ops' own report of {target} against {base}**: `{' '.join(cmd)}` (the CI's report with "
+            "its status table, changed statuses and log tails; each op classified from its cases) "
+            + ("lists as changed:" if rows else "lists no change."), "", *rows, *([""] if rows else [])]
 
 
 # 0.3.17 (ggml 0.9.8, after both reports) against the reports: op -> judgement
@@ -333,44 +416,94 @@ def summary(runs: dict[str, dict]) -> list[str]:
     return lines
 
 
-SIGNALS = {-11: "SIGSEGV", -7: "SIGBUS", -9: "SIGKILL"}
+def signal_deaths(results) -> list:
+    """The deaths by a signal other than abort's (ops tbo: `died (killed by SIGSEGV)`)."""
+    return [r for r in results if is_death(r) and r.reason.startswith("died (killed by")]
+
+
+def signal_name(r) -> str:
+    m = re.match(r"died \(killed by (\S+?)\)", r.reason)
+    return m[1] if m else r.reason.split("\n")[0]
+
+
+def case_name(r) -> str:
+    """ops tbo names a death after every listed case `#N`: an unlisted case, or the exit."""
+    return "(none named: an unlisted case, or the exit)" if r.params.startswith("#") else f"`{r.params}`"
 
 
 def crashes(runs: dict[str, dict]) -> list[str]:
     """The first runs' deaths by a signal other than abort's (kept in
-    build/replay/crashed-first-run/), and what the rerun of those ops gave."""
+    build/replay/crashed-first-run/: a results file and the op's log per crash), and what
+    the rerun of those ops gave; then any in the runs above."""
     where = REPLAY / "crashed-first-run"
-    rows = []
+    rows, now = [], []
     for t in TARGETS:
-        path = where / f"{t}.json"
-        if not path.exists():
-            continue
-        for r in json.loads(path.read_text())["ops"]:
-            for d in r["deaths"]:
-                if d["rc"] in SIGNALS:
-                    op = r["op"]
-                    text = first_process(where / f"{t}-{op}.log")
-                    ci = SYMBOL[classify_log(text)]
-                    # the case whose line was begun (its status is the stderr that followed)
-                    begun = [m for m in re.finditer(rf"^  {op}\((.*)\): (.*)$", text, re.M)]
-                    last = begun[-1] if begun else None
-                    case = (last[1] if last and not re.match(r"OK|not supported|FAIL", ANSI.sub("", last[2]))
-                            else d["case"] or "(before any case)")
-                    rows.append(f"| {t} | {op} | {SIGNALS[d['rc']]} | `{case}` | {ci} | {cell(runs[t].get(op))} |")
-    if not rows:
-        return []
-    return ["## Crashes by a signal in the first runs", "",
-            "The first runs of the replays (two replays and two builds at once on the 2 cores, "
-            f"with two other engineers' jobs: load 6 to 11) lost {len(rows)} processes to a signal, "
-            "not to an abort; each is the first process of its op, so the CI's rule read its log. "
-            "None came back: every op was run again whole (the table above has the rerun), and "
-            "the cases alone 6 to 12 times (a: MUL_MAT_ID, POOL_2D; b: FLASH_ATTN_EXT, "
-            "MAP_CUSTOM3), with no crash. Not a ggml-cann finding; the "
-            "simulator is suspected (a race or memory pressure in the embedded simulator, not "
-            "yet found). They show a blind spot of the CI's classifier: a process killed by a "
-            "signal prints neither `FAIL` nor an assert, so its op keeps 🟡 or ✅.", "",
-            "| replay | op | signal | case it died in | CI's rule on that log | rerun: OK / n.s. / FAIL |",
-            "| --- | --- | --- | --- | --- | --- |", *rows, ""]
+        first = load_results(where / f"{t}.json")
+        for r in signal_deaths(first.results if first else []):
+            text = first_process(where / f"{t}-{r.op}.log")
+            # bench/tbo_ops.py blamed the first case not finished; the log names the one begun
+            reader = Reader()
+            for line in text.splitlines():
+                reader.feed(line)
+            case = f"`{reader.head.params}`" if reader.head and reader.head.op == r.op else case_name(r)
+            rerun = cell(runs[t][r.op]) if r.op in runs[t] else "– (not a CI op: not in this run)"
+            rows.append(f"| {t} | {r.op} | {signal_name(r)} | {case} | {SYMBOL[classify_log(text)]} | {rerun} |")
+        for op, r in runs[t].items():
+            now += [f"| {t} | {op} | {signal_name(d)} | {case_name(d)} | {SYMBOL.get(r['ci'], '–')} | {cell(r)} |"
+                    for d in signal_deaths(r["deaths"])]
+    out = []
+    if rows:
+        out += ["## Crashes by a signal in the first runs", "",
+                "The first runs of the replays (two replays and two builds at once on the 2 cores, "
+                f"with two other engineers' jobs: load 6 to 11) lost {len(rows)} processes to a signal, "
+                "not to an abort; each is the first process of its op, so the CI's rule read its log. "
+                "None came back: every op was run again whole (the table above has the rerun), and "
+                "the cases alone 6 to 12 times (a: MUL_MAT_ID, POOL_2D; b: FLASH_ATTN_EXT, "
+                "MAP_CUSTOM3), with no crash. Not a ggml-cann finding; the "
+                "simulator is suspected (a race or memory pressure in the embedded simulator, not "
+                "yet found). They show a blind spot of the CI's classifier: a process killed by a "
+                "signal prints neither `FAIL` nor an assert, so its op keeps 🟡 or ✅.", "",
+                "| replay | op | signal | case it died in | CI's rule on that log | rerun: OK / n.s. / FAIL |",
+                "| --- | --- | --- | --- | --- | --- |", *rows, ""]
+    if now:
+        out += ["## Crashes by a signal in the runs above", "",
+                f"{len(now)} processes of the runs above died by a signal, not by an abort (the CI's "
+                "rule column reads the op's first process):", "",
+                "| replay | op | signal | case it died in | CI's rule | OK / n.s. / FAIL |",
+                "| --- | --- | --- | --- | --- | --- |", *now, ""]
+    return out
+
+
+def convert(path: pathlib.Path) -> None:
+    """A results file of bench/tbo_ops.py (ops tbo's predecessor: `ops[]` of `op`,
+    `cases`, `deaths[{rc, case, stderr}]`) rewritten once in ops' schema, as ops tbo would
+    have written it: each death a FAIL whose reason is its story (death_story); the old
+    file kept as FILE.tbo_ops. Its per-op seconds, added up, become FILE's .time.json."""
+    from cannops.cases.versions import for_ggml
+    from cannops.cli.engine import CaseResult, DeviceInfo, Run, __version__, binary_source, death_story
+    old = json.loads(path.read_text())
+    if "schema" in old:
+        return    # ops' own already
+    device, source = old.get("backend", "CANN0"), binary_source(old["binary"])
+    soc = source.get("soc", "")
+    run = Run(mode="test", version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source,
+              devices=[DeviceInfo(name=device, description=soc, soc=soc)])
+    for o in sorted(old["ops"], key=lambda o: o["op"]):
+        story = {}
+        for d in o["deaths"]:
+            rc = None if d["rc"] == "timeout" else d["rc"]
+            why = death_story(rc, d["stderr"].splitlines(), 600.0 if rc is None else None)
+            story[d["case"] or f"#{len(o['cases']) + 1}"] = why
+        cases = dict(o["cases"])
+        cases.update({k: FAIL for k in story if k not in cases})
+        for params, status in cases.items():
+            run.results.append(CaseResult(device=device, op=o["op"], params=params, status=status,
+                                          reason=story.get(params, ""), index=len(run.results)))
+    path.rename(path.with_name(path.name + ".tbo_ops"))
+    run.write_json(str(path))
+    (path.with_name(path.stem + ".time.json")).write_text(
+        json.dumps({"seconds": round(sum(o["seconds"] for o in old["ops"])), "jobs": 1}) + "\n")
+    print(f"replay: {path}: {len(run.results)} cases in ops' schema")
 
 
 HEADER = """
@@ -391,11 +524,12 @@ finished run with `OK` (and `2/2 backends passed`), an op with no supported case
 both words and is 🟡, never ❓; an op with no case at all is ✅ (ADD1 in 0.9.5 has two);
 an abort prints `GGML_ASSERT(...) failed` and is ❌.
 
-The replay's columns: **CI's rule** classifies the replay's first process of the op (what
-the CI's `OP.log` would hold) with that rule; **cases** is ops' own rule over every case
-(bench/tbo_ops.py goes on after an abort, each abort a FAIL): ✅ all OK, 🟡 some not
-supported, ❓ none supported, ❌ any FAIL. A difference between the report and the replay
-(CI's rule) is judged in the last column.
+The replays run the CI's 87 ops through `ops tbo` (`-j 2`; its results in ops' schema, its
+`--log-dir` consoles, each process after a `$ COMMAND` line). The replay's columns: **CI's
+rule** classifies the replay's first process of the op (what the CI's `OP.log` would hold)
+with that rule; **cases** is ops' own rule over every case (`ops tbo` goes on after an
+abort, each abort a FAIL): ✅ all OK, 🟡 some not supported, ❓ none supported, ❌ any FAIL.
+A difference between the report and the replay (CI's rule) is judged in the last column.
 """
 
 FOOTER = """
@@ -417,15 +551,24 @@ ggml-cann and test cases; for b, the CANN commits after #18653 (#18796, #18625, 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("trees", "build", "run", "doc"))
+    ap.add_argument("step", choices=("trees", "build", "run", "doc", "convert"))
     ap.add_argument("targets", nargs="*", help=f"of {', '.join(TARGETS)} (default: all)")
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="run: ops side by side (ops tbo -j)")
     args = ap.parse_args()
     targets = args.targets or list(TARGETS)
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
         print(f"replay: unknown target {unknown[0]} (known: {', '.join(TARGETS)})", file=sys.stderr)
         return 2
-    {"trees": cmd_trees, "build": cmd_build, "run": cmd_run, "doc": cmd_doc}[args.step](targets)
+    if args.step == "run":
+        cmd_run(targets, args.jobs)
+    elif args.step == "convert":   # once: the runs made before ops tbo, kept in build/replay/
+        for t in targets:
+            for path in (results_file(t), REPLAY / "crashed-first-run" / f"{t}.json"):
+                if path.exists():
+                    convert(path)
+    else:
+        {"trees": cmd_trees, "build": cmd_build, "doc": cmd_doc}[args.step](targets)
     return 0
 
 

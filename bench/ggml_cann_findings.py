@@ -19,11 +19,11 @@ import re
 import subprocess
 import sys
 
+from cannops.cli.engine import case_statuses   # ops tbo's reading of case lines
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "findings"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-sys.path.insert(0, str(ROOT / "bench"))
-import tbo_ops  # noqa: E402   (the runner's reading of case lines)
 
 
 def _aborted(r):  # ggml-cann aborts on any failed ACL call (or a GGML_ASSERT)
@@ -75,11 +75,11 @@ def probe(binary: pathlib.Path, op: str, params: str | None, timeout: float = 90
     except subprocess.TimeoutExpired as e:
         rc, out, err = "timeout", (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace")
     text = ANSI.sub("", out + err)
-    cases = tbo_ops.parse_cases(out, op)
+    cases = case_statuses(out, op)
     tolerated: dict[str, int] = {}
     for rule in re.findall(r"CANN-SIM tolerated \[([\w-]+)\]", text):
         tolerated[rule] = tolerated.get(rule, 0) + 1
-    return {"rc": rc, "cases": len(tbo_ops.parse_cases(listed, op)),
+    return {"rc": rc, "cases": len(case_statuses(listed, op)),
             "fail": sum(1 for s in cases.values() if s == "FAIL"), "tolerated": tolerated,
             "refused": sorted(set(re.findall(r"CANN-SIM refused: ([^\n]{0,160})", text)))[:3], "text": text}
 

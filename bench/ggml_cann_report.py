@@ -31,12 +31,13 @@ def tbo(variant: str, path: pathlib.Path | None = None) -> dict[str, dict]:
     if not path.exists():
         return {}
     out: dict[str, dict] = {}
-    for r in json.loads(path.read_text())["results"]:
-        o = out.setdefault(r["op"], {"counts": {"OK": 0, "not supported": 0, "FAIL": 0, "skipped": 0},
-                                     "deaths": 0, "seconds": 0.0})
-        o["counts"][r["status"]] = o["counts"].get(r["status"], 0) + 1
-        o["deaths"] += r["status"] == "FAIL" and r["reason"].startswith(("aborted", "died", "timeout"))
-        o["seconds"] += r["seconds"]
+    from cannops.cli.engine import is_death, load_run
+    for r in load_run(str(path)).results:
+        o = out.setdefault(r.op, {"counts": {"OK": 0, "not supported": 0, "FAIL": 0, "skipped": 0},
+                                  "deaths": 0, "seconds": 0.0})
+        o["counts"][r.status] = o["counts"].get(r.status, 0) + 1
+        o["deaths"] += is_death(r)
+        o["seconds"] += r.seconds
     return out
 
 

@@ -65,8 +65,8 @@ TBO_OPTIONS = [
                  help="Go on with the run that wrote FILE and was interrupted or killed: its finished "
                       "cases are taken, not run again. --results defaults to FILE."),
     click.option("--log-dir", metavar="DIR",
-                 help="Write each op's raw console (stdout and stderr of every process) to DIR/OP.log, "
-                      "as the CI keeps them."),
+                 help="Write each op's raw console (stdout and stderr of every process, each after a "
+                      "line `$ COMMAND`) to DIR/OP.log, as the CI keeps them."),
     click.option("--require-clean", is_flag=True,
                  help="Exit status 1 also when an op has no OK case or a case was not run."),
     click.option("--ggml-version", metavar="VERSION",
@@ -218,7 +218,7 @@ class _Sink:
         self.printer.device_start(i, len(self.devices), info, n_cases)
 
     def op_done(self, device: str, op: str, results: list, seconds: float) -> None:
-        from .engine import FAIL, NOT_SUPPORTED, OK, SKIPPED
+        from .engine import FAIL, NOT_SUPPORTED, OK, SKIPPED, is_death
         results = sorted(results, key=lambda r: r.index)
         for r in results:
             if id(r) not in self.printed:   # (resumed ones, and all of them with -j 2 or more)
@@ -227,7 +227,7 @@ class _Sink:
         if not results:
             return
         n = {s: sum(r.status == s for r in results) for s in (OK, NOT_SUPPORTED, FAIL, SKIPPED)}
-        deaths = sum(r.status == FAIL and r.reason.startswith(("aborted", "died", "timeout")) for r in results)
+        deaths = sum(map(is_death, results))
         if not n[OK]:
             self.no_ok.append(op)
         self.printer.line(f"  {op}: {n[OK]} OK, {n[NOT_SUPPORTED]} not supported, {n[FAIL]} FAIL"

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from _proc import cmdline, proc_stats
+from cannops.cli.engine import case_statuses, is_death, load_run, log_processes
 from cannops.cli.engine.tbo import Reader, death_story
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
@@ -278,6 +279,15 @@ def test_a_run_with_aborts_gives_results_junit_and_logs(binary, tmp_path):
     # the raw console of every process of the op (all, the rest by name, the unlisted rest)
     log = (logs / "GET_ROWS.log").read_text()
     assert log.count("Testing 2 devices") == 3 and "GGML_ASSERT(dst->ne[0] == nr) failed" in log
+    # each process after its command: the first is the CI's OP.log, its abort and no case after it
+    procs = log_processes(log)
+    assert [cmd.split(" -p ")[0] for cmd, _ in procs] == [f"{binary} test -b CANN0 -o GET_ROWS"] * 3
+    first = procs[0][1]
+    assert "GGML_ASSERT(dst->ne[0] == nr) failed" in first and "type=bf16,v=0" not in first
+    assert case_statuses(first, "GET_ROWS") == {"type=f32,v=0": "OK", "type=q8_0,v=0": "FAIL"}
+    assert case_statuses(log, "GET_ROWS")["type=bf16,v=0"] == "OK"
+    deaths = {r.name for r in load_run(str(res)).results if is_death(r)}
+    assert deaths == {"GET_ROWS(type=q8_0,v=1)", "MUL(type=f16,a=0)"}
 
 
 def test_the_report_against_ops_results_and_against_a_ci_report(binary, tmp_path):

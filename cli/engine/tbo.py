@@ -71,6 +71,8 @@ NOT_BLAMED = ("ggml_print_backtrace", "ggml_abort", "ggml_log_internal", "__GI__
 CHUNK = 200        # cases named in one params regex when an op goes on (one argument: 128 KiB at most)
 INDEX_STRIDE = 1_000_000   # a case's index: its op's position * INDEX_STRIDE + its position in the op
 SOURCE_KEYS = ("kind", "name", "layout", "ggml_version", "git", "sha256", "variant", "soc", "built")
+LOG_MARK = "$ "     # an --log-dir log: each process's console follows a line `$ COMMAND`
+DEATHS = ("aborted (", "died (", "timeout:")   # how death_story begins: a FAIL that is a death
 
 
 # --- reading the console ----------------------------------------------------------------
@@ -203,6 +205,36 @@ class Reader:
     def orphans(self) -> list[str]:
         """Allocation failures, each a case that printed no line of its own, in order."""
         return self.allocs + [m.group(0) for s in self.side for m in [ALLOC.search(s)] if m]
+
+
+def case_statuses(text: str, op: str) -> dict[str, str]:
+    """params -> status (OK / not supported / FAIL / skipped) of `op`'s case lines in a
+    test-backend-ops console, support or test mode, as `Reader` reads them; a case printed
+    twice keeps its first status."""
+    out: dict[str, str] = {}
+
+    def on_case(line: Line) -> None:
+        if line.op == op:
+            out.setdefault(line.params, line.status)
+
+    reader = Reader(on_case)
+    for raw in text.splitlines():
+        reader.feed(raw)
+    return out
+
+
+def log_processes(text: str) -> list[tuple[str, str]]:
+    """An --log-dir log taken apart: (command, console) of each process, in order."""
+    out = []
+    for block in re.split(rf"^{re.escape(LOG_MARK)}", text, flags=re.M)[1:]:
+        command, _, console = block.partition("\n")
+        out.append((command, console))
+    return out
+
+
+def is_death(r: CaseResult) -> bool:
+    """A FAIL that is its process's death (an abort, a signal, the time limit), not a check."""
+    return r.status == FAIL and r.reason.startswith(DEATHS)
 
 
 def death_story(rc: int | None, side: list[str], timeout: float | None = None) -> str:
@@ -380,6 +412,8 @@ class Processes:
         except OSError as e:   # the binary went away mid-run: its case dies, as a crash would
             reader.feed(f"cannot run {cmd[0]}: {e.strerror or e}")
             return Proc(127, False, False, reader)
+        if log is not None:   # where each process's console begins (log_processes)
+            log.write(f"{LOG_MARK}{' '.join(cmd)}\n".encode(errors="replace"))
         reader.last = time.monotonic()
         with self.lock:
             self.live.add(p)
@@ -412,6 +446,8 @@ class Processes:
                         reader.feed(ln.decode(errors="replace"))
             if buf:
                 reader.feed(buf.decode(errors="replace"))
+                if log is not None:   # the next process's `$ COMMAND` starts a line of its own
+                    log.write(b"\n")
             rc = p.wait()
         finally:
             with self.lock:

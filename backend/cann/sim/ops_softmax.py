@@ -24,12 +24,20 @@ from .aclnn import (Plan, as_compute, broadcast, in_type, invalid, need_cast, ne
                     need_same_shape, operator, promote, scalar, tensor)
 
 
+SOFTMAX_TYPES = {"f32", "f16", "f64", "bf16"}   # both pages (aclnnSoftmax, aclnnLogSoftmax)
+
+
+def _float_self_out(self, out):
+    """self and out, each of the float types the softmax pages list."""
+    x, y = tensor(self, "self"), tensor(out, "out")
+    need_dtype(x, "self", SOFTMAX_TYPES)
+    need_dtype(y, "out", SOFTMAX_TYPES)
+    return x, y
+
+
 @operator("Softmax")
 def softmax(self, dim, out):
-    x, y = tensor(self, "self"), tensor(out, "out")
-    types = {"f32", "f16", "f64", "bf16"}
-    need_dtype(x, "self", types)
-    need_dtype(y, "out", types)
+    x, y = _float_self_out(self, out)
     n = max(x.ndim, 1)
     if not -n <= dim < n:
         raise invalid(f"provided dim {dim} not in the range of input size {n}")
@@ -48,10 +56,7 @@ def softmax(self, dim, out):
 
 @operator("LogSoftmax")
 def log_softmax(self, dim, out):
-    x, y = tensor(self, "self"), tensor(out, "out")
-    types = {"f32", "f16", "f64", "bf16"}
-    need_dtype(x, "self", types)
-    need_dtype(y, "out", types)
+    x, y = _float_self_out(self, out)
     need_dims((x, "self"), (y, "out"), lo=1, hi=8)
     if not -x.ndim <= dim < x.ndim:
         raise invalid(f"provided dim {dim} not in the range of input size {x.ndim}")

@@ -25,7 +25,6 @@ import json
 import os
 import pickle
 import re
-import tempfile
 from operator import itemgetter
 from pathlib import Path
 
@@ -126,6 +125,7 @@ def unseal(data: bytes, what: dict):
 def write_atomically(path: Path, data: bytes) -> None:
     """A reader sees the old file or the new one, never half; on an error (a full disk) no
     temporary file is left behind and the OSError is raised."""
+    import tempfile   # only where a cache is written: its imports (shutil, random) cost a run 4 ms
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -64,9 +64,9 @@ def test_documented_refusals_and_cube_precision():
     t = SimTensors()
     try:
         F32, F16, BF16 = lib.ACL_FLOAT, lib.ACL_FLOAT16, lib.ACL_BF16
-        # A2 / A3: BFLOAT16 pairs with nothing but BFLOAT16
-        e = rejected(SIM["Mm"], t.tensor([2, 3], BF16), t.tensor([3, 4], F32), t.tensor([2, 4], F32), 1)
-        assert e.code == lib.ACLNN_ERR_PARAM_INVALID and "cannot be deduced" in str(e)
+        # A2 / A3: BFLOAT16 with FLOAT32 deduces FLOAT32 (ops-nn's rule table, not
+        # aclnnMatmul's page), under USE_FP16 both sides go to FLOAT16: tested below
+        assert SIM["Mm"](t.tensor([2, 3], BF16), t.tensor([3, 4], F32), t.tensor([2, 4], F32), 1)
         assert "USE_FP16" in str(rejected(SIM["Mm"], t.tensor([2, 3], BF16), t.tensor([3, 4], BF16),
                                           t.tensor([2, 4], BF16), 2))
         assert "USE_HF32" in str(rejected(SIM["Matmul"], t.tensor([2, 3], F16), t.tensor([3, 4], F16),
@@ -84,5 +84,50 @@ def test_documented_refusals_and_cube_precision():
         # conv/conv2d_v2/tests/assets/golden.py); f16 (2) rounds it to even
         for cube, rounded in ((1, 1 + 2.0 ** -11), (2, 1.0), (3, 1 + 2.0 ** -11)):
             assert SIM["Mm"](*args, cube).compute(x, w)[0, 0] == np.float32(rounded), cube
+    finally:
+        t.close()
+
+
+def test_bf16_with_f32_follows_the_rule_table():
+    """ops-nn matmul_util.cpp's A2 table, row FP32+BF16: KEEP_DTYPE / USE_FP32_ADD compute in
+    f32, ALLOW_FP32_DOWN_PRECISION / USE_HF32 round the f32 side to HF32 (bf16 values are
+    exact there), USE_FP16 casts both sides to f16 and the kernel writes f16."""
+    from cannops.backend.cann.sim.aclnn import OPS as SIM
+    t = SimTensors()
+    try:
+        args = (t.tensor([1, 2], lib.ACL_BF16), t.tensor([2, 1], lib.ACL_FLOAT), t.tensor([1, 1], lib.ACL_FLOAT))
+        x = np.array([[1 + 2.0 ** -7, 2.0 ** -14]], np.float32)     # exact in bf16
+        w = np.array([[1 + 2.0 ** -12], [1.0]], np.float32)         # exact in f32 only
+        keep = (1 + 2.0 ** -7) * (1 + 2.0 ** -12) + 2.0 ** -14      # exact in f32
+        hf32 = (1 + 2.0 ** -7) * (1 + 2.0 ** -11) + 2.0 ** -14      # w's tie away from zero
+        f16 = 1 + 2.0 ** -7                                         # w -> 1, the sum -> f16
+        for cube, want in ((0, keep), (4, keep), (1, hf32), (3, hf32), (2, f16)):
+            assert SIM["Mm"](*args, cube).compute(x, w)[0, 0] == want, cube
+        big = np.array([[2.0 ** 17, 0.0]], np.float32)               # a bf16 past f16's range
+        ones = np.ones((2, 1), np.float32)
+        assert SIM["Mm"](*args, 0).compute(big, ones)[0, 0] == 2.0 ** 17
+        assert np.isinf(SIM["Mm"](*args, 2).compute(big, ones)[0, 0])
+    finally:
+        t.close()
+
+
+def test_layer_cast_matches_the_mixed_call():
+    """The layer converts a bf16 operand to f32 (exact) before aclnnMm / aclnnMatmul, where
+    ggml-cann hands the mixed pair over: the products agree bit for bit in every mode the
+    two pass (USE_FP16 for Mm, ALLOW_FP32_DOWN_PRECISION for Matmul)."""
+    import ml_dtypes
+    from cannops.backend.cann.sim.aclnn import OPS as SIM
+    t = SimTensors()
+    try:
+        rng = np.random.default_rng(7)
+        w = rng.uniform(-3, 3, (64, 9)).astype(ml_dtypes.bfloat16)
+        x = rng.uniform(-3, 3, (5, 64)).astype(np.float32)
+        F32, BF16 = lib.ACL_FLOAT, lib.ACL_BF16
+        out = t.tensor([5, 9], F32)
+        for name, cube in (("Mm", 2), ("Matmul", 1), ("Mm", 0)):
+            mixed = SIM[name](t.tensor([5, 64], F32), t.tensor([64, 9], BF16), out, cube).compute(x, w)
+            cast = SIM[name](t.tensor([5, 64], F32), t.tensor([64, 9], F32), out, cube).compute(
+                x, w.astype(np.float32))
+            assert np.array_equal(np.asarray(mixed), np.asarray(cast)), (name, cube)
     finally:
         t.close()

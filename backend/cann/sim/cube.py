@@ -75,7 +75,8 @@ class Cube:
             return v
         mode = self.operands
         if mode == F16:
-            return v.astype(np.float16).astype(np.float32)
+            with np.errstate(over="ignore"):   # past 65504 is inf, as the cast gives
+                return v.astype(np.float16).astype(np.float32)
         return hf32(v) if mode == HF32 else v
 
     @property

@@ -3,9 +3,13 @@
   * self, mat2, out: FLOAT, FLOAT16 or BFLOAT16, format ND, non-contiguous inputs allowed;
     Mm takes 2-D tensors only, Matmul 1-6 dims with torch.matmul's rules (1-D operands,
     broadcast batch dims);
-  * self and mat2 types follow the deduction table, except that on A2 / A3 BFLOAT16 with
-    FLOAT16 or FLOAT32 cannot be deduced (aclnnMatmul's constraints; the same rule check
-    serves aclnnMm); the deduced type must convert to out's;
+  * self and mat2 types follow the deduction table; the deduced type must convert to out's.
+    BFLOAT16 with FLOAT32 or FLOAT16 deduces FLOAT32 (FLOAT16 under USE_FP16), as ops-nn's
+    A2 rule table does (matmul_util.cpp, Dav2201MatMulRule::GetUpperDtypeByLookUpTable,
+    rows FP32+BF16 and FP16+BF16; it serves aclnnMm, aclnnMatmul and aclnnBatchMatMul),
+    with the table's warning; aclnnMatmul's page forbids both pairs on A2 / A3, the source
+    and ggml-cann (bf16 weights with f32 activations, llama.cpp PR #20152) take them:
+    docs/cann-sim-dtypes.md says why the source is followed;
   * the reduce dims must match, out must have the product's shape;
   * cubeMathType 0..4: 1 (ALLOW_FP32_DOWN_PRECISION) and 3 (USE_HF32) compute FLOAT
     inputs as HFLOAT32 (3 refuses other types), 2 (USE_FP16) computes them as FLOAT16
@@ -41,7 +45,7 @@ from .cube import USE_FP16, USE_HF32, Cube, cube_of
 from .descriptors import TensorDesc
 from .entries import entry
 from .refusals import SimError
-from .state import STATE
+from .state import STATE, warn
 
 F = {"f32", "f16", "bf16"}
 
@@ -53,15 +57,15 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi):
         if t.format != lib.ACL_FORMAT_ND and not (t is b and t.format == lib.ACL_FORMAT_FRACTAL_NZ):
             raise invalid(f"{name} format {t.format} is not ND" + (" or FRACTAL_NZ" if t is b else ""))
     need_dims((a, "self"), (b, "mat2"), (y, "out"), lo=lo, hi=hi)
-    sa, sb = dtypes.short(a.dtype), dtypes.short(b.dtype)
-    if sa != sb and "bf16" in (sa, sb):
-        raise invalid(f"self dtype {dtypes.name(a.dtype)} and mat2 dtype {dtypes.name(b.dtype)} "
-                      "cannot be deduced (BFLOAT16 only pairs with BFLOAT16)")
     work = dtypes.promote(a.dtype, b.dtype)
     need_cast(work, y.dtype, "deduced type -> out")
     if cube not in range(5):
         raise invalid(f"cubeMathType {cube} should be in 0..4")
     w = dtypes.short(work)
+    mixed = {dtypes.short(a.dtype), dtypes.short(b.dtype)}
+    if len(mixed) == 2 and "bf16" in mixed:
+        warn(f"matmul rule table (A2): {dtypes.name(a.dtype)} self with {dtypes.name(b.dtype)} mat2: both converted to "
+             f"{'FLOAT16' if cube == USE_FP16 else 'FLOAT32'} for the cube")
     if cube == USE_FP16 and w == "bf16":
         raise invalid("cubeMathType USE_FP16 is not supported for BFLOAT16 inputs")
     if cube == USE_HF32 and w != "f32":

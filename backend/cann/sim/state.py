@@ -82,6 +82,7 @@ class State:
         self.soc = ""                       # the simulated SoC, fixed at aclInit
         self.last_error = ""
         self.tolerated: list[str] = []      # the rules tolerated last, latest last (few kept)
+        self.warned: set[str] = set()        # the operators' warnings printed so far
         self.leaks: list[str] = []          # what device close / aclFinalize found still held
         self.reported: set[int] = set()     # ids of the objects a leak report named already
         self._keep: list = []               # C strings handed out
@@ -164,6 +165,15 @@ def tolerate(rule: str, message: str) -> None:
     STATE.tolerated = STATE.tolerated[-15:] + [rule]   # the call trace's (trace.py)
     if LOG_REFUSALS:
         print(f"CANN-SIM tolerated [{rule}]: {message}", file=sys.stderr, flush=True)
+
+
+def warn(message: str) -> None:
+    """An operator's warning (op_api's OP_LOGW: the call is taken, as the message says),
+    printed once per message where refusals are."""
+    if message not in STATE.warned:
+        STATE.warned.add(message)
+        if LOG_REFUSALS:
+            print(f"CANN-SIM warning: {message}", file=sys.stderr, flush=True)
 
 
 def refused(message: str) -> None:

@@ -61,6 +61,8 @@ def call_text(c: dict) -> str:
         text += f" -> {c['rc']}" + (f" {c['error'].splitlines()[0][:160]}" if c.get("error") else "")
     if c.get("tolerated"):
         text += f" tolerated [{','.join(c['tolerated'])}]"
+    if c.get("warnings"):
+        text += f" warning: {'; '.join(c['warnings'])}"
     if c.get("own_nmse") is not None:
         text += f" own NMSE {c['own_nmse']:.3g}"
     return text

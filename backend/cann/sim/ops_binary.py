@@ -9,6 +9,7 @@ import numpy as np
 from . import dtypes
 from .aclnn import (Plan, as_compute, broadcast, in_type, invalid, need_cast, need_dims, need_dtype,
                     operator, promote, scalar, tensor)
+from .state import warn
 
 TYPES = {"f32", "f16", "f64", "s32", "s64", "s16", "s8", "u8", "bool", "c128", "c64", "bf16"}
 
@@ -89,7 +90,12 @@ def adds(self, other, alpha, out):
 
 @operator("InplaceAdds")
 def inplace_adds(self_ref, other, alpha):
-    # its page (not Adds') lists no complex type for selfRef
+    # its page (not Adds') lists no complex type for selfRef, and asks other > 0, which
+    # op_api does not check (nor Adds' page ask): taken, with a warning
+    value = scalar(other, "other").value
+    if not isinstance(value, complex) and not value > 0:
+        warn(f"aclnnInplaceAdds: other {value:g} is not > 0, the range its page gives "
+             "(op_api checks no value: computed as given)")
     return _tensor_scalar(self_ref, other, None, lambda a, s, k: a + k * s, alpha, inplace=True,
                           types=TYPES - {"c64", "c128"})
 

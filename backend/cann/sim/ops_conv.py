@@ -131,6 +131,21 @@ def _check_transposed(x, w, y, b, st, dil, out_pad, groups) -> None:
         raise invalid(f"bias shape {list(b.dims)} should be [{w.dims[1] * groups}]")
 
 
+MAX_DIM, MAX_PAD = 1_000_000, 255
+
+
+def _check_limits(x, w, b, pads, transposed: bool) -> None:
+    """The 约束说明 table (A2 / A3 and the 310P): every dim of input, weight and bias at most
+    1,000,000; a forward conv1d / conv2d pads by at most 255, a forward conv3d its H and W."""
+    for t, what in ((x, "input"), (w, "weight")) + (((b, "bias"),) if b else ()):
+        if t.dims and max(t.dims) > MAX_DIM:
+            raise invalid(f"{what} dims {list(t.dims)}: each should be at most {MAX_DIM:,}")
+    bounded = pads if len(pads) < 3 else pads[1:]
+    if not transposed and max((p for pair in bounded for p in pair), default=0) > MAX_PAD:
+        raise invalid(f"forward padding {[list(p) for p in pads]} should be in [0, {MAX_PAD}] "
+                      f"(H and W only for conv3d)")
+
+
 @operator("Convolution")
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups, output, cube_math_type):
@@ -160,6 +175,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     pads = _pads(pad, k, transposed)
     if min(p for pair in pads for p in pair) < 0:
         raise invalid(f"padding {list(pad)} has negative values")
+    _check_limits(x, w, b, pads, transposed)
     if transposed:
         _check_transposed(x, w, y, b, st, dil, out_pad, groups)
         out_channels = w.dims[1] * groups

@@ -41,7 +41,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, need_nd, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
-from .cube import USE_FP16, USE_HF32, Cube, cube_of
+from .cube import USE_FP16, USE_FP32_ADD, USE_HF32, Cube, cube_of
 from .descriptors import TensorDesc
 from .entries import entry
 from .refusals import SimError
@@ -56,7 +56,9 @@ def _check(self_p, mat2_p, out_p, cube, lo, hi):
         need_dtype(t, name, F)
         if t.format != lib.ACL_FORMAT_ND and not (t is b and t.format == lib.ACL_FORMAT_FRACTAL_NZ):
             raise invalid(f"{name} format {t.format} is not ND" + (" or FRACTAL_NZ" if t is b else ""))
-    need_dims((a, "self"), (b, "mat2"), (y, "out"), lo=lo, hi=hi)
+    need_dims((a, "self"), (b, "mat2"), lo=lo, hi=hi)
+    # two 1-D operands give a scalar (aclnnMatmul's 约束说明): a 0-D out
+    need_dims((y, "out"), lo=0 if a.ndim == b.ndim == 1 else lo, hi=hi)
     work = dtypes.promote(a.dtype, b.dtype)
     need_cast(work, y.dtype, "deduced type -> out")
     if cube not in range(5):
@@ -136,6 +138,10 @@ def matmul(self, mat2, out, cube_math_type):
     shape = _matmul_shape(a.dims, b.dims)
     if y.dims != shape:
         raise invalid(f"out shape {list(y.dims)} should be {list(shape)}")
+    if a.ndim == b.ndim == 1:
+        # 约束说明: two 1-D operands ignore cubeMathType; aclnn_matmul.cpp's MatMulDotGraph
+        # runs l0op::Dot in the promoted type, no cube: USE_FP32_ADD keeps it on either SoC
+        cube = Cube(cube.work, USE_FP32_ADD)
     return product_plan(a, b, y, cube)
 
 

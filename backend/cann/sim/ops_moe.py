@@ -39,6 +39,8 @@ def index_select(self, dim, index, out):
     need_dims((idx, "index"), lo=0, hi=1)
     d = _dim(int(dim), x.ndim, "dim")
     n_idx = math.prod(idx.dims)
+    if x.ndim == 0 and idx.dims != (1,):   # 约束说明: a 0-D self takes an index of shape [1]
+        raise invalid(f"index shape {list(idx.dims)} should be [1] for a 0-D self")
     expect = x.dims[:d] + (n_idx,) + x.dims[d + 1:] if x.ndim else (n_idx,)
     if y.dims != expect:
         raise invalid(f"out shape {list(y.dims)} should be {list(expect)} (self {list(x.dims)}, "

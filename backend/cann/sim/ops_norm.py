@@ -37,8 +37,12 @@ from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims,
                     need_dtype, need_same_dtype, need_same_shape, operator, rounded, scalar,
                     sum_halving, tensor)
 from .refusals import SimError
+from .state import warn
 
 F = {"f32", "f16", "bf16"}
+# aclnnGroupNorm's eps row: > 0, and at least 1e-5 for its precision (a caveat, not a check:
+# op_api tests eps > 0 only); a smaller eps is taken with a warning (docs/cann-sim-caveats.md)
+GROUP_NORM_PRECISE_EPS = 1e-5
 TILING_ERROR = 561002   # ACLNN_ERR_INNER_TILING_ERROR: RmsNorm's "parameters not as described"
 
 
@@ -208,6 +212,9 @@ def group_norm(self, gamma, beta, n, c, hxw, group, eps, out, mean_out, rstd_out
         raise invalid(f"C {c} is not divisible by group {group}")
     if not eps > 0:
         raise invalid(f"eps {eps} should be > 0")
+    if eps < GROUP_NORM_PRECISE_EPS:
+        warn(f"aclnnGroupNorm: eps {eps:g} is below {GROUP_NORM_PRECISE_EPS:g}, where the page stops "
+             "promising its precision (computed as above it)")
     need_same_shape(x, y, "self", "out")
     if x.format != y.format:
         raise invalid("self and out formats differ")

@@ -83,6 +83,7 @@ class State:
         self.last_error = ""
         self.tolerated: list[str] = []      # the rules tolerated last, latest last (few kept)
         self.warned: set[str] = set()        # the operators' warnings printed so far
+        self.warnings: list[str] = []       # the warnings since the last traced call
         self.leaks: list[str] = []          # what device close / aclFinalize found still held
         self.reported: set[int] = set()     # ids of the objects a leak report named already
         self._keep: list = []               # C strings handed out
@@ -168,8 +169,10 @@ def tolerate(rule: str, message: str) -> None:
 
 
 def warn(message: str) -> None:
-    """An operator's warning (op_api's OP_LOGW: the call is taken, as the message says),
-    printed once per message where refusals are."""
+    """An operator's warning: op_api's OP_LOGW, or a page's caveat that the source does not
+    enforce (the call is taken). Kept for the call trace, printed once per message where
+    refusals are."""
+    STATE.warnings = STATE.warnings[-15:] + [message]   # the call trace's (trace.py)
     if message not in STATE.warned:
         STATE.warned.add(message)
         if LOG_REFUSALS:

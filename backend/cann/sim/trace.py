@@ -46,7 +46,7 @@ class Recording:
 
 def start(data: bool = False) -> None:
     global ON, _REC
-    STATE.tolerated = []
+    STATE.tolerated, STATE.warnings = [], []
     _REC, ON = Recording(data), True
 
 
@@ -179,11 +179,15 @@ def runtime_call(name: str, args, code: int, message: str = "") -> None:
 
 
 def _rules(call: dict) -> None:
-    """The rules tolerated since the last record (state.tolerate keeps them): a
-    descriptor's (aclCreateTensor) goes with the operator call that takes it."""
+    """The rules tolerated and the warnings since the last record (state.tolerate and
+    state.warn keep them): a descriptor's (aclCreateTensor) goes with the operator call
+    that takes it."""
     if STATE.tolerated:
         call["tolerated"] = list(dict.fromkeys(STATE.tolerated))
         STATE.tolerated = []
+    if STATE.warnings:
+        call["warnings"] = list(dict.fromkeys(STATE.warnings))
+        STATE.warnings = []
 
 
 def running(plan, arrays: list[np.ndarray]) -> Ran | None:

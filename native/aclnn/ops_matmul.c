@@ -8,8 +8,9 @@
  * inner part, so that aclnn's numpy broadcasting applies.
  *   no batch at all  -> aclnnMm     (2-D), cubeMathType USE_FP16 (2), as ggml-cann
  *   otherwise        -> aclnnMatmul (up to 6-D), cubeMathType ALLOW_FP32_DOWN_PRECISION (1)
- * aclnn cannot deduce a type for BFLOAT16 with FLOAT16 / FLOAT32 (A2 / A3), which
- * ggml-cann would pass as is: such operands are first converted to f32 (exact). */
+ * A BFLOAT16 operand with a FLOAT16 / FLOAT32 one is first converted to f32 (exact):
+ * aclnnMatmul's page forbids the pair on A2 / A3; ops-nn's rule table takes it (ggml-cann
+ * passes it as is) and computes the same values (docs/cann-sim-dtypes.md). */
 #include <string.h>
 
 #include "ops_quant.h"

@@ -84,7 +84,7 @@ MAX_POOL = Call(
 AVG_POOL = Call(
     "AvgPool2d", "N pooling/avg_pool3_d/docs/aclnnAvgPool2d.md", "N pooling/avg_pool3_d/op_api/aclnn_avgpool2d.cpp",
     (Arg("self, out", "FLOAT, NCHW", "FLOAT32 FLOAT16 BFLOAT16; NCHW NCL", "CheckDtypeValid, CheckFormat"),
-     Arg("kernelSize, strides, paddings", "(1, k), (1, s), (0, p)", "length 1 or 2, > 0; padding ≤ kernel / 2",
+     Arg("kernelSize, strides, paddings", "(1, k), (1, s), (0, p)", "kernelSize length 1 or 2, > 0; strides > 0; paddings length 1 or 2, ≥ 0",
          "CheckPaddingValid"),
      Arg("ceilMode, countIncludePad, divisorOverride", "false, **false** (ggml's 1-D average over the values "
          "inside the row), 0", "booleans; divisorOverride 0 = none", "CheckParams"),
@@ -107,7 +107,7 @@ EVIDENCE: dict[str, Path] = {
         "every case (ggml-cann has no ADD_ID), and MUL_MAT_VEC_FUSION with a bias (its ADD_ID node)",
         (Call("GatherV2", "N index/gather_v2/docs/aclnnGatherV2.md", "N index/gather_v2/op_api/aclnn_gather_v2.cpp",
               (_f32("self, out: FLOAT among the A2 types; ND", "DTYPE_SUPPORT_LIST_WITH_BF16 (A2)"),
-               Arg("dim, index", "0; INT32 ids, 2-D", "dim in [-n, n); index INT32 INT64", "INDEX_SUPPORT_LIST, "
+               Arg("dim, index", "0; INT32 ids, 2-D", "dim in [-n, n - 1]; index INT32 INT64", "INDEX_SUPPORT_LIST, "
                    "CheckShape"))),
          Call("Add", "M math/add/docs/aclnnAdd&aclnnInplaceAdd.md", "M math/add/op_api/aclnn_add.cpp",
               (_f32("self, other, out: FLOAT; broadcast", "ASCEND910B_DTYPE_SUPPORT_LIST"),
@@ -119,8 +119,7 @@ EVIDENCE: dict[str, Path] = {
         "every case (ggml-cann has no REPEAT_BACK): one sum over the repeats",
         (Call("ReduceSum", "M math/reduce_sum/docs/aclnnReduceSum.md", "M math/reduce_sum/op_api/aclnn_reduce_sum.cpp",
               (_f32("self, out, dtype: FLOAT among the A2 types", "ASCEND910B_DTYPE_SUPPORT_LIST, CheckDtypeValid"),
-               Arg("dims, keepDim", "the repeat axes of an 8-D view, false", "dims in [-n, n), distinct; at most "
-                   "8 dims", "CheckDimValid, CheckMaxDimension"))),),
+               Arg("dims, keepDim", "the repeat axes of an 8-D view, false", "dims in [-n, n - 1]; self 0-8 dims", "CheckDimValid, CheckMaxDimension"))),),
         "ggml-cann's SUM_ROWS and CROSS_ENTROPY_LOSS (aclnnReduceSum, f32) are ✅ on the 910B CI",
         "page and source agree"),
     "PAD": Path(
@@ -174,7 +173,7 @@ EVIDENCE: dict[str, Path] = {
         "every case (ggml-cann 0.25.3's supports_op refuses ROLL)",
         (Call("Roll", "M conversion/roll/docs/aclnnRoll.md", "M conversion/roll/op_api/aclnn_roll.cpp",
               (_f32("x, out: FLOAT among the A2 types", "ASCEND910B_DTYPE_DTYPE_SUPPORT_LIST"),
-               Arg("shifts, dims", "4 each, dims distinct in [0, 4)", "shifts and dims of one length",
+               Arg("shifts, dims", "4 each, dims distinct in [0, 4)", "shifts and dims of one length, dims in [-n, n - 1]",
                    "CheckArraySize, CheckDimsRange"))),),
         "none on the 910B: ggml-cann calls aclnnRoll in its 310P ROPE only",
         "page and source agree"),

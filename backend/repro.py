@@ -24,6 +24,7 @@ class Checked:
     ne: tuple[int, ...]
     nb: tuple[int, ...]
     where: str = ""          # how the program reaches it (a ggml tensor variable, a download)
+    offset: int = 0          # its view's offset in what the program reads (bytes)
 
 
 @dataclass

@@ -95,7 +95,7 @@ def test_a_folder_written_before_is_rewritten_and_nothing_else_is_touched(tmp_pa
     (["-b", "GGML-CPU", "NOT_AN_OP(type=f32)"], "unknown op"),
     (["-b", "GGML-CPU", "ABS"], "whole case names"),
     (["-b", "NO-SUCH-DEVICE", ABS], "not available here"),
-    (["-b", "NUMPY", ABS], "not for NUMPY"),
+    (["-b", "NUMPY", ABS], "cannot reproduce NUMPY"),
     (["-b", "GGML-CPU", ABS, "{foreign}"], "not written by ops repro"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, args, message):
@@ -164,3 +164,55 @@ def test_a_ggml_cann_fault_reproduces_without_python(tmp_path, ggml_cann):
     perturb(out, manifest)
     run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
     assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout + run.stderr
+
+
+# ------------------------------------------------------------------ CANN-SIM ----
+
+@pytest.fixture(scope="module")
+def toolkit(tmp_path_factory):
+    """The simulated toolkit (make cann-sim-toolkit), built for these tests."""
+    from cannops.native import cann_sim_toolkit
+    prefix = tmp_path_factory.mktemp("toolkit")
+    cann_sim_toolkit.build(prefix)
+    return {"ASCEND_TOOLKIT_HOME": str(prefix)}
+
+
+def cann_repro(tmp_path, toolkit, case, fault=""):
+    out, manifest = repro(tmp_path, "CANN-SIM", case, env={**toolkit, "OPS_CANN_FAULT": fault}, name=fault or "r")
+    p = make(out, env={**BARE, **toolkit})
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out, manifest, make(out, "run", env={**BARE, **toolkit})
+
+
+def test_a_cann_sim_reproducer_makes_the_aclnn_calls_in_c_without_python(tmp_path, toolkit):
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX)
+    assert manifest["status"] == "OK" and manifest["versions"]["soc"].startswith("Ascend")
+    text = (out / "repro.c").read_text()
+    for call in ("aclnnMulsGetWorkspaceSize(", "aclnnSoftmax(workspace(ws), ws, executor, stream)", "aclrtMalloc(&m0",
+                 "synchronize();", '#include "aclnnop/aclnn_softmax.h"'):
+        assert call in text
+    calls = [c["call"] for c in json.loads((out / "trace.json").read_text())[0]["calls"]]
+    assert calls.count("aclnnSoftmax") == 1 and "aclrtMemcpy" in calls
+    assert run.returncode == 0 and "identical to the stored device output" in run.stdout, run.stdout + run.stderr
+    assert "(OK)" in run.stdout and "reproduced:" in run.stdout
+    perturb(out, manifest)
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **toolkit}, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_planted_fault_is_reproduced_with_its_wrong_output(tmp_path, toolkit):
+    """softmax-bf16-logits (docs/trace-and-blame.md) makes the logits scratch BF16: the
+    program makes that call, with no fault set, and gets the same wrong bytes."""
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX, "softmax-bf16-logits")
+    assert manifest["status"] == "FAIL" and "NMSE" in manifest["reason"]
+    assert "aclnnMulsGetWorkspaceSize" in (out / "repro.c").read_text() and "ACL_BF16" in (out / "repro.c").read_text()
+    assert run.returncode == 0 and "(FAIL)" in run.stdout and "identical to the stored" in run.stdout, run.stdout
+    ok, _, _ = cann_repro(tmp_path, toolkit, SOFT_MAX)   # the layer without the fault: other bytes
+    assert np.load(out / "case1/out_2.bytes.npy").tobytes() != np.load(ok / "case1/out_2.bytes.npy").tobytes()
+
+
+def test_a_refused_call_is_reproduced_as_the_refusal(tmp_path, toolkit):
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX, "softmax-bad-dim")
+    assert manifest["status"] == "FAIL" and "161002" in manifest["reason"]
+    assert run.returncode == 0 and "aclnnSoftmaxGetWorkspaceSize returned 161002, as in the run" in run.stdout, \
+        run.stdout + run.stderr

@@ -60,7 +60,7 @@ static int check(const char *what, struct ggml_tensor *t, const char *device_npy
     size_t size = ggml_nbytes(t);
     unsigned char *raw = malloc(size ? size : 1);
     ggml_backend_tensor_get(t, raw, 0, size);
-    int same = repro_same_bytes(what, raw, size, device_npy);
+    int same = repro_same_bytes(what, raw, size, device_npy, 0);
     float *v = values(t, raw);
     if (v) repro_vs_reference(what, v, (size_t) ggml_nelements(t), reference_npy, threshold);
     free(v);

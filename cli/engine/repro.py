@@ -51,8 +51,10 @@ def check_repro(spec: ReproSpec) -> list:
     names = [n for n, _ in list_devices([spec.device])]
     if spec.device not in names:
         raise BadInput(f"device {spec.device!r} not available here; available: {', '.join(names) or 'none'}")
-    if not (spec.device.startswith("GGML-") or spec.device.startswith("CANN")):
-        raise BadInput(f"ops repro writes programs for CANN devices and ggml devices (GGML-*), not for {spec.device}")
+    if not (spec.device.startswith("GGML-") or spec.device == "CANN-SIM"):
+        why = ("on an NPU the layer records its aclnn calls but not yet its allocations and copies"
+               if spec.device.startswith("CANN") else "it writes programs for CANN-SIM and ggml devices (GGML-*)")
+        raise BadInput(f"ops repro cannot reproduce {spec.device}: {why}")
     return cases
 
 
@@ -92,15 +94,23 @@ def write_repro(spec: ReproSpec, say=print) -> dict:
 
 
 def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
-    from cannops.backend.base import RunResult
+    from cannops.backend.base import DeviceError, RunResult
     from .execute import _judge, _reference, check_indices
+    from .results import FAIL, CaseResult
     say(f"running {case.name} on {device.name}" + ("" if last else " (before the last)"))
     inputs = case.init_inputs(graph, seed)
     check = check_indices(graph)
     expected, _ = _reference(case, graph, inputs, check, seed, None)
     with _sim_trace(device) as calls:
-        program = device.run_recorded(case, graph, inputs, check)
-    result = _judge(device, case, graph, check, expected, RunResult(program.outputs, []), False)
+        try:
+            program = device.run_recorded(case, graph, inputs, check)
+        except DeviceError as e:
+            raise BadInput(f"{case.name} on {device.name}: the run raised, no reproducer written: {e}") from None
+    if getattr(program, "error", ""):
+        result = CaseResult(device=device.name, op=case.op, params=case.vars, status=FAIL, reason=program.error,
+                            threshold=case.family.threshold(case.params))
+    else:
+        result = _judge(device, case, graph, check, expected, RunResult(program.outputs, []), False)
     return CaseRun(case, graph, inputs, check, expected, program, result,
                    getattr(program, "calls", None) or calls)
 
@@ -125,15 +135,14 @@ def _sim_trace(device):
 
 def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
     out = Path(spec.outdir)
-    _clear(out)
-    out.mkdir(parents=True, exist_ok=True)
-    files: list[str] = []
-    steps = []
-    from cannops.backend.repro import HEADER, Step
-    for k, run in enumerate(runs, 1):
-        steps.append(_write_case(out, f"case{k}", run, k == len(runs), files))
+    arrays: dict[str, object] = {}      # written once the program is (a failure leaves nothing)
+    from cannops.backend.repro import HEADER
+    steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
     title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
     texts = device.reproducer(steps, [r.program for r in runs], title)
+    _clear(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = _save(out, arrays)
     shutil.copyfile(HEADER, out / "repro.h")
     files.append("repro.h")
     versions = _versions(device)
@@ -144,8 +153,12 @@ def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
                 "error": runs[-1].result.error, "threshold": runs[-1].result.threshold,
                 "versions": versions, "command": list(spec.argv)}
     texts["README.md"] = _readme(spec, device, runs, versions)
-    for name, text in texts.items():
-        (out / name).write_text(text)
+    for name, content in texts.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (out / name).write_bytes(content)
+        else:
+            (out / name).write_text(content)
         files.append(name)
     manifest["files"] = sorted(files)
     (out / MARKER).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -168,15 +181,22 @@ def _clear(out: Path) -> None:
     marker.unlink()
 
 
-def _write_case(out: Path, folder: str, run: CaseRun, compared: bool, files: list[str]):
+def _save(out: Path, arrays: dict) -> list[str]:
+    import numpy as np
+    for rel, array in arrays.items():
+        (out / rel).parent.mkdir(exist_ok=True)
+        np.save(out / rel, np.ascontiguousarray(array))
+    return list(arrays)
+
+
+def _case_files(folder: str, run: CaseRun, compared: bool, arrays: dict):
+    """A case's step of the program, its arrays (to be saved under their paths) in `arrays`."""
     import numpy as np
     from cannops.backend.repro import Checked, Step
-    (out / folder).mkdir(exist_ok=True)
 
     def save(name: str, array) -> str:
         rel = f"{folder}/{name}"
-        np.save(out / rel, np.ascontiguousarray(array))
-        files.append(rel)
+        arrays[rel] = array
         return rel
 
     g, prog = run.graph, run.program
@@ -184,9 +204,10 @@ def _write_case(out: Path, folder: str, run: CaseRun, compared: bool, files: lis
     for t in g.leaves:
         if t.index in run.inputs:
             path = save(f"in_{t.index}_{t.name or 'leaf'}.npy", run.inputs[t.index])
-            step.inputs[prog.leaves[t.index]] = path
+            if t.index in prog.leaves:        # a ggml program uploads these (CANN: its copies' bytes)
+                step.inputs[prog.leaves[t.index]] = path
     threshold = run.result.threshold
-    for i in run.check:
+    for i in [i for i in run.check if i in prog.outputs]:
         node = g.tensors[i]
         ref = np.asarray(run.expected[i][0], np.float64)
         dev = save(f"out_{i}.bytes.npy", prog.raw[i])
@@ -195,7 +216,7 @@ def _write_case(out: Path, folder: str, run: CaseRun, compared: bool, files: lis
         if compared:
             step.checked.append(Checked(f"{node.op_desc} #{i}" + (f" {node.name}" if node.name else ""), dev, rpath,
                                         threshold, node.type.name, tuple(node.ne), tuple(node.nb),
-                                        prog.checked[i]))
+                                        prog.checked[i], node.view_offs))
     return step
 
 
@@ -238,7 +259,9 @@ def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str
               f"ops test -b {device.name} --seed {spec.seed} -o " + _quote(",".join(x.case.name for x in runs)),
               " ".join(_quote(a) for a in ("ops", *spec.argv)) if spec.argv else "", "```", ""]
     lines += ["## Expected (reference) and got (device)", ""]
-    for i in last.check:
+    if last.program.__dict__.get("error"):
+        lines += [f"The run stopped at a refused call: {last.program.error}", ""]
+    for i in [i for i in last.check if i in last.program.outputs]:
         node = last.graph.tensors[i]
         worst = worst_elements(last.expected[i][0], last.program.outputs[i])
         lines += [f"`{node.op_desc}` (node #{i}, {node.type.name}, ne {list(node.ne)}):", ""]

@@ -47,15 +47,15 @@ static void *repro_read_exact(const char *path, size_t size) {
 }
 
 /* 1 when the device's bytes are the stored device output's, else 0 (with the first
- * difference). */
-static int repro_same_bytes(const char *what, const void *got, size_t size, const char *stored_path) {
+ * difference; `quiet`: nothing said when they are the same). */
+static int repro_same_bytes(const char *what, const void *got, size_t size, const char *stored_path, int quiet) {
     unsigned char *stored = repro_read_exact(stored_path, size);
     const unsigned char *g = got;
     size_t i = 0;
     while (i < size && g[i] == stored[i]) i++;
-    if (i == size)
+    if (i == size && !quiet)
         printf("  %s: %zu bytes, identical to the stored device output (%s)\n", what, size, stored_path);
-    else
+    else if (i < size)
         printf("  %s: differs from the stored device output (%s) at byte %zu of %zu: 0x%02x, stored 0x%02x\n",
                what, stored_path, i, size, g[i], stored[i]);
     free(stored);

@@ -205,6 +205,8 @@ def test_a_planted_fault_is_reproduced_with_its_wrong_output(tmp_path, toolkit):
     program makes that call, with no fault set, and gets the same wrong bytes."""
     out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX, "softmax-bf16-logits")
     assert manifest["status"] == "FAIL" and "NMSE" in manifest["reason"]
+    readme = (out / "README.md").read_text()
+    assert "Blame" in readme and "aclnnMuls (call 1 of 3" in readme and "> #1 aclnnMuls(" in readme
     assert "aclnnMulsGetWorkspaceSize" in (out / "repro.c").read_text() and "ACL_BF16" in (out / "repro.c").read_text()
     assert run.returncode == 0 and "(FAIL)" in run.stdout and "identical to the stored" in run.stdout, run.stdout
     ok, _, _ = cann_repro(tmp_path, toolkit, SOFT_MAX)   # the layer without the fault: other bytes

@@ -95,7 +95,7 @@ def write_repro(spec: ReproSpec, say=print) -> dict:
 
 def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
     from cannops.backend.base import DeviceError, RunResult
-    from .execute import _judge, _reference, check_indices
+    from .execute import _blame, _judge, _reference, check_indices
     from .results import FAIL, CaseResult
     say(f"running {case.name} on {device.name}" + ("" if last else " (before the last)"))
     inputs = case.init_inputs(graph, seed)
@@ -110,7 +110,10 @@ def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
         result = CaseResult(device=device.name, op=case.op, params=case.vars, status=FAIL, reason=program.error,
                             threshold=case.family.threshold(case.params))
     else:
-        result = _judge(device, case, graph, check, expected, RunResult(program.outputs, []), False)
+        got = RunResult(program.outputs, [])
+        result = _judge(device, case, graph, check, expected, got, False)
+        if last and result.status == FAIL and device.can_trace:
+            _blame(device, case, graph, inputs, check, got, result)   # which call, for the README
     return CaseRun(case, graph, inputs, check, expected, program, result,
                    getattr(program, "calls", None) or calls)
 
@@ -231,8 +234,14 @@ def _versions(device) -> dict:
     from cannops.backend.base import device_details
     v: dict = {"ops": _ops_version(), "python": sys.version.split()[0]}
     v.update(getattr(device, "repro_versions", dict)())
+    v.setdefault("device", device.description)
+    state = sys.modules.get("cannops.backend.cann.sim.state")
+    if "cann" not in v and state is not None:       # a ggml-cann on the simulated toolkit
+        v["cann"] = f"CANN-SIM, ops' simulated toolkit (backend/cann/sim), SoC {state.soc_from_env()}"
     with contextlib.suppress(Exception):
-        v["device_details"] = device_details(device.name)
+        details = device_details(device.name)
+        if details:
+            v["device_details"] = details
     home = os.environ.get("ASCEND_TOOLKIT_HOME")
     if home:
         v["ascend_toolkit_home"] = home
@@ -249,6 +258,8 @@ def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str
     verdict = r.status if not r.reason else f"{r.status}: {r.reason}"
     lines = [f"# {last.case.op} on {device.name}: {r.status}", "",
              f"Case `{last.case.name}` on {device.name}, inputs of seed {spec.seed}: **{verdict}**.", ""]
+    if r.blame:
+        lines += [f"Blame (each aclnn call evaluated again in float64 on its own inputs): {r.blame}.", ""]
     if len(runs) > 1:
         lines += ["The fault depends on what ran before: the program runs these cases in order, on one device,",
                   "and compares the last:", ""] + [f"{k}. `{x.case.name}`" for k, x in enumerate(runs, 1)] + [""]
@@ -270,6 +281,7 @@ def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str
             continue
         lines += ["| flat index | expected | got |", "| ---: | ---: | ---: |"]
         lines += [f"| {k} | {want:.9g} | {got:.9g} |" for k, got, want in worst] + [""]
+    lines += _calls_section(device, last)
     lines += ["## Files", "",
               "* `repro.c`, `repro.h`, `Makefile`: the standalone program (no Python)",
               "* `caseK/in_*.npy`: inputs; `caseK/ref_*.npy`: the reference (float64); `caseK/out_*.npy`: "
@@ -277,6 +289,18 @@ def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str
               "* `trace.json`: the device's ACL / aclnn calls, one record each (docs/trace-and-blame.md)",
               "* `repro.json`: the same facts for a program", ""]
     return "\n".join(lines)
+
+
+def _calls_section(device, run: CaseRun) -> list[str]:
+    """The compared case's aclnn calls in the trace's compact form (the blamed one marked
+    `>`): those of the blame's run where there was one, else the recorded ones."""
+    from cannops.backend import trace
+    calls = [c for c in run.result.trace or run.calls if c["call"].startswith("aclnn")]
+    if not calls:
+        return []
+    blamed, _ = trace.blame(calls, run.result.threshold, run.result.error)
+    return (["## Calls", "", f"The aclnn calls of the case on {device.name} (`trace.json` has them in full, "
+             "with the runtime's):", "", "```"] + trace.compact(calls, blamed) + ["```", ""])
 
 
 def _how(device) -> list[str]:

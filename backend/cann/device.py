@@ -190,6 +190,10 @@ class CANNDevice(CANNRules):
         return int(total[0]), int(free[0])
 
     def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
+        return self._run(graph, inputs, check)[0]
+
+    def _run(self, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> tuple[RunResult, dict]:
+        """The run, and the device address of each checked node's base (ops repro)."""
         with self._lock:
             placed = self._place(graph)
             try:
@@ -198,10 +202,40 @@ class CANNDevice(CANNRules):
                 placed.compute()
                 self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
                 cache: dict[int, np.ndarray] = {}
-                return RunResult({i: placed.read(graph.tensors[i], cache) for i in check},
-                                 placed.overruns())
+                result = RunResult({i: placed.read(graph.tensors[i], cache) for i in check}, placed.overruns())
+                bases = {i: int(ffi.cast("uintptr_t", placed.structs[graph.tensors[i].base.index].data))
+                         for i in check}
+                return result, bases
             finally:
                 placed.release()
+
+    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]):
+        """A run recorded for a reproducer (ops repro): on the simulator, every ACL runtime
+        and aclnn call with what it needs to be made again (sim/trace.py, repro)."""
+        if not self.simulated:
+            raise DeviceError(f"{self.name}: ops repro records the calls through the simulator; on an NPU "
+                              "the layer does not yet record its runtime calls and copies")
+        from .repro import CallProgram
+        from .sim import trace
+        trace.start(repro=True)
+        try:
+            result, bases = self._run(graph, inputs, check)
+        except DeviceError as e:   # a refused call: the program makes it and expects the refusal
+            return CallProgram.of(trace.stop(), {}, {}, check, str(e))
+        finally:
+            rec = trace.stop() if trace.ON else None
+        return CallProgram.of(rec, result.outputs, bases, check)
+
+    def reproducer(self, steps, programs, title: str) -> dict[str, str]:
+        """repro.c and its Makefile (ops repro): the aclnn calls against a CANN toolkit."""
+        from cannops.backend.repro import sim_environment
+        from . import repro
+        text, files = repro.program(steps, programs, title, self.index)
+        return {"repro.c": text, "Makefile": repro.build_files(title, sim_environment()), **files}
+
+    def repro_versions(self) -> dict:
+        from .repro import versions
+        return versions(self.simulated, self.soc_name)
 
     can_trace = True
 

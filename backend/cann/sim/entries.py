@@ -28,7 +28,7 @@ def guarded(name: str, fn: Callable, failure_code: int):
     def wrapper(*args):
         try:
             r = fn(*args)
-            if trace.ON and name in trace.STREAM_WORK:
+            if trace.ON and name in trace.RECORDED:
                 trace.runtime_call(name, args, r or 0)
             return r
         except SimError as e:

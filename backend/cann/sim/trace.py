@@ -23,6 +23,11 @@ ON = False             # a recording is on (the entry points test this and nothi
 _REC: "Recording | None" = None
 # ACL runtime calls recorded even when they succeed: the ones that queue work on a stream
 STREAM_WORK = frozenset({"aclrtMemcpyAsync", "aclrtMemsetAsync", "aclrtMemcpy2dAsync"})
+# ... and for a reproducer (ops repro), what it takes to make the same calls again: the
+# allocations, the copies (with the bytes that crossed), the memsets and the waits
+REPRO_WORK = STREAM_WORK | {"aclrtMalloc", "aclrtFree", "aclrtMemcpy", "aclrtMemset", "aclrtSynchronizeStream",
+                            "aclrtSynchronizeDevice"}
+RECORDED = STREAM_WORK   # what the runtime records now (entries.guarded)
 DATA_LIMIT = 256 << 20   # bytes of inputs and outputs kept per recording (beyond: no blame)
 CUBE_MODES = ("KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32", "USE_FP32_ADD")
 
@@ -38,21 +43,24 @@ class Ran:
 @dataclass(eq=False)
 class Recording:
     data: bool = False
+    repro: bool = False                                    # REPRO_WORK recorded, tensors' storage too
+    blobs: list[bytes] = field(default_factory=list)      # repro: the bytes each copy moved
     calls: list[dict] = field(default_factory=list)
     ran: dict[int, Ran] = field(default_factory=dict)     # call index -> its run (data only)
     kept: int = 0                                          # bytes in `ran`
     dropped: bool = False                                  # DATA_LIMIT reached: some runs not kept
 
 
-def start(data: bool = False) -> None:
-    global ON, _REC
+def start(data: bool = False, repro: bool = False) -> None:
+    global ON, _REC, RECORDED
     STATE.tolerated, STATE.warnings = [], []
-    _REC, ON = Recording(data), True
+    _REC, ON = Recording(data, repro), True
+    RECORDED = REPRO_WORK if repro else STREAM_WORK
 
 
 def stop() -> Recording:
-    global ON, _REC
-    rec, _REC, ON = _REC or Recording(), None, False
+    global ON, _REC, RECORDED
+    rec, _REC, ON, RECORDED = _REC or Recording(), None, False, STREAM_WORK
     return rec
 
 
@@ -81,6 +89,8 @@ def tensor_desc(t) -> dict:
     if t.format != lib.ACL_FORMAT_ND:
         d["format"] = _constants("ACL_FORMAT_").get(t.format, str(t.format))
     d["addr"] = hex(t.addr)
+    if _REC is not None and _REC.repro:
+        d["storage"] = list(t.storage)
     return d
 
 
@@ -174,8 +184,24 @@ def runtime_call(name: str, args, code: int, message: str = "") -> None:
     call = {"call": name, "args": _args(name, args), "rc": int(code)}
     if message:
         call["error"] = message
+    elif _REC.repro:
+        _moved(name, args, call)
     _rules(call)
     _REC.calls.append(call)
+
+
+def _moved(name: str, args, call: dict) -> None:
+    """A reproducer's extras of a runtime call that ran: the address aclrtMalloc gave, the
+    bytes a copy took from the host or gave to it (an index into the recording's blobs)."""
+    from .memory import host_bytes
+    if name == "aclrtMalloc":
+        call["ptr"] = _hex(args[0][0])
+    elif name in ("aclrtMemcpy", "aclrtMemcpyAsync"):
+        dst, _, src, count, kind = args[:5]
+        host = {lib.ACL_MEMCPY_HOST_TO_DEVICE: src, lib.ACL_MEMCPY_DEVICE_TO_HOST: dst}.get(int(kind))
+        if host is not None and count:
+            call["data"] = len(_REC.blobs)
+            _REC.blobs.append(bytes(host_bytes(int(ffi.cast("uintptr_t", host)), int(count))))
 
 
 def _rules(call: dict) -> None:

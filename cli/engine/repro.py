@@ -1,0 +1,322 @@
+"""`ops repro`: a case (or a sequence of cases, the last compared) run once on one device
+with everything it did recorded, written out as what a bug report needs: the case, seed
+and versions, inputs and outputs as .npy, the call trace, a README in the form of an
+upstream issue, and a standalone C program with its Makefile (the device's writer:
+backend/ggml/repro.py, backend/cann/repro.py) that makes the same calls on the same
+inputs and says whether the stored device outputs reproduce."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .selection import BadInput
+
+MARKER = "repro.json"      # what says a folder was written by ops repro (and lists its files)
+
+
+@dataclass(frozen=True)
+class ReproSpec:
+    names: tuple[str, ...]     # the cases in order; the last is compared
+    device: str
+    outdir: str
+    seed: int = 0
+    argv: tuple[str, ...] = ()   # the command line, for the README
+
+
+@dataclass
+class CaseRun:
+    """One case as it ran: its graph, inputs, checked nodes, reference, outputs, verdict."""
+    case: object
+    graph: object
+    inputs: dict
+    check: list[int]
+    expected: dict
+    program: object
+    result: object
+    calls: list = field(default_factory=list)
+
+
+def check_repro(spec: ReproSpec) -> list:
+    """The cases, after every check that needs no run: a bad one is BadInput (one line)."""
+    from cannops.backend.base import list_devices
+    if not spec.names:
+        raise BadInput("ops repro: name at least one case")
+    cases = [_case(name) for name in spec.names]
+    _check_outdir(Path(spec.outdir))
+    names = [n for n, _ in list_devices([spec.device])]
+    if spec.device not in names:
+        raise BadInput(f"device {spec.device!r} not available here; available: {', '.join(names) or 'none'}")
+    if not (spec.device.startswith("GGML-") or spec.device == "CANN-SIM"):
+        why = ("on an NPU the layer records its aclnn calls but not yet its allocations and copies"
+               if spec.device.startswith("CANN") else "it writes programs for CANN-SIM and ggml devices (GGML-*)")
+        raise BadInput(f"ops repro cannot reproduce {spec.device}: {why}")
+    return cases
+
+
+def _case(name: str):
+    from .selection import select_cases
+    if "(" not in name:
+        raise BadInput(f"ops repro takes whole case names, e.g. 'ABS(type=f32,ne_a=[128,2,2,2],v=0)', not {name!r}")
+    picked = [c for _, c in select_cases("test", name)]
+    if len(picked) != 1:
+        raise BadInput(f"no test case named {name!r}")
+    return picked[0]
+
+
+def _check_outdir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise BadInput(f"{out} is not empty and was not written by ops repro: name a new folder")
+
+
+def write_repro(spec: ReproSpec, say=print) -> dict:
+    """Run the cases on the device, recorded, and write the folder; the manifest returned."""
+    from cannops.backend.base import open_device
+    cases = check_repro(spec)
+    device = open_device(spec.device)
+    try:
+        graphs = [c.build() for c in cases]
+        for case, g in zip(cases, graphs):
+            s = device.supports(case, g)
+            if not s:
+                raise BadInput(f"{case.name} is not supported on {spec.device}: {s.reason}")
+        runs = [_run(device, case, g, spec.seed, last=(k == len(cases) - 1), say=say)
+                for k, (case, g) in enumerate(zip(cases, graphs))]
+        return _write(spec, device, runs)
+    finally:
+        device.close()
+
+
+def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
+    from cannops.backend.base import DeviceError, RunResult
+    from .execute import _blame, _judge, _reference, check_indices
+    from .results import FAIL, CaseResult
+    say(f"running {case.name} on {device.name}" + ("" if last else " (before the last)"))
+    inputs = case.init_inputs(graph, seed)
+    check = check_indices(graph)
+    expected, _ = _reference(case, graph, inputs, check, seed, None)
+    with _sim_trace(device) as calls:
+        try:
+            program = device.run_recorded(case, graph, inputs, check)
+        except DeviceError as e:
+            raise BadInput(f"{case.name} on {device.name}: the run raised, no reproducer written: {e}") from None
+    if getattr(program, "error", ""):
+        result = CaseResult(device=device.name, op=case.op, params=case.vars, status=FAIL, reason=program.error,
+                            threshold=case.family.threshold(case.params))
+    else:
+        got = RunResult(program.outputs, [])
+        result = _judge(device, case, graph, check, expected, got, False)
+        if last and result.status == FAIL and device.can_trace:
+            _blame(device, case, graph, inputs, check, got, result)   # which call, for the README
+    return CaseRun(case, graph, inputs, check, expected, program, result,
+                   getattr(program, "calls", None) or calls)
+
+
+@contextlib.contextmanager
+def _sim_trace(device):
+    """A ggml device over the simulated toolkit (GGML-CANN0 on CANN-SIM): the simulator in
+    this process records ggml-cann's calls. Others: nothing (a CANN device records its own)."""
+    trace = sys.modules.get("cannops.backend.cann.sim.trace")
+    calls: list = []
+    if not device.name.startswith("GGML-") or trace is None or trace.ON:
+        yield calls
+        return
+    trace.start()
+    try:
+        yield calls
+    finally:
+        calls.extend(trace.stop().calls)
+
+
+# ------------------------------------------------------------------ files ----
+
+def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
+    out = Path(spec.outdir)
+    arrays: dict[str, object] = {}      # written once the program is (a failure leaves nothing)
+    from cannops.backend.repro import HEADER
+    steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
+    title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
+    texts = device.reproducer(steps, [r.program for r in runs], title)
+    _clear(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = _save(out, arrays)
+    shutil.copyfile(HEADER, out / "repro.h")
+    files.append("repro.h")
+    versions = _versions(device)
+    texts["trace.json"] = json.dumps([{"case": r.case.name, "calls": r.calls} for r in runs], indent=1) + "\n"
+    manifest = {"tool": "ops repro", "ops": _ops_version(), "device": device.name, "seed": spec.seed,
+                "cases": [r.case.name for r in runs], "compared": runs[-1].case.name,
+                "status": runs[-1].result.status, "reason": runs[-1].result.reason,
+                "error": runs[-1].result.error, "threshold": runs[-1].result.threshold,
+                "versions": versions, "command": list(spec.argv)}
+    texts["README.md"] = _readme(spec, device, runs, versions)
+    for name, content in texts.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (out / name).write_bytes(content)
+        else:
+            (out / name).write_text(content)
+        files.append(name)
+    manifest["files"] = sorted(files)
+    (out / MARKER).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def _clear(out: Path) -> None:
+    """A folder ops repro wrote before: the files it listed go (nothing else is touched)."""
+    marker = out / MARKER
+    if not marker.is_file():
+        return
+    try:
+        listed = json.loads(marker.read_text()).get("files", [])
+    except ValueError:
+        listed = []
+    for name in listed:
+        path = (out / name).resolve()
+        if path.is_relative_to(out.resolve()) and path.is_file():
+            path.unlink()
+    marker.unlink()
+
+
+def _save(out: Path, arrays: dict) -> list[str]:
+    import numpy as np
+    for rel, array in arrays.items():
+        (out / rel).parent.mkdir(exist_ok=True)
+        np.save(out / rel, np.ascontiguousarray(array))
+    return list(arrays)
+
+
+def _case_files(folder: str, run: CaseRun, compared: bool, arrays: dict):
+    """A case's step of the program, its arrays (to be saved under their paths) in `arrays`."""
+    import numpy as np
+    from cannops.backend.repro import Checked, Step
+
+    def save(name: str, array) -> str:
+        rel = f"{folder}/{name}"
+        arrays[rel] = array
+        return rel
+
+    g, prog = run.graph, run.program
+    step = Step(run.case.name, folder)
+    for t in g.leaves:
+        if t.index in run.inputs:
+            path = save(f"in_{t.index}_{t.name or 'leaf'}.npy", run.inputs[t.index])
+            if t.index in prog.leaves:        # a ggml program uploads these (CANN: its copies' bytes)
+                step.inputs[prog.leaves[t.index]] = path
+    threshold = run.result.threshold
+    for i in [i for i in run.check if i in prog.outputs]:
+        node = g.tensors[i]
+        ref = np.asarray(run.expected[i][0], np.float64)
+        dev = save(f"out_{i}.bytes.npy", prog.raw[i])
+        save(f"out_{i}.npy", prog.outputs[i])
+        rpath = save(f"ref_{i}.npy", ref)
+        if compared:
+            step.checked.append(Checked(f"{node.op_desc} #{i}" + (f" {node.name}" if node.name else ""), dev, rpath,
+                                        threshold, node.type.name, tuple(node.ne), tuple(node.nb),
+                                        prog.checked[i], node.view_offs))
+    return step
+
+
+def _ops_version() -> str:
+    from . import __version__
+    return __version__
+
+
+def _versions(device) -> dict:
+    """What the outputs depend on: ops, the device's library (ggml and its source.json),
+    the CANN toolkit or the simulator, the SoC."""
+    from cannops.backend.base import device_details
+    v: dict = {"ops": _ops_version(), "python": sys.version.split()[0]}
+    v.update(getattr(device, "repro_versions", dict)())
+    v.setdefault("device", device.description)
+    state = sys.modules.get("cannops.backend.cann.sim.state")
+    if "cann" not in v and state is not None:       # a ggml-cann on the simulated toolkit
+        v["cann"] = f"CANN-SIM, ops' simulated toolkit (backend/cann/sim), SoC {state.soc_from_env()}"
+    with contextlib.suppress(Exception):
+        details = device_details(device.name)
+        if details:
+            v["device_details"] = details
+    home = os.environ.get("ASCEND_TOOLKIT_HOME")
+    if home:
+        v["ascend_toolkit_home"] = home
+    sim = {k: val for k, val in os.environ.items() if k.startswith("CANN_SIM_")}
+    if sim:
+        v["cann_sim_env"] = sim
+    return v
+
+
+def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str:
+    from .compare import worst_elements
+    last = runs[-1]
+    r = last.result
+    verdict = r.status if not r.reason else f"{r.status}: {r.reason}"
+    lines = [f"# {last.case.op} on {device.name}: {r.status}", "",
+             f"Case `{last.case.name}` on {device.name}, inputs of seed {spec.seed}: **{verdict}**.", ""]
+    if r.blame:
+        lines += [f"Blame (each aclnn call evaluated again in float64 on its own inputs): {r.blame}.", ""]
+    if len(runs) > 1:
+        lines += ["The fault depends on what ran before: the program runs these cases in order, on one device,",
+                  "and compares the last:", ""] + [f"{k}. `{x.case.name}`" for k, x in enumerate(runs, 1)] + [""]
+    lines += ["## Versions", ""] + [f"* {k}: {_flat(val)}" for k, val in versions.items()] + [""]
+    lines += ["## Reproduce", "", "```sh", *_how(device), "make run      # exit 0: the stored device outputs "
+              "reproduce byte for byte; 1: they do not", "```", "",
+              "With ops itself:", "", "```sh",
+              f"ops test -b {device.name} --seed {spec.seed} -o " + _quote(",".join(x.case.name for x in runs)),
+              " ".join(_quote(a) for a in ("ops", *spec.argv)) if spec.argv else "", "```", ""]
+    lines += ["## Expected (reference) and got (device)", ""]
+    if last.program.__dict__.get("error"):
+        lines += [f"The run stopped at a refused call: {last.program.error}", ""]
+    for i in [i for i in last.check if i in last.program.outputs]:
+        node = last.graph.tensors[i]
+        worst = worst_elements(last.expected[i][0], last.program.outputs[i])
+        lines += [f"`{node.op_desc}` (node #{i}, {node.type.name}, ne {list(node.ne)}):", ""]
+        if not worst:
+            lines += ["identical to the reference", ""]
+            continue
+        lines += ["| flat index | expected | got |", "| ---: | ---: | ---: |"]
+        lines += [f"| {k} | {want:.9g} | {got:.9g} |" for k, got, want in worst] + [""]
+    lines += _calls_section(device, last)
+    lines += ["## Files", "",
+              "* `repro.c`, `repro.h`, `Makefile`: the standalone program (no Python)",
+              "* `caseK/in_*.npy`: inputs; `caseK/ref_*.npy`: the reference (float64); `caseK/out_*.npy`: "
+              "the device's output (values), `caseK/out_*.bytes.npy` (its bytes, as compared)",
+              "* `trace.json`: the device's ACL / aclnn calls, one record each (docs/trace-and-blame.md)",
+              "* `repro.json`: the same facts for a program", ""]
+    return "\n".join(lines)
+
+
+def _calls_section(device, run: CaseRun) -> list[str]:
+    """The compared case's aclnn calls in the trace's compact form (the blamed one marked
+    `>`): those of the blame's run where there was one, else the recorded ones."""
+    from cannops.backend import trace
+    calls = [c for c in run.result.trace or run.calls if c["call"].startswith("aclnn")]
+    if not calls:
+        return []
+    blamed, _ = trace.blame(calls, run.result.threshold, run.result.error)
+    return (["## Calls", "", f"The aclnn calls of the case on {device.name} (`trace.json` has them in full, "
+             "with the runtime's):", "", "```"] + trace.compact(calls, blamed) + ["```", ""])
+
+
+def _how(device) -> list[str]:
+    if device.name.startswith("GGML-"):
+        return ["make          # against GGML_PREFIX=<a ggml install prefix> (default: the one ops ran on)"]
+    return ["make          # against ASCEND_TOOLKIT_HOME (a CANN toolkit: set_env.sh sets it)"]
+
+
+def _flat(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+def _quote(text: str) -> str:
+    import shlex
+    return shlex.quote(text)

@@ -1,0 +1,220 @@
+"""`ops repro`: the folder it writes, and its standalone C program built and run with no
+Python on PATH (env -i PATH=/usr/bin:/bin): `make run` exits 0 when the stored device
+outputs reproduce byte for byte, 1 when they do not (a stored output perturbed, as a fixed
+device would give), and bad input is one line and exit 2 before any work."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+OPS = [sys.executable, "-m", "cannops.cli.main"]
+BARE = {"PATH": "/usr/bin:/bin"}     # no Python on the program's PATH
+SOFT_MAX = ("SOFT_MAX(type=f32,ne=[16,16,1,1],mask=1,sinks=0,m_prec=f32,nr23=[1,1],scale=1.000000,"
+            "max_bias=0.000000,inplace=0)")
+ABS = "ABS(type=f16,ne_a=[5,7,11,13],v=0)"
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
+                                reason="needs a C compiler and make")
+
+
+def ops(*args, env=None, timeout=600):
+    return subprocess.run([*OPS, *args], capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
+
+
+def make(folder, *targets, env=BARE):
+    return subprocess.run(["make", "-s", *targets], cwd=folder, capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def repro(tmp_path, device, *cases, env=None, name="r"):
+    out = tmp_path / name
+    p = ops("repro", "-b", device, *cases, str(out), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out, json.loads((out / "repro.json").read_text())
+
+
+def built_and_run(out):
+    p = make(out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return make(out, "run")
+
+
+def perturb(out, manifest):
+    """The compared output's stored bytes with one byte changed: a device that now computes
+    something else."""
+    path = out / sorted(f for f in manifest["files"] if f.startswith(f"case{len(manifest['cases'])}/")
+                        and f.endswith(".bytes.npy"))[0]
+    stored = np.load(path)
+    stored[len(stored) // 2] ^= 0x40
+    np.save(path, stored)
+
+
+@pytest.mark.parametrize("case", [SOFT_MAX, ABS])
+def test_a_ggml_cpu_reproducer_builds_and_reproduces_without_python(tmp_path, case):
+    out, manifest = repro(tmp_path, "GGML-CPU", case)
+    assert manifest["cases"] == [case] and manifest["device"] == "GGML-CPU" and manifest["status"] == "OK"
+    assert {"README.md", "Makefile", "repro.c", "repro.h", "trace.json"} <= set(manifest["files"])
+    assert "ggml_new_tensor(ctx, GGML_TYPE_" in (out / "repro.c").read_text()
+    run = built_and_run(out)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "identical to the stored device output" in run.stdout and "reproduced:" in run.stdout
+    assert "vs the reference: NMSE = " in run.stdout and "(OK)" in run.stdout
+    readme = (out / "README.md").read_text()
+    assert case in readme and "make run" in readme and "## Versions" in readme
+
+    perturb(out, manifest)
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env=BARE, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced" in run.stdout and "differs from the stored" in run.stdout
+
+
+def test_several_cases_run_in_order_and_the_last_is_compared(tmp_path):
+    out, manifest = repro(tmp_path, "GGML-CPU", "--after", ABS, SOFT_MAX)
+    assert manifest["cases"] == [ABS, SOFT_MAX] and manifest["compared"] == SOFT_MAX
+    text = (out / "repro.c").read_text()
+    assert "static int case_1(" in text and "static int case_2(" in text
+    run = built_and_run(out)
+    assert run.returncode == 0 and run.stdout.count("identical to the stored") == 1, run.stdout
+
+
+def test_a_folder_written_before_is_rewritten_and_nothing_else_is_touched(tmp_path):
+    out, first = repro(tmp_path, "GGML-CPU", ABS)
+    (out / "notes.txt").write_text("mine")
+    _, manifest = repro(tmp_path, "GGML-CPU", SOFT_MAX)
+    assert manifest["cases"] == [SOFT_MAX] and (out / "notes.txt").read_text() == "mine"
+    gone = set(first["files"]) - set(manifest["files"])
+    assert gone and not any((out / f).exists() for f in gone)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-b", "GGML-CPU", "NOT_AN_OP(type=f32)"], "unknown op"),
+    (["-b", "GGML-CPU", "ABS"], "whole case names"),
+    (["-b", "NO-SUCH-DEVICE", ABS], "not available here"),
+    (["-b", "NUMPY", ABS], "cannot reproduce NUMPY"),
+    (["-b", "GGML-CPU", ABS, "{foreign}"], "not written by ops repro"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, args, message):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("x")
+    args = [a.format(foreign=foreign) for a in args]
+    if "{foreign}" not in " ".join(args) and str(foreign) not in args:
+        args.append(str(tmp_path / "out"))
+    p = ops("repro", *args)
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "out").exists() and sorted(os.listdir(foreign)) == ["keep.txt"]
+
+
+# ---------------------------------------------------------------- GGML-CANN0 ----
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GGML_CANN = pathlib.Path(os.environ.get("OPS_TEST_GGML_CANN", ROOT / "build" / "ggml-cann" / "910B"))
+SET_ROWS = "SET_ROWS(type_src=f16,type_dst=f32,type_idx=i64,ne=[256,5,1,3],nr23=[1,1],r=1,v=0)"
+# ops with the bridge of a test folder (built against the ggml-cann prefix) in place of its own
+LAUNCH = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("cannops.native._ggml", sys.argv.pop(1))
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+sys.modules["cannops.native._ggml"] = mod
+from cannops.cli.main import main
+main()
+"""
+
+
+def _env_sh(path: pathlib.Path) -> dict:
+    return dict(line[len("export "):].split("=", 1) for line in path.read_text().splitlines()
+                if line.startswith("export "))
+
+
+@pytest.fixture(scope="module")
+def ggml_cann(tmp_path_factory):
+    """(the bridge built against a `make ggml-cann` build's prefix, its env.sh); skipped
+    where no such build is here (`make ggml-cann VARIANTS=910B`)."""
+    if not (GGML_CANN / "prefix" / "lib" / "libggml-cann.so").exists():
+        pytest.skip(f"no ggml-cann build at {GGML_CANN} (make ggml-cann VARIANTS=910B)")
+    tmp = tmp_path_factory.mktemp("bridge")
+    build = ("import os; os.environ['GGML_HOME'] = %r\nfrom cannops.native import build_ggml\n"
+             "print(build_ggml.make_ffi().compile(tmpdir=%r, target=None))" % (str(GGML_CANN / "prefix"), str(tmp)))
+    p = subprocess.run([sys.executable, "-c", build], capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout.strip().splitlines()[-1], _env_sh(GGML_CANN / "env.sh")
+
+
+def test_a_ggml_cann_fault_reproduces_without_python(tmp_path, ggml_cann):
+    """ggml-cann's SET_ROWS f16 -> f32 (docs/ggml-cann-on-cann-sim.md) FAILs in ops; the
+    reproducer, against the same ggml-cann on the simulated toolkit, gives the same bytes."""
+    module, env = ggml_cann
+    out = tmp_path / "set_rows"
+    p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", SET_ROWS, str(out)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert p.returncode == 0 and "FAIL" in p.stdout, p.stdout + p.stderr
+    manifest = json.loads((out / "repro.json").read_text())
+    assert manifest["status"] == "FAIL" and manifest["versions"]["ggml"] == "0.25.3"
+    assert "ggml_set_rows(ctx, " in (out / "repro.c").read_text()
+    assert any(c["call"] == "aclnnInplaceIndexCopy" for c in json.loads((out / "trace.json").read_text())[0]["calls"])
+    run = built_and_run(out)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "identical to the stored device output" in run.stdout and "(FAIL)" in run.stdout
+    perturb(out, manifest)
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout + run.stderr
+
+
+# ------------------------------------------------------------------ CANN-SIM ----
+
+@pytest.fixture(scope="module")
+def toolkit(tmp_path_factory):
+    """The simulated toolkit (make cann-sim-toolkit), built for these tests."""
+    from cannops.native import cann_sim_toolkit
+    prefix = tmp_path_factory.mktemp("toolkit")
+    cann_sim_toolkit.build(prefix)
+    return {"ASCEND_TOOLKIT_HOME": str(prefix)}
+
+
+def cann_repro(tmp_path, toolkit, case, fault=""):
+    out, manifest = repro(tmp_path, "CANN-SIM", case, env={**toolkit, "OPS_CANN_FAULT": fault}, name=fault or "r")
+    p = make(out, env={**BARE, **toolkit})
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out, manifest, make(out, "run", env={**BARE, **toolkit})
+
+
+def test_a_cann_sim_reproducer_makes_the_aclnn_calls_in_c_without_python(tmp_path, toolkit):
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX)
+    assert manifest["status"] == "OK" and manifest["versions"]["soc"].startswith("Ascend")
+    text = (out / "repro.c").read_text()
+    for call in ("aclnnMulsGetWorkspaceSize(", "aclnnSoftmax(workspace(ws), ws, executor, stream)", "aclrtMalloc(&m0",
+                 "synchronize();", '#include "aclnnop/aclnn_softmax.h"'):
+        assert call in text
+    calls = [c["call"] for c in json.loads((out / "trace.json").read_text())[0]["calls"]]
+    assert calls.count("aclnnSoftmax") == 1 and "aclrtMemcpy" in calls
+    assert run.returncode == 0 and "identical to the stored device output" in run.stdout, run.stdout + run.stderr
+    assert "(OK)" in run.stdout and "reproduced:" in run.stdout
+    perturb(out, manifest)
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **toolkit}, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_planted_fault_is_reproduced_with_its_wrong_output(tmp_path, toolkit):
+    """softmax-bf16-logits (docs/trace-and-blame.md) makes the logits scratch BF16: the
+    program makes that call, with no fault set, and gets the same wrong bytes."""
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX, "softmax-bf16-logits")
+    assert manifest["status"] == "FAIL" and "NMSE" in manifest["reason"]
+    readme = (out / "README.md").read_text()
+    assert "Blame" in readme and "aclnnMuls (call 1 of 3" in readme and "> #1 aclnnMuls(" in readme
+    assert "aclnnMulsGetWorkspaceSize" in (out / "repro.c").read_text() and "ACL_BF16" in (out / "repro.c").read_text()
+    assert run.returncode == 0 and "(FAIL)" in run.stdout and "identical to the stored" in run.stdout, run.stdout
+    ok, _, _ = cann_repro(tmp_path, toolkit, SOFT_MAX)   # the layer without the fault: other bytes
+    assert np.load(out / "case1/out_2.bytes.npy").tobytes() != np.load(ok / "case1/out_2.bytes.npy").tobytes()
+
+
+def test_a_refused_call_is_reproduced_as_the_refusal(tmp_path, toolkit):
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX, "softmax-bad-dim")
+    assert manifest["status"] == "FAIL" and "161002" in manifest["reason"]
+    assert run.returncode == 0 and "aclnnSoftmaxGetWorkspaceSize returned 161002, as in the run" in run.stdout, \
+        run.stdout + run.stderr

@@ -1,4 +1,4 @@
-"""README.md and docs/*.md point at what is there: every relative link reaches a file (and
+"""README.md and docs/**/*.md point at what is there: every relative link reaches a file (and
 its #anchor a heading of that file), and every path of the tree they name in backquotes
 (`backend/cann/rules_ssm_conv.py`, `native/aclnn/api/*.def`) exists."""
 import pathlib

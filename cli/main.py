@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, plural
-from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_distinct_outputs, check_report_options,
+from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_seed, check_distinct_outputs, check_report_options,
                       check_seconds, check_writable, catalog_option, checked_selection, common_options,
                       graph_file_cases, open_journal, ops_text, output_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
@@ -501,6 +501,32 @@ def cases(model, batch, ctx, why, flash_attn):
              else mc.case.name for mc in found]
     _Stdout.write(click.echo, "\n".join(lines))
     sys.exit(_Stdout.status(0))
+
+
+@cli.command()
+@click.argument("args", nargs=-1, required=True, metavar="CASE... OUTDIR")
+@click.option("-b", "device", metavar="DEVICE", required=True,
+              help="The device: a CANN device (CANN-SIM, CANN0) or a ggml device (GGML-CPU, GGML-CANN0).")
+@click.option("--after", metavar="CASE", multiple=True,
+              help="A case to run before the others, on the same device (repeatable, in order): for a "
+                   "fault that depends on what ran before.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
+@catalog_option
+def repro(args, device, after, seed):
+    """Write a standalone reproducer of CASE on DEVICE into OUTDIR: inputs, reference and device
+    outputs, the call trace, a README in the form of an upstream issue, and a C program with its
+    Makefile (`make run`: exit 0 when the stored device outputs reproduce). Several cases run in
+    order, the last compared."""
+    from .engine import ReproSpec, write_repro
+    if len(args) < 2:
+        raise BadInput("ops repro: give CASE... and OUTDIR")
+    check_seed("--seed", seed)
+    spec = ReproSpec(names=(*after, *args[:-1]), device=device, outdir=args[-1], seed=seed,
+                     argv=tuple(sys.argv[1:]))
+    manifest = write_repro(spec, say=lambda line: click.echo(line, err=True))
+    click.echo(f"{args[-1]}: {manifest['compared']} on {manifest['device']}: {manifest['status']}"
+               + (f" ({manifest['reason']})" if manifest["reason"] else ""))
+    click.echo(f"  cd {args[-1]} && make && make run")
 
 
 @cli.command("list")

@@ -107,6 +107,18 @@ sim.install()
 """
 
 
+# A client that is not Python (ggml-cann, test-backend-ops, an `ops repro` program) may run
+# with no Python on its PATH, where the embedded interpreter could not find its standard
+# library: before the first call starts it, the library names the installation it was built
+# with (PYTHONHOME, unless set already).
+PYTHON_HOME = """
+#include <stdlib.h>
+static void __attribute__((constructor)) cannsim_python_home(void) {
+    if (!Py_IsInitialized()) setenv("PYTHONHOME", %s, 0);
+}
+"""
+
+
 def _site_dirs() -> list[str]:
     """Where this interpreter finds cannops and its dependencies: the client's embedded
     interpreter starts with the base installation's paths only."""
@@ -121,7 +133,8 @@ def build_core(lib64: pathlib.Path, tmp: pathlib.Path) -> pathlib.Path:
     types = build_aclnn._preprocess('#include "acl_types.h"\n')
     ffi.cdef(types + build_aclnn.PREAMBLE_CDEF)
     ffi.embedding_api(build_aclnn.sim_cdef().replace('extern "Python" ', ""))
-    ffi.set_source("_cannsim", '#include "acl_types.h"\n' + build_aclnn.ENTRY_TABLE,
+    home = PYTHON_HOME % json.dumps(sys.base_prefix)
+    ffi.set_source("_cannsim", '#include "acl_types.h"\n' + build_aclnn.ENTRY_TABLE + home,
                    include_dirs=[str(build_aclnn.SRC), str(build_aclnn.GEN)],
                    extra_link_args=[f"-Wl,-rpath,{sysconfig.get_config_var('LIBDIR')}",
                                     f"-Wl,-soname,{CORE}"])

@@ -9,13 +9,9 @@ from __future__ import annotations
 import os
 
 from .library import PREFIX, ffi, lib
+from .library import libdir as _libdir
 
 _devices: dict[str, object] | None = None
-
-
-def _libdir() -> str:
-    """The folder of the libggml the bridge loaded."""
-    return ffi.string(lib.cannops_ggml_libdir()).decode()
 
 
 def _registry() -> dict[str, object]:

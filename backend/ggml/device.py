@@ -21,8 +21,9 @@ from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 
 from . import ops
-from .library import PREFIX, G, ffi, ggml_version, lib, unbound_symbol
+from .library import PREFIX, G, ffi, ggml_version, lib, libdir, unbound_symbol
 from .ops import DEFER, find_replay, load_all, same_params
+from .recorder import GraphProgram, Recorder
 
 SENTINEL_SIZE = 1024      # f32 elements, as test-backend-ops
 PERF_GRAPH_NODES = 8192   # test-backend-ops' eval_perf graph size
@@ -182,12 +183,13 @@ class GGMLDevice(Device):
 
     # --- replay ---
     def replay(self, graph: Graph, sentinels: bool = False, graph_size: int = 0,
-               grads: bool = False) -> Replay:
+               grads: bool = False, builder=G) -> Replay:
         """Rebuild every tensor of the graph in a fresh no_alloc ggml context (with `grads`,
-        room for a backward graph too: Backward, above)."""
+        room for a backward graph too: Backward, above), calling the constructors through
+        `builder` (the guarded lib, or ops repro's Recorder around it)."""
         n = len(graph.tensors)
         graph_size = max(graph_size, 2 * n + 16)
-        n_objs = (2 * n + 2 if sentinels else n) + 32  # + by-products of composite constructors
+        n_objs = objects(n, sentinels)
         mem = _TENSOR_OVERHEAD * n_objs + lib.ggml_graph_overhead_custom(graph_size, False)
         if grads:   # test-backend-ops' eval_grad: 128 tensors and two graphs with gradients
             mem += _TENSOR_OVERHEAD * (128 + 4 * n) + 2 * lib.ggml_graph_overhead_custom(GRAPH_SIZE, True)
@@ -204,18 +206,18 @@ class GGMLDevice(Device):
             deferred = set()
             for t in graph.tensors:
                 if t.op == "NONE":
-                    p = G.ggml_new_tensor(ctx, t.type.value, 4, t.ne)
+                    p = builder.ggml_new_tensor(ctx, t.type.value, 4, t.ne)
                 else:
                     fn = find_replay(t)
                     if fn is None:
                         raise DeviceError(f"no ggml replay for {t.op_desc} (node #{t.index} {label(t)})")
                     srcs = [NULL if s is None or r.ptrs[s.index] is None else r.ptrs[s.index]
                             for s in t.src]
-                    p = fn(G, ctx, t, srcs)
+                    p = fn(builder, ctx, t, srcs)
                     if p is DEFER:
                         deferred.add(t.index)
                         continue
-                self._bind(r, t, p)
+                self._bind(r, t, p, builder)
                 if sentinels and t.view_src is None:
                     self._add_sentinel(r, label(t))
             unbound = [graph.tensors[i] for i in sorted(deferred) if r.ptrs[i] is None]
@@ -231,7 +233,7 @@ class GGMLDevice(Device):
         lib.ggml_set_name(s, b"sent_%d" % len(r.sentinels))
         r.sentinels.append((s, after))
 
-    def _bind(self, r: Replay, t: Tensor, p) -> None:
+    def _bind(self, r: Replay, t: Tensor, p, builder=G) -> None:
         """Map node t to ggml tensor p; nodes that p's constructor built on the way
         (deferred ones) are found through p's src / view_src links."""
         if not p:
@@ -239,11 +241,11 @@ class GGMLDevice(Device):
         r.ptrs[t.index] = p
         for i, s in enumerate(t.src):
             if s is not None and r.ptrs[s.index] is None and i < GGML_MAX_SRC:
-                self._bind(r, s, p.src[i])
+                self._bind(r, s, p.src[i], builder)
         if t.view_src is not None and r.ptrs[t.view_src.index] is None:
-            self._bind(r, t.view_src, p.view_src)
+            self._bind(r, t.view_src, p.view_src, builder)
         if t.name:
-            lib.ggml_set_name(p, t.name.encode()[:63])
+            builder.ggml_set_name(p, t.name.encode()[:63])
         _check(r, t, p)
 
     # --- memory ---
@@ -278,11 +280,7 @@ class GGMLDevice(Device):
 
     def _download(self, t: Tensor, p) -> np.ndarray:
         """Logical values (shape ne[::-1], quantized -> f32) of a tensor, through its strides."""
-        size = lib.ggml_nbytes(p)
-        raw = np.empty(size, np.uint8)
-        if size:
-            lib.ggml_backend_tensor_get(p, ffi.from_buffer(raw), 0, size)
-        return np.ascontiguousarray(values(t, raw))
+        return np.ascontiguousarray(values(t, _raw(p)))
 
     # --- the Device interface ---
     def supports(self, case, graph: Graph) -> Support:
@@ -311,9 +309,7 @@ class GGMLDevice(Device):
             guards = self._sentinel_data(len(r.sentinels))
             for (s, _), data in zip(r.sentinels, guards):
                 lib.ggml_backend_tensor_set(s, ffi.from_buffer(data), 0, data.nbytes)
-            gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
-            G.ggml_build_forward_expand(gf, r.ptrs[graph.out.index])
-            self._compute(gf)
+            self._forward(r, graph)
             if self.after_compute is not None:
                 self.after_compute(r)
             outputs = {i: self._download(graph.tensors[i], r.ptrs[i]) for i in check}
@@ -326,6 +322,45 @@ class GGMLDevice(Device):
             return RunResult(outputs, problems)
         finally:
             r.free()
+
+    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> GraphProgram:
+        """A run as `run`'s, without sentinels, whose graph is built through a Recorder:
+        the outputs (values and raw bytes) and the C that builds the same graph (ops repro)."""
+        self._drop_perf()
+        rec = Recorder(G)
+        r = self.replay(graph, builder=rec)
+        try:
+            self._allocate(r)
+            self._upload(r, graph, inputs)
+            self._forward(r, graph)
+            raw = {i: _raw(r.ptrs[i]) for i in check}
+            return GraphProgram(
+                lines=rec.lines, leaves={t.index: rec.var(r.ptrs[t.index]) for t in graph.leaves},
+                checked={i: rec.var(r.ptrs[i]) for i in check}, out=rec.var(r.ptrs[graph.out.index]),
+                n_objs=objects(len(graph.tensors), False), graph_size=r.graph_size, raw=raw,
+                outputs={i: np.ascontiguousarray(values(graph.tensors[i], raw[i])) for i in check},
+                n_threads=self.n_threads)
+        finally:
+            r.free()
+
+    def reproducer(self, steps, programs: list[GraphProgram], title: str) -> dict[str, str]:
+        """repro.c and its Makefile (ops repro), against the ggml the bridge runs on."""
+        from cannops.backend.repro import sim_environment
+        from . import repro
+        prefix = os.path.dirname(libdir())
+        return {"repro.c": repro.program(self.ggml_name, self.n_threads, steps, programs, title),
+                "Makefile": repro.build_files(prefix, title, sim_environment())}
+
+    def repro_versions(self) -> dict:
+        """ggml's version and commit, and the source.json of a `make ggml-cann` build."""
+        import json
+        v = {"ggml": ggml_version(), "ggml_commit": ffi.string(lib.ggml_commit()).decode()
+             if hasattr(lib, "ggml_commit") else "unknown", "ggml_prefix": os.path.dirname(libdir())}
+        source = os.path.join(os.path.dirname(os.path.dirname(libdir())), "source.json")
+        if os.path.isfile(source):
+            with open(source) as f:
+                v["ggml_source"] = json.load(f)
+        return v
 
     def time(self, case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
         """Seconds for one compute of a graph holding the output node n_runs times (after a
@@ -400,6 +435,11 @@ class GGMLDevice(Device):
             self.n_threads = threads
             bw.free()
 
+    def _forward(self, r: Replay, graph: Graph) -> None:
+        gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
+        G.ggml_build_forward_expand(gf, r.ptrs[graph.out.index])
+        self._compute(gf)
+
     def _compute(self, gf) -> None:
         status = lib.ggml_backend_graph_compute(self.backend, gf)
         if status != lib.GGML_STATUS_SUCCESS:
@@ -410,6 +450,21 @@ class GGMLDevice(Device):
         if self._perf is not None:
             self._perf[2].free()
             self._perf = None
+
+
+def objects(n: int, sentinels: bool) -> int:
+    """Tensors a replay's context holds room for: the graph's (+ a sentinel after each),
+    and the by-products of composite constructors."""
+    return (2 * n + 2 if sentinels else n) + 32
+
+
+def _raw(p) -> np.ndarray:
+    """A tensor's bytes (ggml_nbytes of them) as the device holds them."""
+    size = lib.ggml_nbytes(p)
+    raw = np.empty(size, np.uint8)
+    if size:
+        lib.ggml_backend_tensor_get(p, ffi.from_buffer(raw), 0, size)
+    return raw
 
 
 def _like(t: Tensor, p) -> Tensor:

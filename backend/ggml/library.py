@@ -74,5 +74,10 @@ def unbound_symbol(error: AttributeError) -> str | None:
     return m[1] if m else None
 
 
+def libdir() -> str:
+    """The folder of the libggml the bridge loaded."""
+    return ffi.string(lib.cannops_ggml_libdir()).decode()
+
+
 def ggml_version() -> str:
     return ffi.string(lib.ggml_version()).decode()

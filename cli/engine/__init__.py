@@ -27,6 +27,7 @@ _API = {
                      "split_ops_filter", "suggest", "sample_per_op", "parse_shard"), "selection"),
     **dict.fromkeys(("worst_lines", "trace_lines"), "compare"),
     **dict.fromkeys(("reference_dir",), "refcache"),
+    **dict.fromkeys(("ReproSpec", "check_repro", "write_repro"), "repro"),
     **dict.fromkeys(("TboSpec", "check_binary", "list_cases", "binary_source", "run_tbo",
                      "Reader", "death_story", "case_statuses", "log_processes", "is_death"), "tbo"),
 }

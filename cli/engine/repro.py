@@ -1,0 +1,275 @@
+"""`ops repro`: a case (or a sequence of cases, the last compared) run once on one device
+with everything it did recorded, written out as what a bug report needs: the case, seed
+and versions, inputs and outputs as .npy, the call trace, a README in the form of an
+upstream issue, and a standalone C program with its Makefile (the device's writer:
+backend/ggml/repro.py, backend/cann/repro.py) that makes the same calls on the same
+inputs and says whether the stored device outputs reproduce."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .selection import BadInput
+
+MARKER = "repro.json"      # what says a folder was written by ops repro (and lists its files)
+
+
+@dataclass(frozen=True)
+class ReproSpec:
+    names: tuple[str, ...]     # the cases in order; the last is compared
+    device: str
+    outdir: str
+    seed: int = 0
+    argv: tuple[str, ...] = ()   # the command line, for the README
+
+
+@dataclass
+class CaseRun:
+    """One case as it ran: its graph, inputs, checked nodes, reference, outputs, verdict."""
+    case: object
+    graph: object
+    inputs: dict
+    check: list[int]
+    expected: dict
+    program: object
+    result: object
+    calls: list = field(default_factory=list)
+
+
+def check_repro(spec: ReproSpec) -> list:
+    """The cases, after every check that needs no run: a bad one is BadInput (one line)."""
+    from cannops.backend.base import list_devices
+    if not spec.names:
+        raise BadInput("ops repro: name at least one case")
+    cases = [_case(name) for name in spec.names]
+    _check_outdir(Path(spec.outdir))
+    names = [n for n, _ in list_devices([spec.device])]
+    if spec.device not in names:
+        raise BadInput(f"device {spec.device!r} not available here; available: {', '.join(names) or 'none'}")
+    if not (spec.device.startswith("GGML-") or spec.device.startswith("CANN")):
+        raise BadInput(f"ops repro writes programs for CANN devices and ggml devices (GGML-*), not for {spec.device}")
+    return cases
+
+
+def _case(name: str):
+    from .selection import select_cases
+    if "(" not in name:
+        raise BadInput(f"ops repro takes whole case names, e.g. 'ABS(type=f32,ne_a=[128,2,2,2],v=0)', not {name!r}")
+    picked = [c for _, c in select_cases("test", name)]
+    if len(picked) != 1:
+        raise BadInput(f"no test case named {name!r}")
+    return picked[0]
+
+
+def _check_outdir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise BadInput(f"{out} is not empty and was not written by ops repro: name a new folder")
+
+
+def write_repro(spec: ReproSpec, say=print) -> dict:
+    """Run the cases on the device, recorded, and write the folder; the manifest returned."""
+    from cannops.backend.base import open_device
+    cases = check_repro(spec)
+    device = open_device(spec.device)
+    try:
+        graphs = [c.build() for c in cases]
+        for case, g in zip(cases, graphs):
+            s = device.supports(case, g)
+            if not s:
+                raise BadInput(f"{case.name} is not supported on {spec.device}: {s.reason}")
+        runs = [_run(device, case, g, spec.seed, last=(k == len(cases) - 1), say=say)
+                for k, (case, g) in enumerate(zip(cases, graphs))]
+        return _write(spec, device, runs)
+    finally:
+        device.close()
+
+
+def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
+    from cannops.backend.base import RunResult
+    from .execute import _judge, _reference, check_indices
+    say(f"running {case.name} on {device.name}" + ("" if last else " (before the last)"))
+    inputs = case.init_inputs(graph, seed)
+    check = check_indices(graph)
+    expected, _ = _reference(case, graph, inputs, check, seed, None)
+    with _sim_trace(device) as calls:
+        program = device.run_recorded(case, graph, inputs, check)
+    result = _judge(device, case, graph, check, expected, RunResult(program.outputs, []), False)
+    return CaseRun(case, graph, inputs, check, expected, program, result,
+                   getattr(program, "calls", None) or calls)
+
+
+@contextlib.contextmanager
+def _sim_trace(device):
+    """A ggml device over the simulated toolkit (GGML-CANN0 on CANN-SIM): the simulator in
+    this process records ggml-cann's calls. Others: nothing (a CANN device records its own)."""
+    trace = sys.modules.get("cannops.backend.cann.sim.trace")
+    calls: list = []
+    if not device.name.startswith("GGML-") or trace is None or trace.ON:
+        yield calls
+        return
+    trace.start()
+    try:
+        yield calls
+    finally:
+        calls.extend(trace.stop().calls)
+
+
+# ------------------------------------------------------------------ files ----
+
+def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
+    out = Path(spec.outdir)
+    _clear(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[str] = []
+    steps = []
+    from cannops.backend.repro import HEADER, Step
+    for k, run in enumerate(runs, 1):
+        steps.append(_write_case(out, f"case{k}", run, k == len(runs), files))
+    title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
+    texts = device.reproducer(steps, [r.program for r in runs], title)
+    shutil.copyfile(HEADER, out / "repro.h")
+    files.append("repro.h")
+    versions = _versions(device)
+    texts["trace.json"] = json.dumps([{"case": r.case.name, "calls": r.calls} for r in runs], indent=1) + "\n"
+    manifest = {"tool": "ops repro", "ops": _ops_version(), "device": device.name, "seed": spec.seed,
+                "cases": [r.case.name for r in runs], "compared": runs[-1].case.name,
+                "status": runs[-1].result.status, "reason": runs[-1].result.reason,
+                "error": runs[-1].result.error, "threshold": runs[-1].result.threshold,
+                "versions": versions, "command": list(spec.argv)}
+    texts["README.md"] = _readme(spec, device, runs, versions)
+    for name, text in texts.items():
+        (out / name).write_text(text)
+        files.append(name)
+    manifest["files"] = sorted(files)
+    (out / MARKER).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def _clear(out: Path) -> None:
+    """A folder ops repro wrote before: the files it listed go (nothing else is touched)."""
+    marker = out / MARKER
+    if not marker.is_file():
+        return
+    try:
+        listed = json.loads(marker.read_text()).get("files", [])
+    except ValueError:
+        listed = []
+    for name in listed:
+        path = (out / name).resolve()
+        if path.is_relative_to(out.resolve()) and path.is_file():
+            path.unlink()
+    marker.unlink()
+
+
+def _write_case(out: Path, folder: str, run: CaseRun, compared: bool, files: list[str]):
+    import numpy as np
+    from cannops.backend.repro import Checked, Step
+    (out / folder).mkdir(exist_ok=True)
+
+    def save(name: str, array) -> str:
+        rel = f"{folder}/{name}"
+        np.save(out / rel, np.ascontiguousarray(array))
+        files.append(rel)
+        return rel
+
+    g, prog = run.graph, run.program
+    step = Step(run.case.name, folder)
+    for t in g.leaves:
+        if t.index in run.inputs:
+            path = save(f"in_{t.index}_{t.name or 'leaf'}.npy", run.inputs[t.index])
+            step.inputs[prog.leaves[t.index]] = path
+    threshold = run.result.threshold
+    for i in run.check:
+        node = g.tensors[i]
+        ref = np.asarray(run.expected[i][0], np.float64)
+        dev = save(f"out_{i}.bytes.npy", prog.raw[i])
+        save(f"out_{i}.npy", prog.outputs[i])
+        rpath = save(f"ref_{i}.npy", ref)
+        if compared:
+            step.checked.append(Checked(f"{node.op_desc} #{i}" + (f" {node.name}" if node.name else ""), dev, rpath,
+                                        threshold, node.type.name, tuple(node.ne), tuple(node.nb),
+                                        prog.checked[i]))
+    return step
+
+
+def _ops_version() -> str:
+    from . import __version__
+    return __version__
+
+
+def _versions(device) -> dict:
+    """What the outputs depend on: ops, the device's library (ggml and its source.json),
+    the CANN toolkit or the simulator, the SoC."""
+    from cannops.backend.base import device_details
+    v: dict = {"ops": _ops_version(), "python": sys.version.split()[0]}
+    v.update(getattr(device, "repro_versions", dict)())
+    with contextlib.suppress(Exception):
+        v["device_details"] = device_details(device.name)
+    home = os.environ.get("ASCEND_TOOLKIT_HOME")
+    if home:
+        v["ascend_toolkit_home"] = home
+    sim = {k: val for k, val in os.environ.items() if k.startswith("CANN_SIM_")}
+    if sim:
+        v["cann_sim_env"] = sim
+    return v
+
+
+def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str:
+    from .compare import worst_elements
+    last = runs[-1]
+    r = last.result
+    verdict = r.status if not r.reason else f"{r.status}: {r.reason}"
+    lines = [f"# {last.case.op} on {device.name}: {r.status}", "",
+             f"Case `{last.case.name}` on {device.name}, inputs of seed {spec.seed}: **{verdict}**.", ""]
+    if len(runs) > 1:
+        lines += ["The fault depends on what ran before: the program runs these cases in order, on one device,",
+                  "and compares the last:", ""] + [f"{k}. `{x.case.name}`" for k, x in enumerate(runs, 1)] + [""]
+    lines += ["## Versions", ""] + [f"* {k}: {_flat(val)}" for k, val in versions.items()] + [""]
+    lines += ["## Reproduce", "", "```sh", *_how(device), "make run      # exit 0: the stored device outputs "
+              "reproduce byte for byte; 1: they do not", "```", "",
+              "With ops itself:", "", "```sh",
+              f"ops test -b {device.name} --seed {spec.seed} -o " + _quote(",".join(x.case.name for x in runs)),
+              " ".join(_quote(a) for a in ("ops", *spec.argv)) if spec.argv else "", "```", ""]
+    lines += ["## Expected (reference) and got (device)", ""]
+    for i in last.check:
+        node = last.graph.tensors[i]
+        worst = worst_elements(last.expected[i][0], last.program.outputs[i])
+        lines += [f"`{node.op_desc}` (node #{i}, {node.type.name}, ne {list(node.ne)}):", ""]
+        if not worst:
+            lines += ["identical to the reference", ""]
+            continue
+        lines += ["| flat index | expected | got |", "| ---: | ---: | ---: |"]
+        lines += [f"| {k} | {want:.9g} | {got:.9g} |" for k, got, want in worst] + [""]
+    lines += ["## Files", "",
+              "* `repro.c`, `repro.h`, `Makefile`: the standalone program (no Python)",
+              "* `caseK/in_*.npy`: inputs; `caseK/ref_*.npy`: the reference (float64); `caseK/out_*.npy`: "
+              "the device's output (values), `caseK/out_*.bytes.npy` (its bytes, as compared)",
+              "* `trace.json`: the device's ACL / aclnn calls, one record each (docs/trace-and-blame.md)",
+              "* `repro.json`: the same facts for a program", ""]
+    return "\n".join(lines)
+
+
+def _how(device) -> list[str]:
+    if device.name.startswith("GGML-"):
+        return ["make          # against GGML_PREFIX=<a ggml install prefix> (default: the one ops ran on)"]
+    return ["make          # against ASCEND_TOOLKIT_HOME (a CANN toolkit: set_env.sh sets it)"]
+
+
+def _flat(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+def _quote(text: str) -> str:
+    import shlex
+    return shlex.quote(text)

@@ -160,10 +160,14 @@ ggml-cann-check: ggml-cann
 
 # The ggml-cann findings filed-ready (docs/upstream/): each report's smallest case run by
 # test-backend-ops of the variants built under GGML_CANN_OUT (910B required; 310P where
-# built), each must still show its fault (tests/test_upstream.py; make ggml-cann-check first)
+# built), and its reproducer written by ops repro -b GGML-CANN0 into build/upstream/, built
+# and run without Python: each must still show its fault (tests/test_upstream.py). The
+# bridge goes on the 910B prefix for it, and back to the wheel's ggml afterwards.
 upstream-check: setup
-	UPSTREAM_CHECK_BUILD=$(abspath $(GGML_CANN_OUT)) UPSTREAM_CHECK_REQUIRED=1 \
-	    $(PY) -m pytest -q -p no:cacheprovider tests/test_upstream.py
+	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
+	UPSTREAM_CHECK_BUILD=$(abspath $(GGML_CANN_OUT)) UPSTREAM_CHECK_REQUIRED=1 UPSTREAM_CHECK_REPRO=1 \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/test_upstream.py; \
+	    status=$$?; $(MAKE) native; exit $$status
 
 # An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
 # variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its

@@ -3,8 +3,11 @@ docs/ggml-cann-on-cann-sim.md (each probe of bench/ggml_cann_findings.py) has a 
 index line saying why not, every report has the parts an upstream issue needs, and each
 report's smallest case, run by test-backend-ops of a `make ggml-cann` build on the simulated
 toolkit, shows the fault the report describes (skipped where no build is present, unless
-`make upstream-check` asks for it: UPSTREAM_CHECK_REQUIRED=1)."""
+`make upstream-check` asks for it: UPSTREAM_CHECK_REQUIRED=1), and so does its reproducer:
+written by `ops repro -b GGML-CANN0` (UPSTREAM_CHECK_REPRO=1: make upstream-check rebuilds
+the bridge on the 910B prefix first), built and run with no Python on PATH."""
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -21,6 +24,8 @@ SECTIONS = ("## What fails", "## Smallest case", "## The failing call", "## ggml
 FIXED_SECTIONS = ("## What failed", "## Smallest case", "## Fixed in")
 BUILD = pathlib.Path(os.environ.get("UPSTREAM_CHECK_BUILD", ROOT / "build" / "ggml-cann"))
 REQUIRED = os.environ.get("UPSTREAM_CHECK_REQUIRED") == "1"
+REPRO = os.environ.get("UPSTREAM_CHECK_REPRO") == "1"
+OPS = ROOT / ".venv" / "bin" / "ops"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -51,12 +56,28 @@ def header(text: str) -> dict[str, str]:
     return {m[1].strip(): m[2].strip() for m in re.finditer(r"^\| *([\w ]+?) *\| *(.+?) *\|$", head, re.M)}
 
 
+def _sh_block(text: str, heading: str) -> list[str]:
+    """The lines of the first ```sh block of a report's section."""
+    section = text.split(f"## {heading}\n", 1)[-1].split("\n## ", 1)[0] if f"## {heading}\n" in text else ""
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    return block[1].splitlines() if block else []
+
+
+def repro_block(text: str) -> dict:
+    """The ```sh block of "## Reproducer": the `ops repro` command (its cases and folder), the
+    status it records (# recorded: FAIL), or why there is none (# no repro: WHY)."""
+    lines = _sh_block(text, "Reproducer")
+    command = [shlex.split(l) for l in lines if l.startswith("ops repro ")]
+    recorded = [m[1] for l in lines if (m := re.match(r"# recorded: (\w+)$", l))]
+    no_repro = [m[1] for l in lines if (m := re.match(r"# no repro: (.+)", l))]
+    return {"argv": command[0] if command else None, "recorded": recorded[0] if recorded else None,
+            "no_repro": no_repro[0] if no_repro else None}
+
+
 def check_block(text: str) -> dict:
     """The first ```sh block of "## Smallest case": the test-backend-ops command and its
     directives (# expect: REGEX, # variant: 310P, # simulator: without RULE, # no check: WHY)."""
-    section = text.split("## Smallest case", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```sh\n(.*?)```", section, re.S)
-    lines = block[1].splitlines() if block else []
+    lines = _sh_block(text, "Smallest case")
     out = {"command": [l for l in lines if l.startswith("test-backend-ops ")], "expect": [], "variant": "910B",
            "without": None, "no_check": None}
     for line in lines:
@@ -103,6 +124,9 @@ def test_a_report_has_the_parts_an_upstream_issue_needs(report):
         f"{report.name}: one test-backend-ops command and what it shows (# expect:), or # no check: why"
     for command in block["command"]:
         assert " -o " in command and " -p " in command, f"{report.name}: -o and -p pick the smallest case"
+    repro = repro_block(text)
+    assert fields["status"].startswith("fixed") or repro["no_repro"] or (repro["argv"] and repro["recorded"] and repro["argv"][-1] == f"build/upstream/{report.stem}"), \
+        f"{report.name}: an `ops repro … build/upstream/{report.stem}` line and its # recorded: status, or # no repro: why"
 
 
 def _env(variant_dir: pathlib.Path, without: str | None) -> dict:
@@ -123,11 +147,7 @@ CHECKED = [p for p in REPORTS if not check_block(p.read_text())["no_check"]]
 @pytest.mark.parametrize("report", CHECKED, ids=lambda p: p.stem)
 def test_the_smallest_case_shows_the_fault(report):
     block = check_block(report.read_text())
-    variant = BUILD / block["variant"]
-    if not (variant / "bin" / "test-backend-ops").exists():
-        if REQUIRED and block["variant"] == "910B":
-            pytest.fail(f"no {variant}/bin/test-backend-ops: make ggml-cann VARIANTS=910B")
-        pytest.skip(f"no {variant}/bin/test-backend-ops: make ggml-cann VARIANTS={block['variant']}")
+    variant = _variant_or_skip(block["variant"])
     # the launcher (bin/) sets the variant's relaxations; without one, the binary under prefix/
     binary = variant / ("prefix/bin" if block["without"] else "bin") / "test-backend-ops"
     argv = [str(binary), *shlex.split(block["command"][0])[1:]]
@@ -135,6 +155,50 @@ def test_the_smallest_case_shows_the_fault(report):
     text = ANSI.sub("", p.stdout + p.stderr)
     for expect in block["expect"]:
         assert re.search(expect, text), f"{report.name}: no /{expect}/ in:\n{text[-3000:]}"
+
+
+REPRODUCED = [p for p in REPORTS if repro_block(p.read_text())["argv"]]
+
+
+def _variant_or_skip(variant: str) -> pathlib.Path:
+    if not (BUILD / variant / "bin" / "test-backend-ops").exists():
+        if REQUIRED and variant == "910B":
+            pytest.fail(f"no {BUILD / variant}/bin/test-backend-ops: make ggml-cann VARIANTS=910B")
+        pytest.skip(f"no {BUILD / variant}/bin/test-backend-ops: make ggml-cann VARIANTS={variant}")
+    return BUILD / variant
+
+
+@pytest.mark.parametrize("report", REPRODUCED, ids=lambda p: p.stem)
+def test_the_reproducer_builds_runs_without_python_and_shows_the_fault(report):
+    """`ops repro` on GGML-CANN0 writes the folder; `make` and `make run` under a bare
+    environment (PATH=/usr/bin:/bin) reproduce the recorded device output byte for byte;
+    where the report is about a relaxation, the same program without it aborts on the refusal."""
+    if not REPRO:
+        pytest.skip("make upstream-check writes and runs the reproducers (the bridge on the 910B prefix)")
+    text = report.read_text()
+    repro, block = repro_block(text), check_block(text)
+    variant = _variant_or_skip("910B")
+    env = _env(variant, None)
+    argv = [str(OPS), *repro["argv"][1:]]
+    p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, f"{' '.join(argv)}:\n{p.stderr[-2000:]}"
+    folder = ROOT / repro["argv"][-1]
+    assert json.loads((folder / "repro.json").read_text())["status"] == repro["recorded"]
+    bare = {"PATH": "/usr/bin:/bin"}
+    built = subprocess.run(["make"], cwd=folder, capture_output=True, text=True, timeout=300, env=bare)
+    assert built.returncode == 0, built.stderr[-2000:]
+    run = subprocess.run(["make", "run"], cwd=folder, capture_output=True, text=True, timeout=600, env=bare)
+    assert run.returncode == 0 and "reproduced: the device's outputs are the stored ones, byte for byte" in run.stdout, \
+        run.stdout[-2000:] + run.stderr[-2000:]
+    if block["without"]:   # the same program, the relaxation taken out: the refusal the report names
+        less = _env(variant, block["without"])
+        override = [f"CANN_SIM_ALLOW={less['CANN_SIM_ALLOW']}", f"CANN_SIM_MALLOC_ALIGN={less.get('CANN_SIM_MALLOC_ALIGN', '')}"]
+        run = subprocess.run(["make", "run", *override], cwd=folder, capture_output=True, text=True, timeout=600,
+                             env=bare)
+        text = ANSI.sub("", run.stdout + run.stderr)
+        assert run.returncode != 0, text[-2000:]
+        for expect in block["expect"]:
+            assert re.search(expect, text), f"{report.name}: no /{expect}/ in:\n{text[-3000:]}"
 
 
 def test_the_directives_of_a_check_are_read():

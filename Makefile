@@ -13,7 +13,7 @@ NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-check tbo-names parity-0.25.3 \
 	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
-	ascend-ci-replay clean
+	upstream-check ascend-ci-replay clean
 
 all: setup
 
@@ -156,6 +156,17 @@ ggml-cann-check: ggml-cann
 	. $(GGML_CANN_OUT)/910B/env.sh && \
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \
 	    $(OPS) test -b GGML-CANN0 -o ROPE -p '$(SAMPLE_ROPE_P)' -j 2 --timeout 600; \
+	    status=$$?; $(MAKE) native; exit $$status
+
+# The ggml-cann findings filed-ready (docs/upstream/): each report's smallest case run by
+# test-backend-ops of the variants built under GGML_CANN_OUT (910B required; 310P where
+# built), and its reproducer written by ops repro -b GGML-CANN0 into build/upstream/, built
+# and run without Python: each must still show its fault (tests/test_upstream.py). The
+# bridge goes on the 910B prefix for it, and back to the wheel's ggml afterwards.
+upstream-check: setup
+	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
+	UPSTREAM_CHECK_BUILD=$(abspath $(GGML_CANN_OUT)) UPSTREAM_CHECK_REQUIRED=1 UPSTREAM_CHECK_REPRO=1 \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/test_upstream.py; \
 	    status=$$?; $(MAKE) native; exit $$status
 
 # An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B

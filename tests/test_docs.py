@@ -1,4 +1,4 @@
-"""README.md and docs/*.md point at what is there: every relative link reaches a file (and
+"""README.md and docs/**/*.md point at what is there: every relative link reaches a file (and
 its #anchor a heading of that file), and every path of the tree they name in backquotes
 (`backend/cann/rules_ssm_conv.py`, `native/aclnn/api/*.def`) exists."""
 import pathlib
@@ -7,7 +7,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "native" / "aclnn" / "README.md"]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md")), ROOT / "native" / "aclnn" / "README.md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\n]+)`")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)

@@ -141,7 +141,7 @@ class CANNRules(Device):
         return (ACLNN,) if self.soc == soc.DEFAULT else (f"{ACLNN}:{self.soc}", ACLNN)
 
     def supports(self, case, graph: Graph) -> Support:
-        return rules.supports(graph, has_handler, self.soc)
+        return rules.supports(graph, has_handler, self.soc, case.op)
 
 
 class CANNDevice(CANNRules):

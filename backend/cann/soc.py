@@ -42,7 +42,7 @@ def parse(text: str) -> list[str]:
 #   the source gives the page's "no" no ground, and op_api's default NpuArch branch accepts
 #   the 310P with the pre-A2 dtype list: offered, with the page's A2 dtypes less BFLOAT16.
 #   At the extracted commits that overrules the 不支持 of 32 pages (aclnnAdd, Div, Exp, ...,
-#   which ggml-cann's ASCEND_310P build calls, as the Ascend 310P CI runs it).
+#   which ggml-cann's ASCEND_310P build calls; no 310P run of it is published).
 # The simulator refuses these operators on that SoC; the rules refuse an op whose handler
 # would call one (Rule.calls says when a handler calls an operator only for some nodes).
 UNOFFERED: dict[str, dict[str, str]] = {

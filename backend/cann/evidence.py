@@ -146,9 +146,12 @@ def _registration_refuses(family: str, operator: str) -> bool:
     return operator in UNOFFERED.get(family, {})
 
 
+_RANK = {level: i for i, level in enumerate(LEVELS)}
+
+
 def _weakest(items: list[Evidence]) -> Evidence:
-    rank = {level: i for i, level in enumerate(LEVELS)}
-    worst = max(items, key=lambda e: rank[e.level])
+    """The least sure of `items`, the lines of all of that level joined."""
+    worst = max(items, key=lambda e: _RANK[e.level])
     same = [e for e in items if e.level == worst.level]
     return worst if len(same) == 1 else Evidence(worst.level, "; ".join(dict.fromkeys(e.line for e in same)))
 
@@ -185,8 +188,7 @@ def refused(rule: Rule | None, node: Tensor, family: str, op: str, why: str,
         found += [_reason_evidence(rule, family, op, reason, soc_checks)
                   for ok, reason in rule.soc.get(family, ()) + soc_checks if not ok(node)]
         found += [operator_evidence(o, family) for o in _called(rule, node, family) if unoffered(family, o)]
-    rank = {level: i for i, level in enumerate(LEVELS)}
-    return min(found, key=lambda e: rank[e.level])
+    return min(found, key=lambda e: _RANK[e.level])
 
 
 def _reason_evidence(rule: Rule | None, family: str, op: str, why: str, soc_checks: tuple[Check, ...]) -> Evidence:

@@ -14,6 +14,9 @@ a node whose handler would call an operator the SoC does not offer (soc.UNOFFERE
 its page and kernel registration; `calls` says which operators a handler calls only for
 some nodes).
 
+Each answer carries its evidence level (evidence.py: a device run, a device path, a page,
+a build's claim), which `supports` returns and `explain` prints with its source.
+
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
 
@@ -137,7 +140,7 @@ RULES: dict[str, Rule] = {}   # op_key -> Rule; filled by the rules_<family>.py 
 
 
 def refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None,
-             soc: str = DEFAULT_SOC) -> str | None:
+            soc: str = DEFAULT_SOC) -> str | None:
     """Why the CANN backend cannot run op node `node` on a SoC of family `soc` (None: a
     rule accepts it)."""
     rule = RULES.get(node.op_key)

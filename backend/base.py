@@ -24,6 +24,7 @@ class DeviceError(Exception):
 class Support:
     ok: bool
     reason: str = ""   # why not: the node and the rule that rejected it
+    evidence: str = ""  # how sure the answer is (a CANN device: backend/cann/evidence.py's level)
 
     def __bool__(self) -> bool:
         return self.ok

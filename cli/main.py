@@ -459,12 +459,22 @@ def _explain(results_in, compute, markdown, output, ops, params, backends, shard
         raise BadInput("--explain: the rules are the CANN devices'; no CANN device selected "
                        "(see `ops list devices`)")
     click.echo(f"CANN rules ({', '.join(targets)}), as ggml-cann v0.20.2's supports_op unless said")
+    tally: dict[tuple[str, str], dict[str, dict[str, int]]] = {}   # (soc, op) -> verdict -> level -> cases
     for _, case in checked_selection("support", selection_ops(ops, cases_file), params, shard, sample=sample):
         click.echo(case.name)
         graph = case.build()
         for s in socs:
-            for line in rules.explain(graph, soc=s):
+            for line in rules.explain(graph, soc=s, op=case.op):
                 click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{line}")
+            verdict = rules.supports(graph, soc=s, op=case.op)
+            levels = tally.setdefault((s, case.op), {}).setdefault("accepted" if verdict else "refused", {})
+            levels[verdict.evidence] = levels.get(verdict.evidence, 0) + 1
+    click.echo("")
+    click.echo("Evidence per op (the level each verdict rests on: docs/socs.md#evidence):")
+    for (s, op), verdicts in tally.items():
+        click.echo(f"  {f'[{s}] ' if len(socs) > 1 else ''}{op}: " + "; ".join(
+            f"{sum(levels.values())} {verdict} ("
+            + ", ".join(f"{n} {level}" for level, n in levels.items()) + ")" for verdict, levels in verdicts.items()))
 
 
 def _model_cases(model, batch, ctx, flash_attn=True):

@@ -11,6 +11,16 @@ def _evidence(device: str, computed: bool) -> str:
     return how + ("; simulated device" if device.split(":")[0].endswith("-SIM") else "")
 
 
+def _levels(results) -> str:
+    """The evidence levels of an op's verdicts (a CANN device's, backend/cann/evidence.py):
+    one level, or each with its count."""
+    from .support import evidence_counts
+    counts = evidence_counts(results)
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{level} {n}" for level, n in counts.items())
+
+
 def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]:
     """The report of one run of a model's cases (support mode, or test mode with --run)."""
     flops_by_name = {mc.case.name: mc.flops() for mc in model_cases}
@@ -29,7 +39,7 @@ def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]
             if r.device == dev:
                 got.setdefault(r.op, []).append(r)
         lines += ["", f"{dev} ({_evidence(dev, computed)})",
-                  f"  {'op':<16} {'status':<32} {'FLOPs':>7}  cases"]
+                  f"  {'op':<16} {'status':<32} {'FLOPs':>7}  cases  evidence"]
         fallback, failing, fallback_flops = [], [], 0
         for op in cases_by_op:
             rs = got.get(op, [])
@@ -48,7 +58,7 @@ def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]
                 fallback.append(op)
             fallback_flops += sum(flops_by_name.get(f"{r.op}({r.params})", 0) for r in rs if r.status != OK)
             share = 100 * flops_by_op[op] / total
-            lines.append(f"  {op:<16} {status:<32} {share:6.1f}%  {cases_by_op[op]}")
+            lines.append(f"  {op:<16} {status:<32} {share:6.1f}%  {cases_by_op[op]:>5}  {_levels(rs)}".rstrip())
             why = next((r.reason for r in rs if r.status != OK and r.reason), "")
             if why:
                 lines.append(f"    why: {why}")

@@ -33,13 +33,17 @@ def selected_devices(wanted, include_reference=False, soc=None):
 def use_socs(soc):
     """--soc's families; one of them is CANN-SIM's SoC in this process and its workers (set
     before the devices are discovered: the simulator reads CANN_SIM_SOC when it starts)."""
-    if not soc:
-        return []
-    from cannops.backend.cann.soc import SIMULATED, parse
+    if not soc and os.environ.get("CANN_SIM_SOC_EVIDENCE") != "pages":
+        return []   # (and the CANN package is not imported for nothing)
+    from cannops.backend.cann.soc import DEFAULT, SIMULATED, family, mode, parse
     try:
-        socs = parse(soc)
+        socs = parse(soc) if soc else []
     except ValueError as e:
         raise BadInput(f"--soc: {e}") from None
+    if mode() == "pages" and (socs or [family(os.environ.get("CANN_SIM_SOC", ""))]) == [DEFAULT]:
+        raise BadInput("--soc-evidence pages: the pages decide only on the 310P: give --soc 310P")
+    if not socs:
+        return []
     if len(socs) == 1:
         os.environ["CANN_SIM_SOC"] = SIMULATED[socs[0]]
     return socs
@@ -66,6 +70,19 @@ def catalog_option(f):
     return click.option("--catalog", metavar="VERSION", expose_value=False, callback=_use_catalog,
                         help="The test-backend-ops version whose cases to use (0.20.2, 0.25.3); "
                              "default: that of the ggml the GGML devices run, the newest without one.")(f)
+
+
+def _use_soc_evidence(ctx, param, value):
+    if value is not None:
+        from cannops.backend.cann.soc import use
+        use(value)   # the workers and CANN-SIM inherit it (CANN_SIM_SOC_EVIDENCE)
+
+
+soc_evidence_option = click.option(
+    "--soc-evidence", type=click.Choice(("source", "pages")), expose_value=False, callback=_use_soc_evidence,
+    help="How the 310P reads an aclnn page that does not offer it: source (default: the operator's "
+         "source decides, as ggml-cann's 310P build assumes), or pages (the page decides: every such "
+         "operator is refused, 561003, as a device without its kernel answers).")
 
 
 def at_least_one(ctx, param, value):
@@ -104,7 +121,8 @@ def selection_options(f):
         click.option("--shard", metavar="K/N", help="Run the K-th of N deterministic slices of the cases."),
         click.option("--soc", metavar="SOC", help="The SoC CANN-SIM simulates: 910B (default) or 310P, "
                                                   "whose rules and aclnn tables follow; a comma list "
-                                                  "(910B,310P) tests each as CANN-SIM:<SOC>."))
+                                                  "(910B,310P) tests each as CANN-SIM:<SOC>."),
+        soc_evidence_option)
 
 
 def output_option(f):

@@ -3,7 +3,7 @@ sources, the device's sources and its library decide them), so a probe that ran 
 answered again from the user's cache without building a graph or starting a worker.
 
 The cache holds, per device key (cases.cache), the DeviceInfo of the probe that filled it
-and each case's status and reason; a probe whose cases are not all there runs as before
+and each case's status, reason and evidence level; a probe whose cases are not all there runs as before
 (workers, graphs) and adds its answers.
 """
 from __future__ import annotations
@@ -27,6 +27,12 @@ def _entry(device: str) -> str | None:
     # the cases and the CANN rules follow the catalog version
     h = hashlib.sha256(f"{key}|{current()}|{cache.sources_hash('cases', 'backend', 'native')}".encode())
     return f"probe-{h.hexdigest()[:24]}.pickle"
+
+
+def _decided(device: str, case, decision: tuple, index: int) -> CaseResult:
+    """A cached decision, (status, reason, evidence), as the probe's result."""
+    status, reason, *evidence = decision
+    return CaseResult(device, case.op, case.vars, status, reason, evidence="".join(evidence), index=index)
 
 
 def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
@@ -56,7 +62,7 @@ def cached_probe(ops, params, backends, jobs, timeout, seed, shard, soc=None,
             complete = False
             continue
         decisions = stored["decisions"]
-        got = {(idx, target.label): CaseResult(target.label, c.op, c.vars, *decisions[c.name], index=idx)
+        got = {(idx, target.label): _decided(target.label, c, decisions[c.name], idx)
                for idx, c in cases if c.name in decisions}
         known.results.update(got)
         known.devices[target.label] = stored["info"]
@@ -90,5 +96,6 @@ def remember(run: Run, known: Resumed | None = None) -> None:
             continue
         stored = cache.load(entry) or {"decisions": {}}
         stored["info"] = info
-        stored["decisions"].update((f"{r.op}({r.params})", (r.status, r.reason)) for r in decided[info.name])
+        stored["decisions"].update((f"{r.op}({r.params})", (r.status, r.reason, r.evidence))
+                                   for r in decided[info.name])
         cache.store(entry, stored)

@@ -20,6 +20,7 @@ import json
 import os
 import re
 
+from . import plural
 from .engine import SKIPPED, Run, load_run
 from .support import (FAILING, ORDER, PARTIAL, SUPPORTED, UNKNOWN, UNSUPPORTED, ci_status, device_statuses, per_op,
                       run_devices)
@@ -30,7 +31,8 @@ TIPS_WORDS = {SUPPORTED: "supported", PARTIAL: "partially supported", FAILING: "
 TIPS = "Tips: " + ", ".join(f"{SYMBOL[s]} {TIPS_WORDS[s]}" for s in ORDER)
 SUMMARY_HEADING = "### Backend Operator Support Summary"
 CHANGED_HEADING = "### Operators with changed status"
-RULE_HEADING = "### Status differences from the CI's classification only"
+RULE_LINE = "Not changes, the CI's classification only"
+ABSENT_LINE = "Not in the baseline's report (ops its CI does not run, or newer than its ggml)"
 LOG_TAIL_LINES = 120
 
 class Baseline(dict):
@@ -92,15 +94,21 @@ def changed_lines(changed, logs: dict[str, list[str]], device: str | None = None
 
 
 def rule_lines(rule_only, device: str | None = None) -> list[str]:
-    """The ops whose status differs from a CI report's only by the CI's rule: by that rule,
-    this run's cases give the baseline's status."""
-    return [RULE_HEADING + _suffix(device), "",
-            "The baseline classifies each op's log by substrings: any \"FAIL\" is \u274c, \"OK\" with "
-            "\"not supported\" \U0001f7e1, \"OK\" alone \u2705; as every finished log ends in \"OK\", an op "
-            "with no supported case is \U0001f7e1 there, never \u2753. By that rule this run's cases give "
-            "these ops the baseline's status: they did not change.", "",
-            "| Operator | Baseline (CI's rule) | Current |", "| --- | --- | --- |",
-            *(f"| {op} | {_cell(a)} | {_cell(b)} |" for op, a, b in rule_only)]
+    """One line for the ops whose status differs from a CI report's only by the CI's rule:
+    by that rule, this run's cases give the baseline's status."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for op, a, b in rule_only:
+        groups.setdefault((a, b), []).append(op)
+    return [f"{RULE_LINE}{_suffix(device)}: " + "; ".join(
+        f"{', '.join(ops)} ({SYMBOL[a]} there, {SYMBOL[b]} here)" for (a, b), ops in groups.items())
+        + f" — {plural(len(rule_only), 'op')} with no supported case, which the CI's substring rule "
+          f"calls 🟡 (every finished log ends in \"OK\")."]
+
+
+def absent_lines(absent: list[str], device: str | None = None) -> list[str]:
+    """One line for the ops a CI report does not list (its CI does not run them, or they are
+    newer than its ggml): no status there to change from."""
+    return [f"{ABSENT_LINE}{_suffix(device)}: {', '.join(absent)} ({plural(len(absent), 'op')})."]
 
 
 def markdown_report(run: Run, baseline: Baseline | None = None, tail: int = LOG_TAIL_LINES) -> str:
@@ -112,15 +120,20 @@ def markdown_report(run: Run, baseline: Baseline | None = None, tail: int = LOG_
         lines = summary_lines(current, device if named else None)
         if baseline is not None:
             changed = changes(baseline_for(baseline, device, len(statuses)), current)
-            rule_only = []
+            rule_only, absent = [], []
             if getattr(baseline, "ci_rule", False):
                 cases = per_op(run)
-                rule_only = [c for c in changed if ci_status(cases.get(c[0], {}).get(device, [])) == c[1]]
-                changed = [c for c in changed if c not in rule_only]
+                listed = baseline_for(baseline, device, len(statuses))
+                absent = [op for op, _, _ in changed if op not in listed]
+                rule_only = [c for c in changed if c[0] in listed
+                             and ci_status(cases.get(c[0], {}).get(device, [])) == c[1]]
+                changed = [c for c in changed if c not in rule_only and c[0] in listed]
             logs = {op: op_log(run, op, [device]) for op, _, _ in changed}
             lines += [""] + changed_lines(changed, logs, device if named else None, tail)
             if rule_only:
                 lines += [""] + rule_lines(rule_only, device if named else None)
+            if absent:
+                lines += [""] + absent_lines(absent, device if named else None)
             old = getattr(baseline, "run", None)
             if old is not None and old.catalog != run.catalog:
                 lines += [""] + catalog_lines(run, old, device, len(statuses))

@@ -87,6 +87,27 @@ def has_failures(run: Run) -> bool:
     return any(s == FAILING for ops in device_statuses(run).values() for s in ops.values())
 
 
+def evidence_counts(results) -> dict[str, int]:
+    """level -> how many of the results' verdicts (supported or not) rest on it, the surest
+    level first (backend/cann/evidence.py); results without one are not counted."""
+    from cannops.backend.cann.evidence import LEVELS
+    counts = {level: 0 for level in LEVELS}
+    for r in results:
+        if r.evidence in counts and r.status in (OK, FAIL, DEVIATION, NOT_SUPPORTED):
+            counts[r.evidence] += 1
+    return {level: n for level, n in counts.items() if n}
+
+
+def evidence_lines(run: Run) -> list[str]:
+    """Per device whose verdicts carry an evidence level (a CANN device): how many rest on each."""
+    lines = []
+    for d in run_devices(run):
+        counts = evidence_counts(r for r in run.results if r.device == d)
+        if counts:
+            lines.append(f"{d} verdicts by evidence: " + ", ".join(f"{n} {level}" for level, n in counts.items()))
+    return lines
+
+
 STYLE = {SUPPORTED: "green", PARTIAL: "yellow", FAILING: "red", UNSUPPORTED: "dim", UNKNOWN: "dim"}
 
 
@@ -120,6 +141,8 @@ def print_support_table(run: Run, console: Console) -> None:
     for d in devices:
         c = counts[d]
         console.print(f"{d}: " + ", ".join(f"{c[s]} {s}" for s in ORDER if c[s]))
+    for line in evidence_lines(run):
+        console.print(line)
     for d, shards in run.missing_shards.items():
         console.print(f"[yellow]partial[/]: {d} lacks shard{'s' if len(shards) > 1 else ''} {', '.join(shards)}")
     if run.interrupted:

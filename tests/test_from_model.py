@@ -169,6 +169,8 @@ def test_model_report_names_what_a_310p_would_not_run(models):
     assert r.returncode == 0, r.stderr
     fa_line = next(line for line in r.stdout.splitlines() if line.strip().startswith("FLASH_ATTN_EXT"))
     assert "not supported: on CPU" in fa_line and "%" in fa_line
+    # the evidence of that verdict: ggml-cann's 310P branch of supports_op refuses it
+    assert fa_line.endswith("  device path"), fa_line
     assert "310P" in r.stdout and "probed" in r.stdout
     verdict = next(line for line in r.stdout.splitlines() if "=>" in line)
     # the 310P has neither flash attention nor q8_0 matmuls in ggml-cann: both to the CPU

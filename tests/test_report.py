@@ -258,6 +258,29 @@ def test_ci_report_a_is_read_as_a_baseline(reference_dir):
     assert len(a[None]) == len(re.findall(r"^\| [A-Z0-9_]+ \| \S+ \|$", text, re.M))
 
 
+def test_against_ci_report_a_only_real_changes_are_changes(reference_dir, tmp_path):
+    """Report a as the baseline of a run that has, besides ops of a's status: a real change
+    (OUT_PROD ❌ -> 🟡), an op with no supported case (ROPE_BACK: 🟡 by the CI's substring
+    rule, ❓ by its cases) and an op the CI does not run (ADD_ID): the changed table and its
+    logs hold OUT_PROD alone; ROPE_BACK and ADD_ID have one line each."""
+    a = _ci_table((reference_dir / "ci-summary-example-a.md").read_text(encoding="utf-8"))
+    statuses = {op: s for op, s in a.items() if s != "partial"}
+    statuses.update(OUT_PROD="partial", ROPE_BACK="unsupported", ADD_ID="supported")
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(make_run(statuses).to_dict()))
+    p = ops("support", "--results", str(results), "--markdown", "--baseline",
+            str(reference_dir / "ci-summary-example-a.md"))
+    assert p.returncode == 0, p.stderr
+    assert table_rows(p.stdout, "### Operators with changed status") == [
+        ("OUT_PROD", "fail (\u274c)", "partial (\U0001f7e1)")]
+    assert re.findall(r"^#### (\S+) log", p.stdout, re.M) == ["OUT_PROD"]
+    rule = [ln for ln in p.stdout.splitlines() if ln.startswith("Not changes, the CI's classification only: ")]
+    assert len(rule) == 1 and rule[0].split(": ", 1)[1].startswith("ROPE_BACK (\U0001f7e1 there, \u2753 here)")
+    absent = [ln for ln in p.stdout.splitlines() if ln.startswith("Not in the baseline's report")]
+    assert len(absent) == 1 and absent[0].endswith(": ADD_ID (1 op).")
+    assert "| ROPE_BACK | \u2753 |" in p.stdout and "| ADD_ID | \u2705 |" in p.stdout   # ops' own statuses
+
+
 # --- through `ops`: logs, summary file, bad baselines --------------------------------------
 
 def test_ops_test_writes_logs_and_a_summary_file_that_changes_only_when_it_must(tmp_path):

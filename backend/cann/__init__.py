@@ -26,6 +26,7 @@ from cannops.native.toolkit import find_toolkit
 from cannops.backend.base import DeviceError
 
 from .errors import CANNError, err_buffer, err_text  # noqa: F401  (CANNError: the package's API)
+from .soc import DEFAULT, family, mode
 
 SIM_NAME = "CANN-SIM"
 
@@ -89,6 +90,8 @@ def _start() -> Runtime:
         raise DeviceError(f"CANN simulator did not start: {err_text(err)}")
     soc = ffi.string(lib.ops_cann_soc_name()).decode()
     desc = f"CANN simulator (CPU, NumPy; aclnn rules of {soc})"
+    if family(soc) != DEFAULT and mode() == "pages":
+        desc += "; the pages decide the operators offered (--soc-evidence pages)"
     return Runtime(True, [(SIM_NAME, desc, 0)], why)
 
 
@@ -109,7 +112,7 @@ def probe_key(name: str) -> str | None:
         return None
     from cannops.backend.base import file_identity
     from cannops.native import _aclnn
-    return "|".join([name, dict(list_devices()).get(name, ""), file_identity(_aclnn.__file__)])
+    return "|".join([name, dict(list_devices()).get(name, ""), file_identity(_aclnn.__file__), mode()])
 
 
 def open_prober(name: str):

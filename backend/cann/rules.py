@@ -14,6 +14,9 @@ a node whose handler would call an operator the SoC does not offer (soc.UNOFFERE
 its page and kernel registration; `calls` says which operators a handler calls only for
 some nodes).
 
+Each answer carries its evidence level (evidence.py: a device run, a device path, a page,
+a build's claim), which `supports` returns and `explain` prints with its source.
+
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
 
@@ -31,6 +34,7 @@ from cannops.cases.graph import Graph, Tensor
 from cannops.cases.plugins import load_plugins
 from cannops.cases.versions import at_or_after, current
 
+from . import evidence
 from .soc import DEFAULT as DEFAULT_SOC, unoffered
 
 FLOAT = frozenset({"f32", "f16", "bf16"})
@@ -54,6 +58,8 @@ class Rule:
     # where the rule accepts cases that ggml-cann v0.20.2's supports_op refuses: which, and
     # why they are kept (the aclnn operators documented for them, checked on CANN-SIM)
     beyond: str = ""
+    # where only some cases go beyond: which (None: every case the rule accepts)
+    beyond_when: Callable[[Tensor], bool] | None = None
     # checks refusing what ggml-cann's supports_op claims, each for a measured reason:
     # ggml-cann's output there is wrong (docs/rules-vs-ggml-cann.md's table)
     narrower: tuple[Check, ...] = ()
@@ -65,6 +71,10 @@ class Rule:
     # operators of `aclnn` a handler calls only on some paths (the others: always); an
     # operator called that the SoC does not offer (soc.UNOFFERED) refuses the node
     calls: Mapping[str, Callable[[Tensor, str], bool]] = field(default_factory=dict)
+
+    def goes_beyond(self, node: Tensor) -> bool:
+        """Whether the rule accepts `node` where ggml-cann v0.20.2 does not."""
+        return bool(self.beyond) and (self.beyond_when is None or self.beyond_when(node))
 
     def checks_at(self, version: str) -> tuple[Check, ...]:
         """The checks of the rule as ggml-cann of `version` has them."""
@@ -129,8 +139,8 @@ def unary(op: str) -> Rule:
 RULES: dict[str, Rule] = {}   # op_key -> Rule; filled by the rules_<family>.py modules
 
 
-def _refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None,
-             soc: str = DEFAULT_SOC) -> str | None:
+def refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None,
+            soc: str = DEFAULT_SOC) -> str | None:
     """Why the CANN backend cannot run op node `node` on a SoC of family `soc` (None: a
     rule accepts it)."""
     rule = RULES.get(node.op_key)
@@ -140,31 +150,58 @@ def _refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None,
                                 and "no native handler") or None
 
 
+def judge_node(node: Tensor, has_handler: Callable[[Tensor], bool] | None = None, soc: str = DEFAULT_SOC,
+               op: str | None = None) -> tuple[str | None, evidence.Evidence]:
+    """(why the node is refused on `soc` or None, the evidence of that answer); `op`: the
+    case's op, default the node's."""
+    why = refusal(node, has_handler, soc)
+    rule, name = RULES.get(node.op_key), op or node.op
+    if why:
+        return why, evidence.refused(rule, node, soc, name, why, SOC_CHECKS.get(soc, ()))
+    return None, evidence.accepted(rule, node, soc, name)
+
+
+def judge(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None, soc: str = DEFAULT_SOC,
+          op: str | None = None) -> list[tuple[Tensor, str | None, evidence.Evidence]]:
+    """(node, refusal or None, evidence) per op node of the graph, up to the first refused."""
+    out = []
+    for node in (n for n in graph.nodes() if not n.is_view()):
+        out.append((node, *judge_node(node, has_handler, soc, op)))
+        if out[-1][1]:
+            break
+    return out
+
+
 def supports(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
-             soc: str = DEFAULT_SOC) -> Support:
+             soc: str = DEFAULT_SOC, op: str | None = None) -> Support:
     """Every op node of the graph must have a rule that accepts it on SoC family `soc` (and,
-    when given, a native handler)."""
-    for node in graph.nodes():
-        why = not node.is_view() and _refusal(node, has_handler, soc)
-        if why:
-            return Support(False, f"{node.op_key}: {why}")
-    return Support(True)
+    when given, a native handler). The answer carries its evidence level (evidence.py; `op`:
+    the case's op, default the node's)."""
+    judged = judge(graph, has_handler, soc, op)
+    level = evidence.of_case(judged).level
+    if judged and judged[-1][1]:
+        node, why, _ = judged[-1]
+        return Support(False, f"{node.op_key}: {why}", level)
+    return Support(True, evidence=level)
 
 
 def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
-            soc: str = DEFAULT_SOC) -> list[str]:
-    """One line per op node: the rule that accepts it (its aclnn operators, and why it goes
-    beyond ggml-cann where it does) or why it is refused; `ops support --explain`."""
+            soc: str = DEFAULT_SOC, op: str | None = None) -> list[str]:
+    """Per op node: the rule that accepts it (its aclnn operators, and why it goes beyond
+    ggml-cann where it does) or why it is refused, then the evidence of that answer
+    (evidence.py; `op`: the case's op); `ops support --explain`."""
     lines = []
     for node in (n for n in graph.nodes() if not n.is_view()):
-        key, why = node.op_key, _refusal(node, has_handler, soc)
+        key = node.op_key
+        why, level = judge_node(node, has_handler, soc, op)
         rule = RULES.get(key)
         if why:
             narrower = rule is not None and any(why == reason for _, reason in rule.narrower)
             lines.append(f"{key}: refused: {why}" + ("; ggml-cann claims it (narrower)" if narrower else ""))
-            continue
-        lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
-                     + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
+        else:
+            lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
+                         + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
+        lines.append(f"  evidence: {level}")
     return lines
 
 

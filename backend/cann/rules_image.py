@@ -89,5 +89,6 @@ RULES.update({
                      (_same_n_c, "ne2 and ne3 must not change (aclnn keeps N and C)"),
                      (_aligned_sizes, "align_corners to an output size of 1")),
                     beyond="bilinear: ggml-cann v0.20.2 maps nearest only; aclnnUpsampleBilinear2d "
-                           "is documented for it (align_corners as ggml's flag)"),
+                           "is documented for it (align_corners as ggml's flag)",
+                    beyond_when=lambda node: node.param_i32(0) != 0),
 })

@@ -50,6 +50,10 @@ def _get_rows_types(node) -> bool:
     return s == d or (s in FLOAT | {"q8_0"} and d in FLOAT)
 
 
+def _not_f32(node) -> bool:
+    return node.type.name != "f32"
+
+
 _F32_ONLY = ("non-f32 types (none in the catalog): ggml-cann v0.20.2 takes f32 only, the aclnn "
              "operators document the others")
 
@@ -73,6 +77,7 @@ RULES.update({
                      ((_get_rows_types, "src0 does not convert to dst"),),
                      beyond="i32 rows: ggml-cann v0.20.2 gathers floats and q8_0 only; "
                             "aclnnGatherV2 documents INT32 self",
+                     beyond_when=lambda node: node.src[0].type.name == "i32",
                      soc={"310P": ((no_bf16, "bf16 rows on 310P: ggml-cann's ASCEND_310P branch "
                                              "leaves BF16 out of GET_ROWS"),)}),
     "PAD": Rule(("ConstantPadNd", "CircularPad2d"), {"src0": ELEMENTS, "dst": ELEMENTS},
@@ -82,7 +87,8 @@ RULES.update({
                                 "innermost output dim")),
                 calls={"CircularPad2d": lambda n, soc: n.param_i32(8) != 0},
                 beyond="circular padding: ggml-cann v0.20.2 refuses it (a TODO there); "
-                       "aclnnCircularPad2d is documented for it, within the limits checked above"),
+                       "aclnnCircularPad2d is documented for it, within the limits checked above",
+                beyond_when=lambda node: node.param_i32(8) != 0),
     "PAD_REFLECT_1D": Rule(("ReflectionPad1d",), {"src0": ELEMENTS, "dst": ELEMENTS},
                            ((same_type, "src0 and dst types differ"),
                             (lambda n: _merge23(n.src[0]) and _merge23(n),
@@ -96,13 +102,13 @@ RULES.update({
     "ARANGE": Rule(("Arange",), {"dst": F32}),
     # ggml-cann v0.20.2 takes FILL, TRI and DIAG of f32 only; no catalog case has another
     # type, and the aclnn operators document the others (checked on CANN-SIM by hand)
-    "FILL": Rule(("InplaceFillScalar",), {"dst": ELEMENTS}, beyond=_F32_ONLY),
+    "FILL": Rule(("InplaceFillScalar",), {"dst": ELEMENTS}, beyond=_F32_ONLY, beyond_when=_not_f32),
     "TRI": Rule(("Tril", "Triu"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY,
+                ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY, beyond_when=_not_f32,
                 calls={"Tril": lambda n, soc: n.param_i32(0) in (TRI_LOWER_DIAG, TRI_LOWER),
                        "Triu": lambda n, soc: n.param_i32(0) not in (TRI_LOWER_DIAG, TRI_LOWER)}),
     "DIAG": Rule(("InplaceFillScalar", "InplaceCopy"), {"src0": ELEMENTS, "dst": ELEMENTS},
-                 ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY),
+                 ((same_type, "src0 and dst types differ"),), beyond=_F32_ONLY, beyond_when=_not_f32),
     # the -inf mask needs a float type
     "DIAG_MASK_INF": Rule(("InplaceFillScalar", "InplaceTriu", "Tril", "InplaceAdd"),
                           {"src0": FLOAT, "dst": FLOAT}, ((same_type, "src0 and dst types differ"),)),

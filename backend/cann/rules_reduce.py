@@ -33,6 +33,7 @@ RULES.update({
                         ((_same_sources, "src0 and src1 types differ"),)),
     "CUMSUM": Rule(("Cumsum",), {"src0": NUMBERS, "dst": NUMBERS}, ((same_type, "src0 and dst types differ"),),
                    beyond="non-f32 sources (no catalog case: ggml_cumsum asserts f32): ggml-cann "
-                          "v0.20.2 takes f32 only, aclnnCumsum documents the other types"),
+                          "v0.20.2 takes f32 only, aclnnCumsum documents the other types",
+                   beyond_when=lambda node: node.src[0].type.name != "f32"),
     "ARGSORT": Rule(("Argsort", "Cast"), {"src0": SORTABLE, "dst": I32}),
 })

@@ -48,28 +48,28 @@ def check_indices(graph) -> list[int]:
 
 
 def support(device: Device, case: Case) -> CaseResult:
-    (status, reason), = probe(device, case)
-    return _result(device, case, status, reason=reason)
+    (status, reason, evidence), = probe(device, case)
+    return _result(device, case, status, reason=reason, evidence=evidence)
 
 
-def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str]]:
-    """(status, reason) of the device and of each rider (what decides another device's
+def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str, str]]:
+    """(status, reason, evidence) of the device and of each rider (what decides another device's
     support without it: backend.base.open_prober) for the case, whose graph is built once;
     an error is that device's FAIL. `case`: a Case or a reference to one."""
     try:
         case = case.resolve()
         g = case.build()
     except StaleName as e:
-        return [(SKIPPED, f"not a case of the catalog ({e})")] * (1 + len(riders))
+        return [(SKIPPED, f"not a case of the catalog ({e})", "")] * (1 + len(riders))
     except Exception as e:
-        return [(FAIL, f"error: {type(e).__name__}: {e}")] * (1 + len(riders))
+        return [(FAIL, f"error: {type(e).__name__}: {e}", "")] * (1 + len(riders))
     out = []
     for d in (device, *riders):
         try:
             s = d.supports(case, g)
-            out.append((OK if s else NOT_SUPPORTED, s.reason))
+            out.append((OK if s else NOT_SUPPORTED, s.reason, s.evidence))
         except Exception as e:
-            out.append((FAIL, f"error: {type(e).__name__}: {e}"))
+            out.append((FAIL, f"error: {type(e).__name__}: {e}", ""))
     return out
 
 
@@ -91,7 +91,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
     g = case.build()
     s = device.supports(case, g)
     if not s:
-        return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+        return _result(device, case, NOT_SUPPORTED, reason=s.reason, evidence=s.evidence)
     for n in g.nodes():
         why = reference.unsupported(n)
         if why:
@@ -109,7 +109,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
     try:
         got = device.run_traced(case, g, inputs, check) if traced else device.run(case, g, inputs, check)
     except DeviceError as e:
-        result = _result(device, case, FAIL, reason=str(e))
+        result = _result(device, case, FAIL, reason=str(e), evidence=s.evidence)
         if isinstance(e, TracedError):
             result.trace = e.calls
         elif device.can_trace and device.is_cpu and _fits(1, t0, time.perf_counter() - t_run, timeout):
@@ -122,6 +122,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
     result.trace = got.calls or []
+    result.evidence = s.evidence
     if result.status == FAIL and device.can_trace:
         if _fits(REPLAY_COST, t0, t_run, timeout):
             _blame(device, case, g, inputs, check, got, result)
@@ -303,7 +304,7 @@ def grad(device: Device, case: Case, seed: int, ctx: WorkerContext = IN_PROCESS)
         return _result(device, case, NOT_SUPPORTED, reason=why)
     s = device.supports(case, g)
     if not s:
-        return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+        return _result(device, case, NOT_SUPPORTED, reason=s.reason, evidence=s.evidence)
     fam, p = case.family, case.params
     n_grads = sum(t.nelements() for t in g.params())
     if n_grads > fam.grad_nmax:
@@ -347,7 +348,7 @@ def grad(device: Device, case: Case, seed: int, ctx: WorkerContext = IN_PROCESS)
             notes.insert(0, dev.reason)
     return _result(device, case, status, reason="; ".join(reasons), error=worst,
                    threshold=threshold, metric="MAA", note="; ".join(notes),
-                   seconds=time.perf_counter() - t0)
+                   seconds=time.perf_counter() - t0, evidence=s.evidence)
 
 
 # test-backend-ops' perf targets: flops or bytes per measured graph, CPU vs accelerator
@@ -365,7 +366,7 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
     g = case.build()
     s = device.supports(case, g)
     if not s:
-        return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+        return _result(device, case, NOT_SUPPORTED, reason=s.reason, evidence=s.evidence)
     with _apart(g, ctx)():
         inputs = _inputs(case, g, seed, None, ctx)
     out = g.out
@@ -385,14 +386,14 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
     try:
         m = measure(lambda n: device.time(case, g, inputs, n), int(n_runs), min_seconds)
     except DeviceError as e:
-        return _result(device, case, FAIL, reason=str(e))
+        return _result(device, case, FAIL, reason=str(e), evidence=s.evidence)
     per_run = m.seconds_per_run
     return _result(device, case, OK, n_runs=m.runs, time_us=per_run * 1e6,
                    flops=flops / per_run if flops else 0.0,
                    bandwidth_gb_s=0.0 if flops else mem / n_runs / per_run / GB,
                    memory_kb=size // 1024, batches=len(m.per_run), spread=m.spread,
                    load=m.machine.load, contention=m.machine.contention, steal=m.machine.steal,
-                   doubts="; ".join(m.doubts), clock=device.clock)
+                   doubts="; ".join(m.doubts), clock=device.clock, evidence=s.evidence)
 
 
 def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_PROCESS) -> CaseResult:

@@ -448,12 +448,12 @@ class WorkerPool:
         return w.limit or self.timeout
 
     def _probed(self, w: _Worker, seq: int, case, answers: list) -> Reply:
-        """A probed case's reply from a worker's (status, reason) answers: the device's
-        result, with the riders'."""
-        (status, reason), *rode = answers   # (reasons cleaned by the worker)
-        result = self._label(w, CaseResult(self.device_name, case.op, case.vars, status, reason))
-        return Reply(seq, result, [CaseResult(r.name, case.op, case.vars, st, why)
-                                   for r, (st, why) in zip(self.riders, rode)])
+        """A probed case's reply from a worker's (status, reason, evidence) answers: the
+        device's result, with the riders'."""
+        (status, reason, level), *rode = answers   # (reasons cleaned by the worker)
+        result = self._label(w, CaseResult(self.device_name, case.op, case.vars, status, reason, evidence=level))
+        return Reply(seq, result, [CaseResult(r.name, case.op, case.vars, st, why, evidence=lv)
+                                   for r, (st, why, lv) in zip(self.riders, rode)])
 
     def _top_up(self, w: _Worker, queue: "_Queue", depth: int) -> None:
         """Send w the next cases of the queue, up to `depth` held, once it holds half of that

@@ -27,7 +27,7 @@ RESULT_FIELDS = {
     "memory_kb": _INT, "batches": _INT, "spread": (*_NUM, _OPT), "load": (*_NUM, _OPT),
     "contention": (*_NUM, _OPT), "steal": (*_NUM, _OPT), "doubts": _STR, "clock": _STR, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
     "strict": (bool,), "max_abs": (*_NUM, _OPT), "max_rel": (*_NUM, _OPT), "worst_index": (int, _OPT),
-    "trace": (list,), "blame": _STR,
+    "trace": (list,), "blame": _STR, "evidence": _STR,
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT),
@@ -75,6 +75,8 @@ class CaseResult:
     reason: str = ""            # FAIL / not supported / deviation: why
     by: str = ""                # not supported: the device that cannot do it when it is not
                                 # `device` (NUMPY: the reference cannot compute the case)
+    evidence: str = ""          # how sure the device's support verdict is (a CANN device's
+                                # level: backend/cann/evidence.py); "": not said
     error: float | None = None  # the metric's value on the first checked node that failed, or the worst
     threshold: float | None = None
     metric: str = ""

@@ -155,7 +155,7 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
             answers = []
             for seq, case in tasks:
                 os.ftruncate(log_fd, 0)
-                answers.append((seq, [(status, clean_text(why)) for status, why in probe(device, case, riders)]))
+                answers.append((seq, [(status, clean_text(why), level) for status, why, level in probe(device, case, riders)]))
             conn.send(("probed", answers))
             continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered

@@ -91,7 +91,8 @@ def init_leaf(t: Tensor, rng: np.random.Generator, data=None) -> np.ndarray:
         if data.dtype == np.uint8 and data.shape[-1] == t.type.row_size(t.ne[0]):
             return np.ascontiguousarray(data)
         return quantize(np.ascontiguousarray(data, dtype=np.float32).reshape(shape_of(t)), t.type)
-    return np.ascontiguousarray(data.reshape(shape_of(t)).astype(t.type.dtype))
+    # no copy where the family's data already has the leaf's dtype (a second leaf-sized array)
+    return np.ascontiguousarray(data.reshape(shape_of(t)).astype(t.type.dtype, copy=False))
 
 
 def quantize(data: np.ndarray, type) -> np.ndarray:

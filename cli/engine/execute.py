@@ -96,6 +96,18 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         why = reference.unsupported(n)
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
+    with ctx.memory_turn(tensor_bytes(g)):
+        return _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0)
+
+
+def tensor_bytes(g) -> int:
+    """Bytes of the graph's tensors that own memory (leaves and op nodes, not views)."""
+    return sum(t.nbytes() for t in g.tensors if t.view_src is None)
+
+
+def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: str | None,
+            ctx: WorkerContext, trace: bool, timeout: float | None, t0: float) -> CaseResult:
+    """test() of a case the device and the reference support."""
     check = check_indices(g)
     apart = _apart(g, ctx)
     with apart():
@@ -366,6 +378,11 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason)
+    with ctx.memory_turn(tensor_bytes(g)):
+        return _perf_measured(device, case, g, seed, min_seconds, ctx)
+
+
+def _perf_measured(device: Device, case: Case, g, seed: int, min_seconds: float, ctx: WorkerContext) -> CaseResult:
     with _apart(g, ctx)():
         inputs = _inputs(case, g, seed, None, ctx)
     out = g.out

@@ -17,6 +17,11 @@ machine wall figures mean little, CPU figures hold up better). Printed:
   `-o ABS` (start-up), the 404-case sample of 15 everyday ops, the 4,422-case selection,
   and with --whole the whole catalog; then `perf` per case (us/run of both, how many agree
   within 10 %, and how many of ops' figures say they are not to be trusted);
+* with TBO, issue 35's ratios (--issue35 alone): on its selection (every 9th case of the
+  14 everyday ops) paired and interleaved runs of test-backend-ops, ops with an empty
+  reference cache (cold) and ops again on that cache (warm): wall, CPU, the largest
+  process' peak and the tree's; the start-up (`-o ABS`); with --whole the whole catalog
+  cold as well;
 * CANN-SIM: a shard of the catalog at -j 2 (--sim-shard, 1/20), its CPU seconds and the
   whole catalog extrapolated (CPU x shards / 2 cores: the wall time on an idle machine);
 * with --whole: the whole catalog on GGML-CPU (--jobs) and the -j 1 / -j 2 scaling on big
@@ -26,7 +31,7 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 The selections are taken from the catalog in use: for the same cases and the same ggml on
 both sides, build the bridge against test-backend-ops' ggml (make native GGML_HOME=...);
 the first lines say which ggml each side runs.
-Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [...]
+Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [--issue35] [...]
 """
 from __future__ import annotations
 
@@ -142,15 +147,19 @@ def main() -> int:
                     help="-p of the scaling figure (big cases)")
     ap.add_argument("--targets", action="store_true", help="only issue 23's target figures (start-up, cold probe)")
     ap.add_argument("--perf-only", action="store_true", help="only the perf comparison (needs --tbo)")
+    ap.add_argument("--issue35", action="store_true", help="only issue 35's ratios (needs --tbo)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.targets:
         targets(args.runs)
         return 0
+    if (args.perf_only or args.issue35) and not args.tbo:
+        ap.error("--perf-only / --issue35 compare with test-backend-ops: give --tbo")
     if args.perf_only:
-        if not args.tbo:
-            ap.error("--perf-only compares with test-backend-ops: give --tbo")
         perf_compare(args)
+        return 0
+    if args.issue35:
+        issue35(args)
         return 0
     print(f"ops' GGML-CPU runs {which_ggml()}")
     if args.tbo:
@@ -177,6 +186,7 @@ def main() -> int:
 
     if args.tbo:
         compare(args)
+        issue35(args)
     if args.sim_shard:
         sim_catalog(args.sim_shard)
     if args.whole:
@@ -243,6 +253,54 @@ def compare(args) -> None:
               f"{fig['peak_mib'][0] / fig['peak_mib'][1]:>5.2f}  {max(loads):>4.1f}  {max(others):>5.2f}",
               flush=True)
     perf_compare(args)
+
+
+def issue35(args) -> None:
+    """Issue 35's ratios, ops / test-backend-ops, in paired runs interleaved (the order
+    turning each pair): ops cold (an empty reference cache of its own) and warm (that cache
+    again), on its selection, -j 2; the start-up; with --whole the whole catalog, cold."""
+    every = list_cases(EVERYDAY)
+    by_op: dict[str, list[str]] = {}
+    for name in every:
+        by_op.setdefault(name.partition("(")[0], []).append(name)
+    names = [n for op in EVERYDAY for n in by_op.get(op, [])[::9]]
+    sel = ",".join(names)
+    print()
+    print(f"issue 35: ops / test-backend-ops, -j 2, medians of {args.pairs} interleaved pair(s); MiB: the "
+          f"largest process' peak and the process tree's; cold: an empty reference cache, warm: that cache again")
+    print(f"{'selection':<28} {'cases':>9} {'tool':<8} {'wall':>7} {'CPU':>7} {'largest':>8} {'tree':>7}  load  others")
+    rows = [("-o ABS (start-up)", ["-o", "ABS"], False), (f"every 9th case ({len(names)})", ["-o", sel], True)]
+    if args.whole:
+        rows.append(("whole catalog", [], False))
+    for label, o, warm in rows:
+        figs: dict[str, list] = {"tbo": [], "cold": [], "warm": []}
+        for i in range(args.pairs):
+            with tempfile.TemporaryDirectory(prefix="ops-bench-refs-") as refs:
+                ops_cmd = [*OPS, "test", "-b", "GGML-CPU", "-j", "2", *o]
+                runs = [("tbo", [args.tbo, "test", "-b", "CPU", "-j", "2", *o], None),
+                        ("cold", ops_cmd, {"OPS_REF_CACHE": refs})]
+                for which, cmd, env in (runs if i % 2 == 0 else runs[::-1]):
+                    figs[which].append(tree.run(cmd, env))
+                if warm:
+                    figs["warm"].append(tree.run(ops_cmd, {"OPS_REF_CACHE": refs}))
+        for which in ("tbo", "cold", "warm"):
+            if figs[which]:
+                _figures_line(label if which == "tbo" else "", which, figs[which])
+        t, c = figs["tbo"], figs["cold"]
+        ratio = lambda runs, k: med(runs, k) / max(med(t, k), 1e-9)  # noqa: E731
+        line = (f"{'':<28} {'':>9} {'ratio':<8} cold: wall {ratio(c, 'wall'):.2f}, CPU {ratio(c, 'cpu'):.2f} "
+                f"(target <= 1), largest {ratio(c, 'largest_mib'):.2f}, tree {ratio(c, 'peak_mib'):.2f} (<= 1)")
+        if figs["warm"]:
+            line += f"; warm: wall {ratio(figs['warm'], 'wall'):.2f} (<= 0.35)"
+        print(line, flush=True)
+
+
+def _figures_line(label: str, which: str, runs: list) -> None:
+    loads = [r.load for r in runs]
+    print(f"{label[:28]:<28} {n_cases(runs[-1].stdout):>9} {which:<8} "
+          f"{med(runs, 'wall'):>7.2f} {med(runs, 'cpu'):>7.2f} {med(runs, 'largest_mib'):>8.0f} "
+          f"{med(runs, 'peak_mib'):>7.0f}  {min(loads):.1f}-{max(loads):.1f}  {max(r.others for r in runs):.2f}"
+          + ("" if all(r.rc == 0 for r in runs) else "  (failed)"), flush=True)
 
 
 def perf_compare(args) -> None:

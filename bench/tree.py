@@ -1,6 +1,7 @@
 """One command measured as a whole process tree: wall seconds, CPU seconds of the command
-and every descendant (workers included), the peak of the tree's summed resident memory,
-and the machine around it (load average, the cores' worth of CPU other processes took).
+and every descendant (workers included), the peak of the tree's summed resident memory
+and that of its largest process, and the machine around it (load average, the cores'
+worth of CPU other processes took).
 
     python bench/tree.py -- ops test -o ABS -b GGML-CPU     # prints the figures as JSON
 """
@@ -38,16 +39,24 @@ def _children() -> dict[int, list[int]]:
 
 def tree_rss(root: int) -> int:
     """Bytes resident in `root` and all its descendants now."""
-    kids, total, todo = _children(), 0, [root]
+    return tree_memory(root)[0]
+
+
+def tree_memory(root: int) -> tuple[int, int]:
+    """Bytes resident in `root` and all its descendants now, and the largest peak of one of
+    them so far (its VmHWM: exact, however short the peak was)."""
+    kids, total, largest, todo = _children(), 0, 0, [root]
     while todo:
         pid = todo.pop()
         try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * _PAGE
+            with open(f"/proc/{pid}/status", "rb") as f:
+                status = f.read()
+            total += int(status.split(b"VmRSS:")[1].split()[0]) * 1024
+            largest = max(largest, int(status.split(b"VmHWM:")[1].split()[0]) * 1024)
         except (OSError, ValueError, IndexError):
             pass
         todo += kids.get(pid, [])
-    return total
+    return total, largest
 
 
 def _busy_seconds() -> float:
@@ -61,6 +70,7 @@ class Figures:
     wall: float           # seconds
     cpu: float            # user + system seconds of the whole tree
     peak_mib: float       # peak of the tree's summed RSS
+    largest_mib: float    # peak of its largest process
     load: float           # 1-minute load average at the start
     others: float         # cores' worth of CPU other processes took meanwhile
     rc: int
@@ -72,12 +82,13 @@ def run(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Figu
     r0, busy0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds(), time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                          env=None if env is None else {**os.environ, **env}, cwd=cwd)
-    peak = [0]
+    peak = [0, 0]
     done = threading.Event()
 
     def sample():
         while not done.wait(SAMPLE_S):
-            peak[0] = max(peak[0], tree_rss(p.pid))
+            total, largest = tree_memory(p.pid)
+            peak[0], peak[1] = max(peak[0], total), max(peak[1], largest)
     th = threading.Thread(target=sample, daemon=True)
     th.start()
     out = p.communicate()[0]
@@ -87,9 +98,9 @@ def run(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Figu
     r1, busy1 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds()
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     # the largest single process' peak, should the sampler have missed a short-lived one
-    peak_b = max(peak[0], r1.ru_maxrss * 1024 if r1.ru_maxrss > r0.ru_maxrss else 0)
-    return Figures(wall, cpu, peak_b / 2**20, load, max(0.0, busy1 - busy0 - cpu) / wall if wall > 0 else 0.0,
-                   p.returncode, out)
+    largest = max(peak[1], r1.ru_maxrss * 1024 if r1.ru_maxrss > r0.ru_maxrss else 0)
+    return Figures(wall, cpu, max(peak[0], largest) / 2**20, largest / 2**20, load,
+                   max(0.0, busy1 - busy0 - cpu) / wall if wall > 0 else 0.0, p.returncode, out)
 
 
 if __name__ == "__main__":

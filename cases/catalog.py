@@ -340,13 +340,14 @@ class Case:
         """Per-case seed material: the same inputs on every worker and every run."""
         return [seed, zlib.crc32(self.name.encode())]
 
-    def init_inputs(self, g: Graph, seed: int) -> dict[int, np.ndarray]:
-        """Leaf data, keyed by tensor index, as arrays of shape ne[::-1] in the leaf's type."""
+    def init_inputs(self, g: Graph, seed: int, distinct_rows: int | None = None) -> dict[int, np.ndarray]:
+        """Leaf data, keyed by tensor index, as arrays of shape ne[::-1] in the leaf's type
+        (`distinct_rows`: inputs.init_leaf)."""
         rng = np.random.default_rng(self.seed(seed))
         out = {}
         for t in g.leaves:
             data = self.family.init(t, rng, self.params) if self.family.init else None
-            out[t.index] = init_leaf(t, rng, data)
+            out[t.index] = init_leaf(t, rng, data, distinct_rows)
         return out
 
     def __reduce__(self):

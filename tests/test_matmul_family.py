@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from cannops.backend.numpy_device import NumpyDevice
+from cannops.backend.reference import matmul as matmul_reference
 from cannops.backend.reference.matmul import mul_mat as ref_mul_mat
 from cannops.cases import FAMILIES, Case, all_cases
 from cannops.cases.graph import Graph
@@ -23,7 +24,10 @@ def test_constructor_shape_and_type():
         mul_mat(b, a)  # b's batch dims must be multiples of a's
 
 
-def test_reference_against_explicit_sums_with_batch_repetition():
+@pytest.mark.parametrize("chunk", [None, 10, 20])   # a widened whole, a row of a at a time, two
+def test_reference_against_explicit_sums_with_batch_repetition(chunk, monkeypatch):
+    if chunk:
+        monkeypatch.setattr(matmul_reference, "WIDEN_CHUNK", chunk)
     rng = np.random.default_rng(0)
     a = rng.integers(-3, 4, (1, 2, 3, 5)).astype(np.float32)   # ne = [k=5, m=3, 2, 1]
     b = rng.integers(-3, 4, (2, 4, 2, 5)).astype(np.float32)   # ne = [5, n=2, 4, 2]

@@ -72,6 +72,19 @@ def test_hadamard_input_is_orthonormal():
     assert init_hadamard(g.new_tensor("f32", [4, 4], "b"), None, {}) is None
 
 
+def test_hadamard_signs_follow_the_popcount_over_every_matrix():
+    # rows numbered across the matrices (r > ne0), a row length not a power of two, and more
+    # rows than one block of the writer (1M elements)
+    g = Graph()
+    for ne in ([100, 30, 2, 3], [16, 70000]):
+        a = g.new_tensor("f32", ne, "a")
+        h = init_hadamard(a, None, {})
+        r, i = np.divmod(np.arange(h.size), ne[0])
+        odd = np.array([bin(x).count("1") % 2 for x in (r & i)]).reshape(h.shape)
+        np.testing.assert_array_equal(np.sign(h), np.where(odd, -1.0, 1.0))
+        np.testing.assert_array_equal(np.abs(h), np.float32(1) / np.sqrt(np.float32(ne[0])))
+
+
 def test_catalog():
     names = collections.defaultdict(list)
     for c in cases_of(*OPS):

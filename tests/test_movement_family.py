@@ -109,6 +109,21 @@ def test_cpy_into_a_permuted_view_writes_the_viewed_tensor():
     np.testing.assert_array_equal(mem.read(dst)[0, 0], [[0, 3], [1, 4], [2, 5]])
 
 
+def test_the_reference_reads_leaves_in_place_and_copies_those_it_writes():
+    # one copy of each leaf: a leaf only read is the input's own memory, read-only there; a
+    # leaf a node writes into (CPY's destination) gets a copy, and the input stays as it was
+    g = Graph()
+    src, sv = leaf(g, "f32", [[0, 1, 2], [3, 4, 5]], [3, 2])
+    dst, dv = leaf(g, "f32", np.full(6, NAN), [2, 3])
+    inputs = {src.index: sv, dst.index: dv}
+    g.out = cpy(src, transpose(dst))
+    mem = reference.compute(g, inputs)
+    assert np.shares_memory(mem.buffers[src.index], sv) and not mem.buffers[src.index].flags.writeable
+    assert not np.shares_memory(mem.buffers[dst.index], dv)
+    np.testing.assert_array_equal(mem.read(dst)[0, 0], [[0, 3], [1, 4], [2, 5]])
+    assert np.isnan(dv).all()
+
+
 def test_cpy_into_a_strided_view_leaves_the_gaps_alone():
     g = Graph()
     buf, bv = leaf(g, "f16", np.full((3, 2), -7.0), [2, 3])

@@ -225,3 +225,17 @@ def test_a_leaf_drawn_in_chunks_is_the_leaf_drawn_whole(monkeypatch, type_name):
     monkeypatch.setattr(inputs, "DRAW_CHUNK", 600)   # rows of 256: chunks of 2 rows, and a row split
     got = inputs.init_leaf(t, np.random.default_rng(3))
     assert got.shape == expect.shape and got.tobytes() == expect.tobytes()
+
+
+def test_perf_leaves_repeat_their_first_rows():
+    """perf (distinct_rows): a quantized leaf's first rows are those of the whole draw,
+    repeated over the others; other leaves are drawn whole."""
+    from cannops.cases import inputs
+    g = Graph()
+    q, f = g.new_tensor(ggml_type("q4_K"), [256, 7, 3, 1], "a"), g.new_tensor(ggml_type("f32"), [256, 7, 3, 1], "b")
+    rows = inputs.init_leaf(q, np.random.default_rng(3)).reshape(21, -1)
+    got = inputs.init_leaf(q, np.random.default_rng(3), distinct_rows=5).reshape(21, -1)
+    np.testing.assert_array_equal(got, np.concatenate([rows[:5]] * 4 + [rows[:1]]))
+    assert len({r.tobytes() for r in rows[:5]}) == 5
+    np.testing.assert_array_equal(inputs.init_leaf(f, np.random.default_rng(3), distinct_rows=5),
+                                  inputs.init_leaf(f, np.random.default_rng(3)))

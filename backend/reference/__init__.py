@@ -84,6 +84,19 @@ class Memory:
         if t.index not in self.buffers:
             self.buffers[t.index] = np.zeros(t.nbytes(), dtype=np.uint8)
 
+    def share(self, t: Tensor, data: np.ndarray) -> bool:
+        """Take a leaf's input as its buffer, not a copy of it (one copy of each leaf: 1 GiB
+        for MUL_MAT_HADAMARD's 16384 x 16384), where the input is the leaf's storage byte for
+        byte; the caller shares only leaves that no node writes into."""
+        stored = np.uint8 if t.type.is_quantized else t.type.dtype
+        if (t.view_src is not None or not t.is_contiguous() or data.dtype != stored
+                or not data.flags.c_contiguous or data.nbytes != t.nbytes() or data.nbytes == 0):
+            return False
+        buf = data.reshape(-1).view(np.uint8)
+        buf.flags.writeable = False   # a reference that wrote into its source would change the device's input
+        self.buffers[t.index] = buf
+        return True
+
     def raw(self, t: Tensor) -> np.ndarray:
         """The tensor's storage as an ndarray of its element type (uint8 blocks when quantized)."""
         return stored_view(t, self.buffers[t.base.index], t.view_offs)
@@ -116,7 +129,10 @@ def compute(g: Graph, inputs: dict[int, np.ndarray]) -> Memory:
     """Run the whole graph; returns the memory, from which any tensor can be read."""
     load_all()
     mem = Memory()
+    written = {n.view_src.index for n in g.nodes() if n.view_src is not None and not n.is_view()}
     for t in g.leaves:
+        if t.index not in written and mem.share(t, inputs[t.index]):
+            continue
         mem.alloc(t)
         mem.raw(t)[...] = inputs[t.index]
     for node in g.nodes():

@@ -22,5 +22,12 @@ class WorkerContext:
         in 0.1 s."""
         return contextlib.nullcontext()
 
+    def memory_turn(self, nbytes: int):
+        """A context manager around the whole of a case whose tensors take `nbytes`: where
+        that is a big share of the host's memory, the case waits until no other worker of
+        its pool runs such a case (engine/worker.py), so that -j big cases at once do not
+        add up (their peak is 2-3 times their tensors: inputs, reference, device, output)."""
+        return contextlib.nullcontext()
+
 
 IN_PROCESS = WorkerContext()

@@ -96,6 +96,18 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         why = reference.unsupported(n)
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
+    with ctx.memory_turn(tensor_bytes(g)):
+        return _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0)
+
+
+def tensor_bytes(g) -> int:
+    """Bytes of the graph's tensors that own memory (leaves and op nodes, not views)."""
+    return sum(t.nbytes() for t in g.tensors if t.view_src is None)
+
+
+def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: str | None,
+            ctx: WorkerContext, trace: bool, timeout: float | None, t0: float) -> CaseResult:
+    """test() of a case the device and the reference support."""
     check = check_indices(g)
     apart = _apart(g, ctx)
     with apart():
@@ -222,12 +234,14 @@ def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> tuple[Path, d
     return refcache.entry_path(Path(ref_cache), *args), refcache.entry_key(*args)
 
 
-def _inputs(case: Case, g, seed: int, ref_cache: str | None, ctx: WorkerContext = IN_PROCESS) -> dict:
-    """The case's inputs: from the cache where kept there (cli/engine/refcache.py), else made."""
+def _inputs(case: Case, g, seed: int, ref_cache: str | None, ctx: WorkerContext = IN_PROCESS,
+            distinct_rows: int | None = None) -> dict:
+    """The case's inputs: from the cache where kept there (cli/engine/refcache.py), else made
+    (`distinct_rows`: cases/inputs.py init_leaf, for perf only: never cached)."""
     ctx.prepare_inputs(case, seed, ref_cache)
     entry = inputs_cached(case, seed, ref_cache)
-    if entry is None:
-        return case.init_inputs(g, seed)
+    if entry is None or distinct_rows is not None:
+        return case.init_inputs(g, seed, distinct_rows)
     from . import refcache
     inputs, _ = refcache.load(*entry)
     if inputs is not None and set(inputs) == {t.index for t in g.leaves}:
@@ -351,6 +365,10 @@ def grad(device: Device, case: Case, seed: int, ctx: WorkerContext = IN_PROCESS)
                    seconds=time.perf_counter() - t0, evidence=s.evidence)
 
 
+# perf: rows drawn and quantized per quantized leaf, repeated over its other rows (a
+# kernel's time does not depend on the values; quantizing them whole was most of a case)
+PERF_DISTINCT_ROWS = 256
+
 # test-backend-ops' perf targets: flops or bytes per measured graph, CPU vs accelerator
 GFLOP, GB = 10**9, 1 << 30
 GRAPH_NODES = 8192
@@ -367,8 +385,13 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason, evidence=s.evidence)
+    with ctx.memory_turn(tensor_bytes(g)):
+        return _perf_measured(device, case, g, seed, min_seconds, ctx)
+
+
+def _perf_measured(device: Device, case: Case, g, seed: int, min_seconds: float, ctx: WorkerContext) -> CaseResult:
     with _apart(g, ctx)():
-        inputs = _inputs(case, g, seed, None, ctx)
+        inputs = _inputs(case, g, seed, None, ctx, PERF_DISTINCT_ROWS)
     out = g.out
     fam = case.family
     flops = fam.flops(out, case.params) if fam.flops else 0

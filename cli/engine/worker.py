@@ -71,14 +71,48 @@ def device_info(device) -> DeviceInfo:
                       getattr(device, "n_threads", None) if getattr(device, "is_cpu", False) else None)
 
 
-class _InWorker(WorkerContext):
-    """A case's worker (context.WorkerContext): the quantizer tables it built, and its own
-    work told to the pool ("apart" ... "back"), which times that apart from the case."""
+# A case whose tensors take more than this (or than a 1/(4 x -j) share of the memory
+# available when the worker started, where that is less) takes its pool's memory turn
+# (WorkerContext.memory_turn): one such case at a time. The whole 0.25.3 catalog has about
+# 20 of them (MUL_MAT_HADAMARD 16384^2: 1 GiB; MUL_MAT_ID(_FUSION)'s 128 experts, GET_ROWS
+# be1=700: 0.3-0.8 GiB), each seconds long: two at once were most of the tree's peak.
+MEMORY_TURN_BYTES = 256 << 20
 
-    def __init__(self, conn):
+
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+class _InWorker(WorkerContext):
+    """A case's worker (context.WorkerContext): the quantizer tables it built, its own work
+    told to the pool ("apart" ... "back"), which times that apart from the case, and its
+    pool's memory turn (a lock file beside the workers' logs)."""
+
+    def __init__(self, conn, turn_path: str = "", jobs: int = 1):
         self.conn = conn
         self.built: set[str] = set()   # the quantizer tables this process has
         self.away = False              # inside host_work(): a table built for a big case's inputs is in it
+        self.turn_path = turn_path
+        avail = _available_bytes()
+        self.turn_bytes = MEMORY_TURN_BYTES if avail is None else min(MEMORY_TURN_BYTES, avail // (4 * max(1, jobs)))
+
+    @contextmanager
+    def memory_turn(self, nbytes: int):
+        if nbytes < self.turn_bytes or not self.turn_path:
+            yield
+            return
+        import fcntl
+        fd = os.open(self.turn_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            with self.host_work():   # waiting for another worker's case is not this case's time
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)   # releases the lock
 
     @contextmanager
     def host_work(self):
@@ -146,7 +180,7 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
     os.dup2(log_fd, 2)
     faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
     from .execute import probe, run_one
-    ctx = _InWorker(conn)
+    ctx = _InWorker(conn, os.path.join(os.path.dirname(log_path), "memory-turn.lock"), spec.jobs)
     device = _open_in_worker(conn, device_name, spec, prober)
     if device is None:
         return

@@ -1,0 +1,31 @@
+"""The comparison of a device's output with the reference (cli/engine/compare.py): NMSE in
+float64, NaN, and infinities (FLT_MAX counting as one), on values worked out by hand."""
+import numpy as np
+import pytest
+
+from cannops.cli.engine.compare import FLT_MAX, compare, nmse
+
+
+def test_nmse_is_worked_in_float64():
+    ref = np.array([1.0, 2.0, -2.0], np.float32)
+    out = np.array([1.0, 2.5, -2.0], np.float32)
+    assert nmse(ref, out) == 0.25 / 9.0
+    # float32 sums of these squares would lose the 1e-8 differences altogether
+    ref = np.full(1000, 1.0, np.float32)
+    out = ref + np.float32(1e-7)
+    d = float(out[0]) - 1.0
+    assert nmse(ref, out) == pytest.approx(d * d, rel=1e-12)
+    assert nmse(np.zeros(2, np.float32), np.zeros(2, np.float32)) == 0.0
+    assert nmse(np.zeros(2, np.float32), np.ones(2, np.float32)) == float("inf")
+
+
+def test_infinities_and_flt_max_must_match_in_place_and_sign():
+    ref = np.array([1.0, np.inf, -FLT_MAX, 3.0], np.float32)
+    ok, _, e = compare("[X]", ref, np.array([1.0, FLT_MAX, -np.inf, 3.0], np.float32), 1e-7)
+    assert ok and e == 0.0   # FLT_MAX counts as infinite; the finite part alone is compared
+    ok, why, _ = compare("[X]", ref, np.array([1.0, -np.inf, -np.inf, 3.0], np.float32), 1e-7)
+    assert not ok and "inf sign mismatch" in why
+    ok, why, _ = compare("[X]", ref, np.array([1.0, np.inf, 5.0, 3.0], np.float32), 1e-7)
+    assert not ok and "inf mismatch" in why and "NUMPY=-340282346638528859811704183484516925440.000000" in why
+    ok, why, _ = compare("[X]", ref, np.array([1.0, np.inf, -np.inf, np.nan], np.float32), 1e-7)
+    assert not ok and why.startswith("[X] NaN at index 3")

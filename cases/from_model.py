@@ -201,7 +201,9 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
 
     # embeddings
     if "token_embd.weight" not in m.tensors:
-        raise ValueError(f"{m.path or 'the model'}: no token_embd.weight tensor")
+        raise ValueError(f"{m.path or 'the model'}: no token_embd.weight tensor" + (
+            "" if m.tensors else " (no tensor at all: a vocab-only GGUF, as llama.cpp's "
+                                 "models/ggml-vocab-*.gguf; the cases come from the weights' shapes)"))
     emb_type, emb_ne = m.tensors["token_embd.weight"]
     out.add("get_rows", T, "token_embd", type=emb_type, n=emb_ne[0], m=emb_ne[1], r=T, be1=1, be2=1, v=0)
     if spec.get("embd_scale"):
@@ -250,9 +252,10 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
     # gemma3's sliding layers rotate without the global layers' scaling
     fs_layer = 1.0 if m.arch == "gemma3" and swa and swa(il) else fs
 
-    def rope(role, d, heads):
+    def rope(role, d, heads, view=False):
+        # view: the rotated part of each head, a strided view (test_rope's v=1 is one too)
         out.add("rope", T, role, type="f32", ne_a=[d, heads, T, 1], n_dims=n_rot, mode=spec["rope"], n_ctx=ctx,
-                fs=fs_layer, ef=ef, af=af, ff=ff, v=0, inplace=False, forward=True)
+                fs=fs_layer, ef=ef, af=af, ff=ff, v=int(view), inplace=False, forward=True)
 
     def store(role, width):
         out.add("set_rows", T, role, type_src="f32", type_dst="f16", type_idx="i64", ne=[width, kv, 1, 1],
@@ -278,8 +281,8 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
 
     if m.arch == "deepseek2":
         kv_lora = int(m.key("attention.kv_lora_rank", 512))
-        rope("q_pe", n_rot, n_head)
-        rope("k_pe", n_rot, 1)
+        rope("q_pe", n_rot, n_head, view=True)   # views of q's and kv_a_mqa's rows (deepseek2.cpp)
+        rope("k_pe", n_rot, 1, view=True)
         if "attn_k_b.weight" in lt:   # MLA, the absorbed form: MQA over the compressed cache
             ty, ne = lt["attn_k_b.weight"]   # {nope, kv_lora_rank, n_head}
             out.mul_mat(T, "blk.*.attn_k_b.weight", ty, ne[1], ne[0], T, bs=(ne[2], 1))

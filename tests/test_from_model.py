@@ -9,6 +9,9 @@ import pytest
 from _gguf_models import MODELS, write_model
 from cannops.backend.base import list_devices
 from cannops.cases.from_model import derive, read_gguf
+from cannops.native import ggml_sources
+
+ROOT = ggml_sources.ROOT
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 T, CTX = 8, 256   # a batch of 8 tokens over a 256-cell KV cache
@@ -25,9 +28,9 @@ def fa(hsk, hsv, nh, gqa, softcap=0.0, kv=CTX):
             f"max_bias=0.000000,logit_softcap={softcap:f},prec=f32,type_K=f16,type_V=f16,permute=[0,2,1,3])")
 
 
-def rope(d, heads, n_dims, mode, fs=1.0, ef=0.0, af=1.0, ff=0):
+def rope(d, heads, n_dims, mode, fs=1.0, ef=0.0, af=1.0, ff=0, v=0):
     return (f"ROPE(type=f32,ne_a=[{d},{heads},{T},1],n_dims={n_dims},mode={mode},n_ctx={CTX},fs={fs:f},"
-            f"ef={ef:f},af={af:f},ff={ff},v=0,inplace=0)")
+            f"ef={ef:f},af={af:f},ff={ff},v={v},inplace=0)")
 
 
 def mmid(ty, n_mats, n_used, b, m, k):
@@ -70,7 +73,8 @@ SHAPES = {
     "deepseek2": [  # MLA: q_a/q_b, kv_a_mqa, the absorbed k_b / v_b, MQA 576/512; YaRN x40
         mm("q8_0", 192, 256), mm("q8_0", 768, 192), mm("q8_0", 576, 256),
         mm("q8_0", 512, 128, bs=4), mm("q8_0", 128, 512, n=1, bs=4, nr=(1, T)),
-        rope(64, 4, 64, 0, fs=0.025, ef=1.0, af=0.730520), rope(64, 1, 64, 0, fs=0.025, ef=1.0, af=0.730520),
+        rope(64, 4, 64, 0, fs=0.025, ef=1.0, af=0.730520, v=1),   # q_pe, k_pe: strided views
+        rope(64, 1, 64, 0, fs=0.025, ef=1.0, af=0.730520, v=1),
         fa(576, 512, 1, 4), f"SET_ROWS(type_src=f32,type_dst=f16,type_idx=i64,ne=[576,{CTX},1,1],nr23=[1,1],r={T},v=0)",
         f"SIGMOID(type=f32,ne_a=[16,{T},1,1],v=0)", f"SCALE(type=f32,ne=[1,4,{T},1],scale=2.500000,bias=0.000000,inplace=0)",
         mmid("q4_K", 16, 4, 1, 256, 256), glu("SWIGLU", 128, T), glu("SWIGLU", 512, T)],
@@ -134,6 +138,29 @@ def test_a_missing_key_or_embedding_is_named(tmp_path):
         derive(read_gguf(path))
 
 
+VOCABS = ROOT / "build" / "sdist" / f"llama_cpp_python-{ggml_sources.VERSION}" / "vendor" / "llama.cpp" / "models"
+
+
+@pytest.mark.skipif(not VOCABS.is_dir(), reason="the pinned llama-cpp-python sdist is not unpacked (make ggml-cpu)")
+def test_the_real_ggufs_of_the_pinned_sdist_are_vocab_only():
+    """The only real GGUFs a registry package here ships: llama.cpp's models/ggml-vocab-*.gguf in
+    the pinned sdist. Their metadata is a real model's (ggml-vocab-llama-spm: LLaMA 7B's 32 layers
+    of 4096), but they hold no tensor: a one-line error that says so, or names an architecture
+    that is not modelled, each exit 2."""
+    vocabs = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
+    assert len(vocabs) > 10
+    spm = read_gguf(str(VOCABS / "ggml-vocab-llama-spm.gguf"))
+    assert (spm.arch, spm.key("block_count"), spm.key("embedding_length"), spm.tensors) == ("llama", 32, 4096, {})
+    said = {}
+    for path in vocabs:
+        r = subprocess.run([*OPS, "cases", "--from-gguf", str(path)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and not r.stdout, (path, r.stderr)
+        said[path.name] = "vocab-only" if "a vocab-only GGUF" in r.stderr else "not modelled" \
+            if "is not modelled" in r.stderr else r.stderr
+    assert set(said.values()) == {"vocab-only", "not modelled"}, said
+    assert said["ggml-vocab-qwen2.gguf"] == "vocab-only" and said["ggml-vocab-phi-3.gguf"] == "not modelled"
+
+
 def test_cases_file_runs_on_ggml_cpu_and_cann_sim_without_fail(models, tmp_path):
     """`ops cases` writes the file, `ops test --cases` runs 2 cases of each op of every family."""
     devices = [d for d in ("GGML-CPU", "CANN-SIM") if d in dict(list_devices())]
@@ -177,6 +204,26 @@ def test_model_report_names_what_a_310p_would_not_run(models):
     r = subprocess.run([*OPS, "support", "--from-gguf", models["qwen3"], "-b", "CANN-SIM", "--batch", "1,8",
                         "--ctx", "256"], capture_output=True, text=True, timeout=600)
     assert "on CANN-SIM: runs entirely on the device" in r.stdout, r.stdout
+
+
+def _verdict(path, *soc):
+    r = subprocess.run([*OPS, "support", "--from-gguf", path, "-b", "CANN-SIM", *soc, "--batch", "1,8",
+                        "--ctx", "256"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    line = next(line for line in r.stdout.splitlines() if "=>" in line)
+    return set(line.split(" would run ")[1].split(" on the CPU")[0].split(", ")) if " would run " in line else set(), \
+        r.stdout
+
+
+def test_model_report_names_the_310p_refusals_of_deepseek2(models):
+    """DeepSeek's q_pe / k_pe rotate strided views of q and of kv_a_mqa's rows: the 310P
+    branch of ggml-cann rotates contiguous rows only, so ROPE joins what the 310P hands to the
+    CPU (with flash attention, its q8_0 matmuls), while the 910B runs it."""
+    on_910b, _ = _verdict(models["deepseek2"])
+    on_310p, text = _verdict(models["deepseek2"], "--soc", "310P")
+    assert "ROPE" not in on_910b and {"ROPE", "FLASH_ATTN_EXT", "MUL_MAT"} <= on_310p, (on_910b, on_310p)
+    assert on_910b <= on_310p
+    assert "non-contiguous src0 on 310P" in text
 
 
 def test_without_flash_attention_kq_softmax_kqv(models, tmp_path):

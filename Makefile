@@ -11,7 +11,7 @@ STAMP    := $(VENV)/.installed
 NATIVE_SRC := $(wildcard native/*.c native/*.h native/build_*.py native/aclnn/*.c native/aclnn/*.h native/aclnn/api/*.def)
 NATIVE_STAMP := native/.built
 
-.PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-check tbo-names parity-0.25.3 \
+.PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-export ggml-cpu-check tbo-names parity-0.25.3 \
 	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
 	upstream-check ascend-ci-replay clean
 
@@ -57,6 +57,15 @@ GGML_CPU_BIN := build/ggml-cpu/prefix/bin/test-backend-ops
 ggml-cpu: $(GGML_CPU_BIN)
 $(GGML_CPU_BIN): | $(STAMP)
 	$(PY) -m cannops.native.ggml_cann_build cpu
+
+# The same build with llama.cpp's test-export-graph-ops (a model's graph nodes as a
+# --test-file: docs/models.md) and the libllama and llama-common it links, into the same
+# prefix (about 60 more files: 35 min on 2 cores at load 10; `make ggml-cpu` later leaves
+# the llama part out of its configuration again, its files in the prefix kept).
+GGML_CPU_EXPORT := build/ggml-cpu/prefix/bin/test-export-graph-ops
+ggml-cpu-export: $(GGML_CPU_EXPORT)
+$(GGML_CPU_EXPORT): | $(STAMP)
+	EXPORT_GRAPH_OPS=1 $(PY) -m cannops.native.ggml_cann_build cpu
 
 # ggml 0.25.3's CPU backend through ops: the bridge rebuilt against that prefix, every op's
 # sample (--sample: the same cases in every run) of the 0.25.3 catalog on GGML-CPU, then

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from .catalog import Case, family
 from .names import case_from_name
+from .reduce import SORT_DESC
 from .rope import NEOX, NORMAL
 from .types import ggml_type
 from .versions import at_or_after, current
@@ -33,9 +34,9 @@ ARCHS: dict[str, dict[str, Any]] = {
     "qwen3": dict(rope=NEOX, glu="SWIGLU"),
     "qwen3moe": dict(rope=NEOX, glu="SWIGLU", norm_w=True),
     "deepseek2": dict(rope=NORMAL, glu="SWIGLU"),
-    "gemma": dict(rope=NEOX, glu="GEGLU", embd_scale=True),
+    "gemma": dict(rope=NEOX, glu="GEGLU", embd_scale=True, q_scale=True),
     "gemma2": dict(rope=NEOX, glu="GEGLU", embd_scale=True, q_scale=True, swa=lambda il: il % 2 == 0),
-    "gemma3": dict(rope=NEOX, glu="GEGLU", embd_scale=True, swa=lambda il: (il + 1) % 6 != 0),
+    "gemma3": dict(rope=NEOX, glu="GEGLU", embd_scale=True, q_scale=True, swa=lambda il: (il + 1) % 6 != 0),
 }
 
 # the keys every architecture is derived from ({arch}.KEY); a missing one is an error naming it
@@ -201,13 +202,16 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
 
     # embeddings
     if "token_embd.weight" not in m.tensors:
-        raise ValueError(f"{m.path or 'the model'}: no token_embd.weight tensor")
+        raise ValueError(f"{m.path or 'the model'}: no token_embd.weight tensor" + (
+            "" if m.tensors else " (no tensor at all: a vocab-only GGUF, as llama.cpp's "
+                                 "models/ggml-vocab-*.gguf; the cases come from the weights' shapes)"))
     emb_type, emb_ne = m.tensors["token_embd.weight"]
     out.add("get_rows", T, "token_embd", type=emb_type, n=emb_ne[0], m=emb_ne[1], r=T, be1=1, be2=1, v=0)
     if spec.get("embd_scale"):
         out.scale(T, "embeddings * sqrt(n_embd)", [n_embd, T], math.sqrt(n_embd))
 
-    for il, lt in sorted(_layers(m).items()):
+    layers = sorted(_layers(m).items())
+    for il, lt in layers:
         def role(name):
             return f"blk.*.{name}"
 
@@ -225,6 +229,9 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
 
         _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_rot, fs, ef, af, ff,
                    softcap, n_swa)
+        if il == layers[-1][0]:   # the last layer keeps the rows of the outputs (inp_out_ids): of
+            for role in ("the outputs' rows (inp_out_ids)", "the residual's rows (inp_out_ids)"):
+                out.add("get_rows", T, role, type="f32", n=n_embd, m=T, r=T, be1=1, be2=1, v=0)   # cur, inpSA
         _ffn(m, out, lt, T, spec, n_embd)
         out.binary(T, "residual", "ADD", [n_embd, T, 1, 1])
 
@@ -250,9 +257,10 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
     # gemma3's sliding layers rotate without the global layers' scaling
     fs_layer = 1.0 if m.arch == "gemma3" and swa and swa(il) else fs
 
-    def rope(role, d, heads):
+    def rope(role, d, heads, view=False):
+        # view: the rotated part of each head, a strided view (test_rope's v=1 is one too)
         out.add("rope", T, role, type="f32", ne_a=[d, heads, T, 1], n_dims=n_rot, mode=spec["rope"], n_ctx=ctx,
-                fs=fs_layer, ef=ef, af=af, ff=ff, v=0, inplace=False, forward=True)
+                fs=fs_layer, ef=ef, af=af, ff=ff, v=int(view), inplace=False, forward=True)
 
     def store(role, width):
         out.add("set_rows", T, role, type_src="f32", type_dst="f16", type_idx="i64", ne=[width, kv, 1, 1],
@@ -278,15 +286,22 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
 
     if m.arch == "deepseek2":
         kv_lora = int(m.key("attention.kv_lora_rank", 512))
-        rope("q_pe", n_rot, n_head)
-        rope("k_pe", n_rot, 1)
+        rope("q_pe", n_rot, n_head, view=True)   # views of q's and kv_a_mqa's rows (deepseek2.cpp)
+        rope("k_pe", n_rot, 1, view=True)
         if "attn_k_b.weight" in lt:   # MLA, the absorbed form: MQA over the compressed cache
             ty, ne = lt["attn_k_b.weight"]   # {nope, kv_lora_rank, n_head}
             out.mul_mat(T, "blk.*.attn_k_b.weight", ty, ne[1], ne[0], T, bs=(ne[2], 1))
+            # Q and K: the compressed part and the rotated one side by side (strided views both)
+            out.add("concat", T, "Q = [q_nope absorbed, q_pe]", type="f32", ne_a=[kv_lora, n_head, T, 1],
+                    ne_b_d=n_rot, dim=0, v=3)
+            out.add("concat", T, "K = [kv_cmpr, k_pe]", type="f32", ne_a=[kv_lora, 1, T, 1], ne_b_d=n_rot, dim=0,
+                    v=3)
             store("K cache (compressed)", kv_lora + n_rot)
             attend(kv_lora + n_rot, kv_lora, 1, n_head)
-            ty, ne = lt["attn_v_b.weight"]   # {kv_lora_rank, v, n_head}, per head and token
-            out.mul_mat(T, "blk.*.attn_v_b.weight", ty, ne[1], ne[0], 1, bs=(ne[2], 1), nr=(1, T))
+            ty, ne = lt["attn_v_b.weight"]   # {kv_lora_rank, v, n_head}: per head, over the tokens
+            out.mul_mat(T, "blk.*.attn_v_b.weight", ty, ne[1], ne[0], T, bs=(ne[2], 1))
+            # the heads' outputs {v, T, n_head} permuted to {v, n_head, T}, made contiguous
+            out.add("cont", T, "attention output (permuted)", type="f32", ne=[ne[2], ne[1], T, 1], use_view_slice=0)
         else:                          # MHA after decompression (attn_kv_b)
             hd_k_mla = int(m.key("attention.key_length_mla", hd_k))
             hd_v_mla = int(m.key("attention.value_length_mla", hd_v))
@@ -318,7 +333,8 @@ def _ffn(m, out, lt, T, spec, n_embd):
     if "ffn_gate_inp_shexp.weight" in lt:   # qwen2moe: the shared expert's sigmoid gate
         ty, ne = lt["ffn_gate_inp_shexp.weight"]
         out.mul_mat(T, "blk.*.ffn_gate_inp_shexp.weight", ty, 1, ne[0], T)
-        out.unary(T, "shared expert gate", "SIGMOID", [1, T])
+        out.unary(T, "shared expert gate: sigmoid as silu(x) / x", "SILU", [1, T])   # (qwen2moe.cpp)
+        out.binary(T, "shared expert gate: sigmoid as silu(x) / x", "DIV", [1, T, 1, 1])
         out.binary(T, "shared expert gate", "MUL", [1, T, 1, 1], [n_embd, 1, 1, 1])
     if "ffn_up_exps.weight" not in lt:
         return
@@ -330,12 +346,16 @@ def _ffn(m, out, lt, T, spec, n_embd):
     else:
         out.add("soft_max", T, "expert gating (softmax)", type="f32", ne=[n_expert, T, 1, 1], mask=False,
                 sinks=False, m_prec="f32", nr23=[1, 1], scale=1.0, max_bias=0.0, inplace=False)
-    out.add("top_k", T, "expert selection", type="f32", ne=[n_expert, T, 1, 1], k=n_used, ties=False)
+    # ggml_argsort_top_k: the experts sorted by weight, the first n_used taken (a view)
+    out.add("argsort", T, "expert selection (argsort, top k)", type="f32", ne=[n_expert, T, 1, 1], order=SORT_DESC)
     out.add("get_rows", T, "expert weights", type="f32", n=1, m=n_expert, r=n_used, be1=T, be2=1, v=0)
     norm_w = m.key("expert_weights_norm", spec.get("norm_w", False))
     if norm_w:
         out.add("sum_rows", T, "expert weights / their sum", type="f32", ne=[n_used, T, 1, 1], permute=False,
                 slice=False)
+        # the sum clamped away from 0 (6.1e-5: f16's smallest normal), then the division
+        out.add("clamp", T, "expert weights / their sum", type="f32", ne=[1, T, 1, 1], min=6.103515625e-5,
+                max=float("inf"))
         out.binary(T, "expert weights / their sum", "DIV", [1, T, 1, 1], [n_used, 1, 1, 1])
     w_scale = float(m.key("expert_weights_scale", 0.0) or 0.0)
     if w_scale and w_scale != 1.0:

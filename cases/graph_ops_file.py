@@ -61,12 +61,13 @@ def build_generic_op(g, op, type, ne, op_params, sources, name=""):
         backing = g.new_tensor(t, [elems], f"src{i}")
         srcs.append(view_of(backing, "VIEW", sne, snb))
     inplace = (op in ("SET", "ACC") and op_params[4] != 0) or (op == "ADD_REL_POS" and op_params[0] != 0)
-    if op == "SET_ROWS" and len(srcs) == 2:
-        # ggml's node is a view of the destination, which is no source; test_generic_op
-        # writes into a fresh tensor (zeroed, as a new buffer is): the graph's third source
+    if op == "SET_ROWS" and len(srcs) in (2, 3):
+        # ggml's node is a view of the destination, which ggml 0.25.3 lists as src[2] (the
+        # files of test-export-graph-ops then have 3 sources) and older ggml not at all; the
+        # rows are written into a fresh tensor (zeroed, as a new buffer is) in its place
         dst = g.new_tensor(ggml_type(type), ne, "dst")
         out = view_of(dst, op, dst.ne, dst.nb)
-        out.src = srcs + [dst]
+        out.src = srcs[:2] + [dst]
     elif inplace and srcs:
         out = view_of(srcs[0], op, srcs[0].ne, srcs[0].nb)
         out.src = srcs

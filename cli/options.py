@@ -240,9 +240,13 @@ def graph_file_cases(path, params=None, shard=None, sample=None):
     return selection
 
 
-def read_cases_file(path):
-    """The case names in a --cases file: one per line, blank lines and '#' comments skipped."""
+def read_case_names(path):
+    """The case names of a --cases file, one per line (blank lines and '#' comments
+    skipped); None for a file test-export-graph-ops wrote (graph_file_cases reads it)."""
     lines = _cases_file_lines(path)
+    from cannops.cases.graph_ops_file import is_graph_ops_file
+    if is_graph_ops_file(lines):
+        return None
     names = [line.split("#", 1)[0].strip() for line in lines]
     names = [n for n in names if n]
     bad = next((n for n in names if "(" not in n or not n.endswith(")")), None)
@@ -260,10 +264,8 @@ def selection_ops(ops, cases_file=None):
         return ops_text(ops)
     if ops:
         raise BadInput("--cases names the cases: it cannot go with -o")
-    from cannops.cases.graph_ops_file import is_graph_ops_file
-    if is_graph_ops_file(_cases_file_lines(cases_file)):
-        return None   # graph_file_cases makes the selection
-    return ",".join(dict.fromkeys(read_cases_file(cases_file)))
+    names = read_case_names(cases_file)
+    return None if names is None else ",".join(dict.fromkeys(names))   # None: graph_file_cases selects
 
 
 def check_regex(params):

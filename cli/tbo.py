@@ -11,7 +11,8 @@ import click
 
 from . import plural
 from .engine import BadInput, parse_shard, split_ops_filter
-from .options import OUTPUTS, check_regex, check_seconds, check_writable, open_journal
+from .options import OUTPUTS, check_regex, check_seconds, check_writable, graph_file_cases, open_journal, \
+    read_case_names
 
 OP_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 PER_OP = re.compile(r"(?P<op>[A-Z][A-Z0-9_]*)=(?P<rx>.*)", re.S)
@@ -43,6 +44,9 @@ TBO_OPTIONS = [
     click.argument("binary", metavar="BINARY"),
     click.option("-o", "ops", metavar="OPS", multiple=True,
                  help="Op names (repeat or comma list); default: every op the binary has."),
+    click.option("--cases", "cases_file", metavar="FILE",
+                 help="Run the cases FILE names (one per line, as `ops cases --from-gguf` writes them), or the "
+                      "graph nodes of a test-export-graph-ops FILE (the binary's --test-file); instead of -o."),
     click.option("-p", "params", metavar="[OP=]REGEX", multiple=True,
                  help="Only the cases whose params match REGEX (test-backend-ops' -p); OP=REGEX: for "
                       "that op only (repeatable)."),
@@ -75,6 +79,42 @@ TBO_OPTIONS = [
 ]
 
 
+def _named_cases(path, names, regexes):
+    """A --cases file of names as the run's selection: its ops, a params regex per op that
+    selects exactly its cases (those -p keeps), and the names kept."""
+    from .engine import exact_params, op_regex
+    picked: dict[str, list[str]] = {}
+    for name in names:
+        op = name.split("(", 1)[0]
+        if not OP_NAME.fullmatch(op):
+            raise BadInput(f"--cases {path}: {name[:60]!r} is not a case name OP(params)")
+        rx = op_regex(regexes, op)
+        params = name[len(op) + 1:-1]
+        if rx is None or re.search(rx, params):
+            picked.setdefault(op, []).append(params)
+    if not picked:
+        raise BadInput(f"no case selected from --cases {path}")
+    kept = tuple(f"{op}({p})" for op, ps in picked.items() for p in dict.fromkeys(ps))
+    return list(picked), tuple((op, exact_params(list(dict.fromkeys(ps)))) for op, ps in picked.items()), kept
+
+
+def _case_file(path, binary, ops, regexes):
+    """--cases FILE: (test file, run ops, regexes, case names). A test-export-graph-ops file
+    goes to the binary as its --test-file (its lines checked first); a file of names selects
+    them by exact params regexes, which any ggml's test-backend-ops reads."""
+    from .engine import takes_test_file
+    if ops:
+        raise BadInput("--cases names the cases: it cannot go with -o")
+    names = read_case_names(path)
+    if names is not None:
+        return (None, *_named_cases(path, names, regexes))
+    graph_file_cases(path)   # a line that is not a graph node: one line, exit 2
+    if not takes_test_file(binary):
+        raise BadInput(f"--cases {path} is a test-export-graph-ops file, and {os.path.basename(binary)} does "
+                       f"not take --test-file (its usage does not list it): run the file with `ops test --cases`")
+    return os.path.abspath(path), [], regexes, ()
+
+
 def tbo_options(f):
     """ops tbo's arguments and options (the command itself is in main.py)."""
     for opt in reversed(TBO_OPTIONS):
@@ -83,10 +123,10 @@ def tbo_options(f):
 
 
 def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, output, results_path,
-               resume_path, log_dir, require_clean, ggml_version, source_name):
+               resume_path, log_dir, require_clean, ggml_version, source_name, cases_file=None):
     """The run: its results (the results file written) and the exit status; a bad input
     is a BadInput before anything runs."""
-    from .engine import binary_source, check_binary, device_names, list_cases
+    from .engine import TboSpec, binary_source, check_binary, device_names, list_cases
     binary = check_binary(binary)
     if jobs < 1:
         raise BadInput(f"-j must be at least 1 (got {jobs})")
@@ -96,6 +136,9 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
     if shard:
         parse_shard(shard)
     wanted_ops, regexes = _ops(ops), _params(params)
+    test_file, names = None, ()
+    if cases_file:
+        test_file, wanted_ops, regexes, names = _case_file(cases_file, binary, ops, regexes)
     results_path = results_path or resume_path
     check_writable(results_path)
     if log_dir:
@@ -104,7 +147,7 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
         except OSError as e:
             raise BadInput(f"cannot create --log-dir {log_dir}: {e.strerror}") from None
     devices = device_names(backends)
-    listing = list_cases(binary, devices[0] if devices else None)
+    listing = list_cases(binary, devices[0] if devices else None, test_file=test_file)
     unknown = [d for d in devices if d not in listing.devices]
     if unknown:
         raise BadInput(f"{os.path.basename(binary)} has no device {', '.join(unknown)} "
@@ -124,25 +167,30 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
             raise BadInput(f"unknown op {bad[0]!r}{suggest(bad[0], sorted(known))}: neither the binary "
                            f"lists it nor is it a fused case ops knows")
         run_ops = wanted_ops
+    elif test_file:
+        run_ops = sorted(listing.cases)   # the file's nodes, as the binary names them
+        if not run_ops:
+            raise BadInput(f"{os.path.basename(binary)} lists no case of --cases {cases_file}")
     else:
         # the listing has no fused cases (support mode leaves them out): ops' catalog names
         # those it knows; one the binary lacks runs no case and is left out
         run_ops = sorted(set(listing.cases) | set(catalog_ops))
     source = binary_source(binary, ggml_version, source_name)
-    return _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, shard, output,
-                results_path, resume_path, log_dir, require_clean, source, bool(wanted_ops))
+    if test_file:
+        source["test_file"] = test_file   # the cases' definitions: a resume checks it is the same
+    spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
+                   jobs=jobs, max_aborts=max_aborts, shard=shard, test_file=test_file, cases=names)
+    return _run(spec, listing, output, results_path, resume_path, log_dir, require_clean, source, bool(wanted_ops))
 
 
-def _run(binary, listing, devices, run_ops, regexes, jobs, timeout, max_aborts, shard, output, results_path,
-         resume_path, log_dir, require_clean, source, named):
+def _run(spec, listing, output, results_path, resume_path, log_dir, require_clean, source, named):
     from cannops.cases.versions import for_ggml
 
-    from .engine import FAIL, SKIPPED, Run, TboSpec, __version__, load_resume, run_tbo
+    from .engine import FAIL, SKIPPED, Run, __version__, load_resume, run_tbo
     from .printers import ConsolePrinter, QuietPrinter
-    spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
-                   jobs=jobs, max_aborts=max_aborts, shard=shard)
+    devices, run_ops, regexes, jobs = list(spec.devices), spec.ops, spec.params, spec.jobs
     run = Run(mode="test", ops_filter=",".join(run_ops) if named else None,
-              params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in regexes) or None, shard=shard,
+              params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in regexes) or None, shard=spec.shard,
               version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source)
     journal = open_journal(results_path)
     try:

@@ -20,7 +20,10 @@ a local tree, GGML_SRC=DIR), built against the simulated CANN toolkit
 Variant `cpu` is the same project without CANN (no toolkit needed), in build/ggml-cpu/
 for the pinned release (<out>/cpu otherwise): ggml's CPU backend and its
 test-backend-ops (prefix/bin/test-backend-ops), which `make tbo-names` lists the case
-names from and `make native GGML_HOME=...` tests.
+names from and `make native GGML_HOME=...` tests. With EXPORT_GRAPH_OPS=1 (`make
+ggml-cpu-export`), the same build adds test-export-graph-ops (prefix/bin/) of a llama.cpp
+tree, with the libllama and llama-common it links: it writes a model's graph nodes as a
+--test-file for `ops test --cases` and `ops tbo --cases`.
 
 Every build configures again (a second or two) and ninja recompiles only what changed,
 so a GGML_SRC tree edited since is rebuilt in the files touched. A toolkit entry point
@@ -73,6 +76,7 @@ def _uses_cann(variant: str) -> bool:
 
 
 DEFAULT_OUT = BUILD / "ggml-cann"
+EXPORT_SOURCE = "test-export-graph-ops.cpp"   # llama.cpp's tests/ (0.3.17 has export-graph-ops.cpp)
 
 
 def variant_dir(variant: str, out: pathlib.Path = DEFAULT_OUT) -> pathlib.Path:
@@ -144,7 +148,8 @@ def _build_logged(cmd: list[str], log: pathlib.Path) -> None:
     raise subprocess.CalledProcessError(rc, cmd)
 
 
-def build(variant: str, jobs: int, source: Source, out: pathlib.Path = DEFAULT_OUT) -> float:
+def build(variant: str, jobs: int, source: Source, out: pathlib.Path = DEFAULT_OUT, export: bool = False) -> float:
+    """One variant built and installed; `export`: the cpu variant with test-export-graph-ops."""
     options, env = VARIANTS[variant]
     where = variant_dir(variant, out)
     cmake_dir, prefix = where / "cmake", where / "prefix"
@@ -158,6 +163,8 @@ def build(variant: str, jobs: int, source: Source, out: pathlib.Path = DEFAULT_O
     defs = {"GGML_DIR": source.ggml, "GGML_TESTS": source.tests, "CMAKE_BUILD_TYPE": "Release",
             "BUILD_SHARED_LIBS": "ON", **cann, "CMAKE_INSTALL_PREFIX": prefix,
             "CMAKE_INSTALL_RPATH": rpath, "LLAMA_CURL": "OFF", **options}
+    if not cann:   # given, or emptied: the llama part is configured only when asked for
+        defs["LLAMA_DIR"] = source.tests.parent if export else ""
     generator = [] if (cmake_dir / "CMakeCache.txt").exists() or not _have("ninja") else ["-G", "Ninja"]
     _run(["cmake", "-S", str(PROJECT), "-B", str(cmake_dir), *generator,
           *(f"-D{k}={v}" for k, v in defs.items())], stdout=subprocess.DEVNULL)
@@ -204,6 +211,14 @@ def main(argv: list[str], env: dict | None = None) -> int:
     except SourceError as e:
         print(f"ggml-cann: error: {e}", file=sys.stderr)
         return 2
+    export = bool(env.get("EXPORT_GRAPH_OPS"))
+    if export and not (source.tests / EXPORT_SOURCE).exists():
+        print(f"ggml-cann: {source.name} has no tests/{EXPORT_SOURCE} (llama.cpp's tool that writes a model's "
+              f"graph nodes for --test-file)", file=sys.stderr)
+        return 2
+    if export and (source.layout != "llama.cpp" or any(map(_uses_cann, variants))):
+        print("ggml-cann: EXPORT_GRAPH_OPS=1 builds the cpu variant of a llama.cpp tree", file=sys.stderr)
+        return 2
     if any(map(_uses_cann, variants)) and not cann_sim_toolkit.is_simulated(TOOLKIT):
         print(f"ggml-cann: no simulated toolkit at {TOOLKIT}: make cann-sim-toolkit first",
               file=sys.stderr)
@@ -212,7 +227,7 @@ def main(argv: list[str], env: dict | None = None) -> int:
           f"{f', {source.git}' if source.git else ''}) -> {out}", flush=True)
     jobs = int(env.get("JOBS") or os.cpu_count() or 2)
     for v in variants:
-        seconds = build(v, jobs, source, out)
+        seconds = build(v, jobs, source, out, export)
         print(f"ggml-cann: {v}: {binary(v, out)} ({seconds:.0f} s)", flush=True)
     return 0
 

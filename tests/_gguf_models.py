@@ -24,6 +24,10 @@ def write_model(path, arch: str, keys: dict, tensors: dict[str, tuple[tuple[int,
     """A GGUF at path: general.architecture, `keys` ({arch}.KEY or full names) and the tensors
     {name: (ne, type)}."""
     w = GGUFWriter(str(path), arch)
+    if "token_embd.weight" in tensors:   # what llama.cpp's loader requires of every model
+        w.add_tokenizer_model("none")    # (no vocabulary: loaded as such, with its size)
+        w.add_uint32(f"{arch}.vocab_size", tensors["token_embd.weight"][0][1])
+        keys = {"context_length": 8192, **keys}
     for k, v in keys.items():
         name = k if k.startswith("general.") else f"{arch}.{k}"
         if isinstance(v, bool):
@@ -179,9 +183,11 @@ def deepseek2(path, n_layer=2, mla=True):
         else:
             t.update(_moe(il, n_embd, 16, 256, ty="q4_K", down="q6_K"))
             t[p + "exp_probs_b.bias"] = ((16,), "f32")
-            t.update({p + "ffn_gate_shexp.weight": ((n_embd, 128), "q8_0"),
-                      p + "ffn_up_shexp.weight": ((n_embd, 128), "q8_0"),
-                      p + "ffn_down_shexp.weight": ((128, n_embd), "q8_0")})
+            # the shared expert: expert_feed_forward_length x expert_shared_count wide, as
+            # llama.cpp's loader checks (deepseek2: n_ff_exp * n_expert_shared)
+            t.update({p + "ffn_gate_shexp.weight": ((n_embd, 256), "q8_0"),
+                      p + "ffn_up_shexp.weight": ((n_embd, 256), "q8_0"),
+                      p + "ffn_down_shexp.weight": ((256, n_embd), "q8_0")})
     return write_model(path, "deepseek2", keys, t)
 
 

@@ -102,6 +102,22 @@ def test_the_build_refuses_a_bad_source_with_exit_2(tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1 and "GGML_SRC=" in err and "no such directory" in err
 
 
+@pytest.mark.parametrize("layout, variant, message", [
+    ("llama.cpp", "cpu", "has no tests/test-export-graph-ops.cpp"),
+    ("ggml", "cpu", "has no tests/test-export-graph-ops.cpp"),
+    ("llama.cpp", "910B", "builds the cpu variant of a llama.cpp tree"),
+])
+def test_an_export_build_needs_the_tool_in_a_llama_cpp_tree(tmp_path, capsys, layout, variant, message):
+    """EXPORT_GRAPH_OPS=1 (make ggml-cpu-export): refused in one line, exit 2, before cmake
+    runs, where the tree has no test-export-graph-ops or the variant is not the cpu one."""
+    root = _tree(tmp_path / "src", layout)
+    if variant != "cpu":
+        (root / "tests" / "test-export-graph-ops.cpp").write_text("int main() {}\n")
+    rc = ggml_cann_build.main([variant], {"GGML_SRC": str(root), "EXPORT_GRAPH_OPS": "1"})
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and message in err, err
+
+
 def test_the_cli_is_one_line_and_exit_2():
     proc = subprocess.run([sys.executable, "-m", "cannops.native.ggml_sources"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "LLAMA_CPP_PYTHON": "0.0.1"})

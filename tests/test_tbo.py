@@ -55,6 +55,8 @@ FAKE = textwrap.dedent(r'''
     CASES = json.load(open(os.path.join(HERE, "cases.json")))
     SLOW = float(os.environ.get("FAKE_SLOW", "0.2"))
     args = sys.argv[1:]
+    if "--help" in args:   # a ggml from before --test-file: an unknown argument prints the usage
+        print("Usage: test-backend-ops [mode] [-o <op>] [-b <backend>] [-p <params regex>]"); sys.exit(1)
     mode = args[0] if args and args[0] in ("test", "support", "perf", "grad") else "test"
     opt = lambda f: args[args.index(f) + 1] if f in args else None
     dev, ops, p = opt("-b"), opt("-o"), opt("-p")
@@ -131,6 +133,10 @@ FAKE = textwrap.dedent(r'''
     say(f"{GREEN}OK{END}" if ok else f"{RED}FAIL{END}")
     sys.exit(0 if ok else 1)
 ''')
+
+
+# a test-export-graph-ops line (0.25.3): ADD of two f32 [4,2,1,1], its name
+GRAPH_LINE = "2 0 4 2 1 1 16 " + "0 " * 16 + "2 0 4 2 1 1 4 16 32 32 0 4 2 1 1 4 16 32 32 ffn_out-0"
 
 
 @pytest.fixture
@@ -413,7 +419,35 @@ def test_a_whole_run_finds_every_op_and_the_fused_ones(binary, tmp_path):
     assert {r["op"] for r in by_name(res).values()} == {c[0] for c in CASES}
 
 
+def test_a_cases_file_runs_exactly_its_cases_and_says_which_the_binary_lacks(binary, tmp_path):
+    """ops tbo --cases NAMES: each name selected by an exact params regex (ggml of any
+    version reads it), an abort isolated as with -o, the fused case run by name, and a
+    name off the binary's grid (a model's own shape) a result that says it was not run."""
+    names = ["GET_ROWS(type=f32,v=0)", "GET_ROWS(type=q8_0,v=1)", "GET_ROWS(type=bf16,v=0)",
+             "ABS(type=f32,v=7)", "RMS_NORM_MUL_ADD(type=f32,eps=0.000001)", "MUL(type=bf16,a=0)"]
+    cases, res = tmp_path / "model.cases", tmp_path / "r.json"
+    cases.write_text("# from a model\n" + "\n".join(f"{n}\t# x2" for n in names) + "\n")
+    p = ops("tbo", binary, "--cases", str(cases), "--results", str(res))
+    assert p.returncode == 1, p.stderr   # the abort
+    r = {k: (v["status"], v["reason"].splitlines()[0] if v["reason"] else "") for k, v in by_name(res).items()}
+    assert set(r) == set(names)
+    assert r["GET_ROWS(type=q8_0,v=1)"][0] == "FAIL" and r["GET_ROWS(type=bf16,v=0)"] == ("OK", "")
+    assert r["RMS_NORM_MUL_ADD(type=f32,eps=0.000001)"] == ("OK", "") and r["MUL(type=bf16,a=0)"] == ("OK", "")
+    assert r["ABS(type=f32,v=7)"] == ("skipped", "not run: test-backend-ops has no such case (its support mode "
+                                                 "does not list it and its test mode printed no line for it)")
+    assert sorted(set(ran(binary))) == sorted(n for n in names if n != "ABS(type=f32,v=7)")
+    # -p narrows the file's names; resuming checks the same selection
+    p = ops("tbo", binary, "--cases", str(cases), "-p", "GET_ROWS=bf16", "--results", str(tmp_path / "p.json"))
+    assert p.returncode == 0, p.stderr
+    assert "GET_ROWS(type=q8_0,v=1)" not in by_name(tmp_path / "p.json")
+    assert "GET_ROWS(type=bf16,v=0)" in by_name(tmp_path / "p.json")
+
+
 @pytest.mark.parametrize("args, message", [
+    (["tbo", "{bin}", "--cases", "{graph}"], "does not take --test-file (its usage does not list it)"),
+    (["tbo", "{bin}", "--cases", "{names}", "-o", "ABS"], "--cases names the cases: it cannot go with -o"),
+    (["tbo", "{bin}", "--cases", "{names}", "-p", "nothing"], "no case selected from --cases"),
+    (["tbo", "{bin}", "--cases", "{bad_graph}"], "line 2: not a test-export-graph-ops line"),
     (["tbo", "/no/such/binary"], "/no/such/binary: no such file"),
     (["tbo", "{dir}"], "is a directory"),
     (["tbo", "{noexec}"], "is not executable"),
@@ -426,9 +460,13 @@ def test_a_whole_run_finds_every_op_and_the_fused_ones(binary, tmp_path):
     (["tbo", "{bin}", "--timeout", "0"], "--timeout must be a positive number"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_case(binary, tmp_path, args, message):
-    noexec = tmp_path / "noexec"
+    noexec, graph, bad_graph, names = (tmp_path / n for n in ("noexec", "graph.txt", "bad.txt", "names.cases"))
     noexec.write_text("")
-    args = [a.format(dir=tmp_path, noexec=noexec, bin=binary) for a in args]
+    graph.write_text(GRAPH_LINE + "\n")
+    bad_graph.write_text(GRAPH_LINE + "\n1 2 3\n")
+    names.write_text("ABS(type=f32,v=0)\n")
+    args = [a.format(dir=tmp_path, noexec=noexec, bin=binary, graph=graph, bad_graph=bad_graph, names=names)
+            for a in args]
     res = tmp_path / "r.json"
     p = ops(*args, "--results", str(res))
     assert p.returncode == 2, p.stderr

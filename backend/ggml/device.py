@@ -21,7 +21,7 @@ from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
 from cannops.cases.inputs import values
 
 from . import ops
-from .library import PREFIX, G, ffi, ggml_version, lib, libdir, unbound_symbol
+from .library import PREFIX, G, TooOld, ffi, ggml_version, lib, libdir, unbound_symbol
 from .ops import DEFER, find_replay, load_all, same_params
 from .recorder import GraphProgram, Recorder
 
@@ -291,6 +291,8 @@ class GGMLDevice(Device):
             if missing is None:
                 raise
             return Support(False, f"this ggml ({ggml_version()}) has no {missing}")
+        except TooOld as e:            # a form of the node newer than this ggml
+            return Support(False, f"{e} (this ggml: {ggml_version()})")
         try:
             for t in graph.tensors:  # test-backend-ops asks for every tensor of the context
                 p = r.ptrs[t.index]

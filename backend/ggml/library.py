@@ -26,6 +26,11 @@ if _missing:
     raise ImportError(f"the ggml bridge cannot bind this ggml: it has no {_missing[0]}"
                       + (f" (nor {', '.join(_missing[1:])})" if len(_missing) > 1 else ""))
 
+class TooOld(DeviceError):
+    """What this ggml cannot build of a newer case graph (a constructor or a form it does not
+    have yet): the device does not support the case, as for a missing constructor."""
+
+
 PREFIX = "GGML-"   # a ggml device is GGML-<ggml device name>: GGML-CPU, GGML-CUDA0
 GUARD = "cannops_guard_"
 

@@ -28,7 +28,8 @@ _API = {
     **dict.fromkeys(("worst_lines", "trace_lines"), "compare"),
     **dict.fromkeys(("reference_dir",), "refcache"),
     **dict.fromkeys(("ReproSpec", "check_repro", "write_repro"), "repro"),
-    **dict.fromkeys(("TboSpec", "check_binary", "list_cases", "binary_source", "run_tbo",
+    **dict.fromkeys(("TboSpec", "check_binary", "takes_test_file", "list_cases", "op_regex",
+                     "exact_params", "binary_source", "run_tbo",
                      "Reader", "death_story", "case_statuses", "log_processes", "is_death"), "tbo"),
 }
 __all__ = sorted(_API)

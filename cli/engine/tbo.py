@@ -8,7 +8,9 @@ CANN simulator, any other ggml backend):
   them in that order): the case names, the devices, their descriptions. Whole-graph cases
   (fused ones, RMS_NORM_MUL_ADD, and some under a listed op's name, ADD with nf=2) are not
   in that listing; they run, unlisted, with their op.
-* `BINARY test -b DEV -o OP [-p REGEX]` runs one op. Its stdout and stderr are read as one
+* `BINARY test -b DEV -o OP [-p REGEX]` runs one op.
+* With a test-export-graph-ops file (`--test-file FILE`, in ggml 0.9.8 already: `takes_test_file`),
+  both modes list and run that file's graph nodes (test_generic_op) instead of the grid. Its stdout and stderr are read as one
   stream, so that what a case printed on stderr (an assert, `CANN error`, the simulator's
   `CANN-SIM refused:`) comes before the case's own line, or before the death.
 * A process that dies prints no line for the case that killed it: that case is the first
@@ -310,9 +312,23 @@ def check_binary(binary: str) -> str:
     return os.path.abspath(binary)
 
 
-def list_cases(binary: str, device: str | None = None, timeout: float = 600) -> Listing:
-    """Every case the binary has, from its support mode (one process: ~1 s for 19,000 cases)."""
-    cmd = [binary, "support"] + (["-b", device] if device else [])
+def takes_test_file(binary: str, timeout: float = 60) -> bool:
+    """Whether the binary reads --test-file: its usage, which an unknown argument prints, lists it."""
+    try:
+        proc = subprocess.run([binary, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=timeout, errors="replace", text=True)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"{binary} --help did not end in {timeout:g} s") from None
+    except OSError as e:
+        raise BadInput(f"cannot run {binary}: {e.strerror or e}") from None
+    return "--test-file" in proc.stdout
+
+
+def list_cases(binary: str, device: str | None = None, timeout: float = 600,
+               test_file: str | None = None) -> Listing:
+    """Every case the binary has (those of `test_file` where given), from its support mode
+    (one process: ~1 s for 19,000 cases)."""
+    cmd = [binary, "support"] + (["-b", device] if device else []) + _test_file_args(test_file)
     listed: dict[str, list[str]] = {}
     supported: dict[str, int] = {}
 
@@ -374,11 +390,23 @@ class TboSpec:
     jobs: int = 1                         # ops run side by side
     max_aborts: int = 200                 # per op: deaths after which its other cases are not run
     shard: str | None = None
+    test_file: str | None = None          # a test-export-graph-ops file: its cases, not the grid
+    cases: tuple[str, ...] = ()           # the full names a --cases file selects (each gets a result)
 
     def regex(self, op: str) -> str | None:
-        per_op = [rx for o, rx in self.params if o == op]
-        common = [rx for o, rx in self.params if not o]
-        return (per_op or common or [None])[-1]
+        return op_regex(self.params, op)
+
+
+def op_regex(params: tuple[tuple[str, str], ...], op: str) -> str | None:
+    """The params regex that applies to `op`: its own -p OP=REGEX, else a plain -p REGEX."""
+    per_op = [rx for o, rx in params if o == op]
+    common = [rx for o, rx in params if not o]
+    return (per_op or common or [None])[-1]
+
+
+def exact_params(params: list[str]) -> str:
+    """A params regex (ECMAScript, as test-backend-ops reads -p) selecting exactly these."""
+    return "^" + _alternatives(params) + "$"
 
 
 @dataclass
@@ -463,6 +491,10 @@ def _kill(p: subprocess.Popen) -> None:
         pass
 
 
+def _test_file_args(test_file: str | None) -> list[str]:
+    return ["--test-file", test_file] if test_file else []
+
+
 def _alternatives(names: list[str]) -> str:
     return "(" + "|".join(re.escape(n) for n in names) + ")"
 
@@ -475,12 +507,12 @@ def _op_command(spec: TboSpec, device: str, op: str, mode: str, pending: list[st
     not seen yet, by name; "rest", every case not seen yet, by exclusion, for the unlisted
     ones (whole-graph cases under the op's own name: ADD with nf=2) that a process ended
     early never reached."""
-    cmd = [spec.binary, "test", "-b", device, "-o", op]
+    cmd = [spec.binary, "test", "-b", device, "-o", op] + _test_file_args(spec.test_file)
     if mode == "all":
         return cmd + (["-p", regex] if regex else []), []
     if mode == "chunk":
         chunk = pending[:CHUNK]
-        return cmd + ["-p", "^" + _alternatives(chunk) + "$"], chunk
+        return cmd + ["-p", exact_params(chunk)], chunk
     rest = _excluding(seen, regex)
     return (None if rest is None else cmd + ["-p", rest]), []
 
@@ -647,6 +679,9 @@ def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, st
                 finally:
                     if log is not None:
                         log.close()
+                if not procs.stopped.is_set():
+                    new += _not_among_its_cases(spec, device, op, op_no[op], {**mine, **{r.params: r for r in new}},
+                                                emit)
                 return list(mine.values()) + new, time.monotonic() - t0
 
             selected = {op: _selected(listing.cases.get(op, []), spec.regex(op)) for op in ops}
@@ -669,6 +704,22 @@ def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, st
     if interrupted:
         run.interrupted = True
         run.exit_status = 128 + interrupted[0]
+
+
+def _not_among_its_cases(spec: TboSpec, device: str, op: str, op_no: int, got: dict[str, CaseResult],
+                         emit: Callable[[CaseResult], None]) -> list[CaseResult]:
+    """A result for each case of spec.cases of this op that the binary neither lists nor
+    printed a line for: a name off its grid (a model's own shapes), not run."""
+    prefix = f"{op}("
+    wanted = [n[len(prefix):-1] for n in spec.cases if n.startswith(prefix)]
+    why = (f"not run: {os.path.basename(spec.binary)} has no such case (its support mode does not list it "
+           f"and its test mode printed no line for it)")
+    out = _unprinted(device, op, wanted, got, [], why)
+    after = max((r.index % INDEX_STRIDE for r in got.values()), default=-1) + 1
+    for k, r in enumerate(out):
+        r.index = op_no * INDEX_STRIDE + after + k
+        emit(r)
+    return out
 
 
 def _selected(listed: list[str], regex: str | None) -> list[str]:

@@ -3,8 +3,7 @@ ggml_flash_attn_ext_set_n_kv_max (0.25.3) and ggml_flash_attn_ext_set_prec, in
 test-backend-ops' order."""
 from __future__ import annotations
 
-from cannops.backend.base import DeviceError
-
+from ..library import TooOld
 from . import replay
 
 
@@ -18,7 +17,7 @@ def _flash_attn_ext(lib, ctx, node, srcs):
         lib.ggml_flash_attn_ext_add_sinks(out, srcs[4] if len(srcs) > 4 else ffi.NULL)
         if node.param_i32(4):
             if not hasattr(lib, "ggml_flash_attn_ext_set_n_kv_max"):
-                raise DeviceError("this ggml has no ggml_flash_attn_ext_set_n_kv_max (0.25.3 on)")
+                raise TooOld("this ggml has no ggml_flash_attn_ext_set_n_kv_max (0.25.3 on)")
             lib.ggml_flash_attn_ext_set_n_kv_max(out, node.param_i32(4))
         lib.ggml_flash_attn_ext_set_prec(out, node.param_i32(3))
     return out

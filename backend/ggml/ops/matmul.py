@@ -2,8 +2,7 @@
 MUL_MAT_ID, each with src[1]'s precision (op_params word 3, ggml 0.25.3 on) where set."""
 from __future__ import annotations
 
-from cannops.backend.base import DeviceError
-
+from ..library import TooOld
 from . import replay
 
 
@@ -12,7 +11,7 @@ def with_prec(lib, t, node):
     prec = node.param_i32(3)
     if prec:
         if not hasattr(lib, "ggml_prec_set_src"):
-            raise DeviceError("this ggml has no ggml_prec_set_src (0.25.3 on)")
+            raise TooOld("this ggml has no ggml_prec_set_src (0.25.3 on)")
         lib.ggml_prec_set_src(t, prec, 1)
     return t
 

@@ -2,8 +2,7 @@
 sections), their _inplace forms (the node is a view of its source) and _back forms."""
 from __future__ import annotations
 
-from cannops.backend.base import DeviceError
-
+from ..library import TooOld
 from . import replay
 
 MROPE = 8
@@ -26,6 +25,6 @@ def _rope(lib, ctx, node, srcs):
     out = getattr(lib, name)(*head, mode, n_ctx_orig, *floats)
     if node.param_i32(15):   # ggml 0.25.3 on: the rotated window at an offset
         if not hasattr(lib, "ggml_rope_set_offset"):
-            raise DeviceError("this ggml has no ggml_rope_set_offset (0.25.3 on)")
+            raise TooOld("this ggml has no ggml_rope_set_offset (0.25.3 on)")
         out = lib.ggml_rope_set_offset(out, node.param_i32(15))
     return out

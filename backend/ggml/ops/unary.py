@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from cannops.cases.graph import GLU_OPS
-from cannops.backend.base import DeviceError
 from cannops.cases.unary import xielu_args
 
+from ..library import TooOld
 from . import replay
 
 _SIMPLE = {"SQR": "ggml_sqr", "SQRT": "ggml_sqrt", "LOG": "ggml_log", "SIN": "ggml_sin", "COS": "ggml_cos"}
@@ -30,7 +30,7 @@ def _clamp(lib, ctx, node, srcs):
     if in_place and hasattr(lib, "ggml_clamp_inplace"):
         return lib.ggml_clamp_inplace(ctx, srcs[0], node.param_f32(0), node.param_f32(1))
     if not in_place and not hasattr(lib, "ggml_clamp_inplace"):
-        raise DeviceError("this ggml's ggml_clamp is in place (before 0.25.3): it cannot "
+        raise TooOld("this ggml's ggml_clamp is in place (before 0.25.3): it cannot "
                           "build the case's CLAMP into a new tensor")
     return lib.ggml_clamp(ctx, srcs[0], node.param_f32(0), node.param_f32(1))
 
@@ -49,7 +49,7 @@ def _glu(lib, ctx, node, srcs):
         return lib.ggml_swiglu_oai(ctx, srcs[0], b, node.param_f32(2), node.param_f32(3))
     if GLU_OPS[op] == "SWIGLU_CLAMP":   # ggml 0.25.3 on
         if not hasattr(lib, "ggml_swiglu_clamp"):
-            raise DeviceError("this ggml has no ggml_swiglu_clamp (0.25.3 on)")
+            raise TooOld("this ggml has no ggml_swiglu_clamp (0.25.3 on)")
         return lib.ggml_swiglu_clamp(ctx, srcs[0], b, node.param_f32(3))
     if len(srcs) > 1:
         return lib.ggml_glu_split(ctx, srcs[0], b, op)

@@ -97,7 +97,10 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     with ctx.memory_turn(tensor_bytes(g)):
-        return _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0)
+        result = _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0)
+    if result.by != reference.NAME:
+        result.evidence = s.evidence
+    return result
 
 
 def tensor_bytes(g) -> int:
@@ -121,7 +124,7 @@ def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: s
     try:
         got = device.run_traced(case, g, inputs, check) if traced else device.run(case, g, inputs, check)
     except DeviceError as e:
-        result = _result(device, case, FAIL, reason=str(e), evidence=s.evidence)
+        result = _result(device, case, FAIL, reason=str(e))
         if isinstance(e, TracedError):
             result.trace = e.calls
         elif device.can_trace and device.is_cpu and _fits(1, t0, time.perf_counter() - t_run, timeout):
@@ -134,7 +137,6 @@ def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: s
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
     result.trace = got.calls or []
-    result.evidence = s.evidence
     if result.status == FAIL and device.can_trace:
         if _fits(REPLAY_COST, t0, t_run, timeout):
             _blame(device, case, g, inputs, check, got, result)
@@ -386,7 +388,9 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason, evidence=s.evidence)
     with ctx.memory_turn(tensor_bytes(g)):
-        return _perf_measured(device, case, g, seed, min_seconds, ctx)
+        result = _perf_measured(device, case, g, seed, min_seconds, ctx)
+    result.evidence = s.evidence
+    return result
 
 
 def _perf_measured(device: Device, case: Case, g, seed: int, min_seconds: float, ctx: WorkerContext) -> CaseResult:
@@ -409,14 +413,14 @@ def _perf_measured(device: Device, case: Case, g, seed: int, min_seconds: float,
     try:
         m = measure(lambda n: device.time(case, g, inputs, n), int(n_runs), min_seconds)
     except DeviceError as e:
-        return _result(device, case, FAIL, reason=str(e), evidence=s.evidence)
+        return _result(device, case, FAIL, reason=str(e))
     per_run = m.seconds_per_run
     return _result(device, case, OK, n_runs=m.runs, time_us=per_run * 1e6,
                    flops=flops / per_run if flops else 0.0,
                    bandwidth_gb_s=0.0 if flops else mem / n_runs / per_run / GB,
                    memory_kb=size // 1024, batches=len(m.per_run), spread=m.spread,
                    load=m.machine.load, contention=m.machine.contention, steal=m.machine.steal,
-                   doubts="; ".join(m.doubts), clock=device.clock, evidence=s.evidence)
+                   doubts="; ".join(m.doubts), clock=device.clock)
 
 
 def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_PROCESS) -> CaseResult:

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from cannops.backend import hygiene as hyg
 from cannops.backend.base import (Device, DeviceError, GradUnsupported, ParamGrad, RunResult, Support,
                                   numeric_gradient)
 from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
@@ -117,6 +118,8 @@ class Backward:
 
 
 class GGMLDevice(Device):
+    hygienic = True   # honours --poison and --check-inputs (backend/hygiene.py)
+
     def __init__(self, dev):
         load_all()
         self.dev = dev
@@ -278,11 +281,16 @@ class GGMLDevice(Device):
 
     def _download(self, t: Tensor, p) -> np.ndarray:
         """Logical values (shape ne[::-1], quantized -> f32) of a tensor, through its strides."""
-        size = lib.ggml_nbytes(p)
-        raw = np.empty(size, np.uint8)
-        if size:
-            lib.ggml_backend_tensor_get(p, ffi.from_buffer(raw), 0, size)
-        return np.ascontiguousarray(values(t, raw))
+        return np.ascontiguousarray(values(t, _raw(p)))
+
+    def _poison(self, r: Replay, graph: Graph) -> None:
+        """Every op output that owns its memory filled with hygiene.POISON (--poison), by
+        tensor_set: a backend's buffer need not implement memset_tensor."""
+        for t in hyg.poisoned(graph):
+            size = lib.ggml_nbytes(r.ptrs[t.index])
+            if size:
+                fill = np.full(size, hyg.POISON, np.uint8)
+                lib.ggml_backend_tensor_set(r.ptrs[t.index], ffi.from_buffer(fill), 0, size)
 
     # --- the Device interface ---
     def supports(self, case, graph: Graph) -> Support:
@@ -302,12 +310,15 @@ class GGMLDevice(Device):
         finally:
             r.free()
 
-    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
+    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+            hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
         self._drop_perf()
         r = self.replay(graph, sentinels=True)
         try:
             self._allocate(r)
             self._upload(r, graph, inputs)
+            if hygiene.poison:
+                self._poison(r, graph)
             guards = self._sentinel_data(len(r.sentinels))
             for (s, _), data in zip(r.sentinels, guards):
                 lib.ggml_backend_tensor_set(s, ffi.from_buffer(data), 0, data.nbytes)
@@ -323,6 +334,8 @@ class GGMLDevice(Device):
                 lib.ggml_backend_tensor_get(s, ffi.from_buffer(seen), 0, seen.nbytes)
                 if seen.tobytes() != data.tobytes():
                     problems.append(f"sentinel mismatch: {after}")
+            if hygiene:
+                problems += hyg.problems(graph, hygiene, check, inputs, lambda t: _raw(r.ptrs[t.index]))
             return RunResult(outputs, problems)
         finally:
             r.free()
@@ -410,6 +423,15 @@ class GGMLDevice(Device):
         if self._perf is not None:
             self._perf[2].free()
             self._perf = None
+
+
+def _raw(p) -> np.ndarray:
+    """A ggml tensor's bytes (ggml_nbytes of them, from its data on)."""
+    size = lib.ggml_nbytes(p)
+    raw = np.empty(size, np.uint8)
+    if size:
+        lib.ggml_backend_tensor_get(p, ffi.from_buffer(raw), 0, size)
+    return raw
 
 
 def _like(t: Tensor, p) -> Tensor:

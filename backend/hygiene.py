@@ -1,0 +1,104 @@
+"""The device side of `ops test --poison` and `--check-inputs` (docs/hygiene.md): which
+tensors a device poisons before a run and reads back after it, and what it then reports.
+Shared by the CANN devices (backend/cann/device.py) and the ggml devices
+(backend/ggml/device.py); each only moves the bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from cannops.cases.inplace import reader, writers
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cannops.cases.graph import Graph, Tensor
+
+# Every byte of a poisoned output: 0xFF...FF is a NaN in f32, f16 and bf16 alike (and one
+# that no arithmetic makes: a computed NaN is 0x7FC00000 or 0xFFC00000), -1 in the integer
+# types, a NaN scale in a quantized block.
+POISON = 0xFF
+
+
+@dataclass(frozen=True)
+class Hygiene:
+    poison: bool = False     # op outputs filled with POISON before the run
+    inputs: bool = False     # inputs read back after the run and compared
+
+    def __bool__(self) -> bool:
+        return self.poison or self.inputs
+
+
+NONE = Hygiene()
+
+
+def poisoned(graph: Graph) -> list[Tensor]:
+    """The op nodes that own their memory (not views, not leaves): what --poison fills."""
+    return [t for t in graph.nodes() if t.view_src is None]
+
+
+def inputs_kept(graph: Graph, inputs: dict) -> list[Tensor]:
+    """The leaves given inputs that no op of the graph writes by definition (cases/inplace.py)."""
+    written = writers(graph)
+    return [t for t in graph.leaves if t.index in inputs and t.index not in written and t.nbytes()]
+
+
+def problems(graph: Graph, hygiene: Hygiene, check: list[int], inputs: dict,
+             raw: Callable[[Tensor], np.ndarray]) -> list[str]:
+    """What the run's memory says: checked outputs left holding the poison, inputs written
+    into. `raw(t)`: a base tensor's bytes as ggml lays them out (host blocks), read back after
+    the run."""
+    out = []
+    if hygiene.poison:
+        own = {t.index for t in poisoned(graph)}
+        for i in check:
+            t = graph.tensors[i]
+            if i in own and t.nbytes():
+                out += _unwritten(t, raw(t))
+    if hygiene.inputs:
+        for t in inputs_kept(graph, inputs):
+            out += _changed(graph, t, inputs[t.index], raw(t))
+    return out
+
+
+def _blocks(t: Tensor, data) -> np.ndarray:
+    """A tensor's bytes, one row per element (per block for a quantized type)."""
+    import numpy as np
+    b = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    return b[:t.nbytes()].reshape(-1, t.type.type_size)
+
+
+def _unit(t: Tensor, n: int) -> str:
+    return f"{n} {'blocks' if t.type.is_quantized else 'elements'}"
+
+
+def _unwritten(t: Tensor, data) -> list[str]:
+    import numpy as np
+    left = np.flatnonzero((_blocks(t, data) == POISON).all(axis=1))
+    if not left.size:
+        return []
+    total = t.nbytes() // t.type.type_size
+    return [f"[{t.op_desc}] {left.size} of {_unit(t, total)} left unwritten (still the poison "
+            f"{POISON:#04x} bytes), first at index {int(left[0])}"]
+
+
+def _changed(graph: Graph, t: Tensor, before, after) -> list[str]:
+    import numpy as np
+
+    from cannops.cases.inputs import values
+    b, a = _blocks(t, before), _blocks(t, after)
+    diff = np.flatnonzero((a != b).any(axis=1))
+    if not diff.size:
+        return []
+    i = int(diff[0])
+    k = i * t.type.blck_size   # the first element of that block (the element itself if not quantized)
+    was = values(t, np.ascontiguousarray(before).view(np.uint8)).reshape(-1)[k]
+    now = values(t, np.ascontiguousarray(after).view(np.uint8)).reshape(-1)[k]
+    return [f"wrote into {reader(graph, t)}: {diff.size} of {_unit(t, len(b))} changed, first at "
+            f"index {i}: {number(was)} -> {number(now)}"]
+
+
+def number(v) -> str:
+    """An element for a reader: 9 significant digits (an f32's), an integer as it is."""
+    return str(int(v)) if v.dtype.kind in "iu" else f"{float(v):.9g}"

@@ -37,6 +37,8 @@ class RunResult:
     problems: list[str] = field(default_factory=list)
     # run_traced: the device's calls (backend/trace.py's records), None: not traced
     calls: list[dict] | None = None
+    # --poison: checked node index -> its elements left holding the poison (backend/hygiene.py)
+    unwritten: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass

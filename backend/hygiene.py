@@ -44,22 +44,43 @@ def inputs_kept(graph: Graph, inputs: dict) -> list[Tensor]:
     return [t for t in graph.leaves if t.index in inputs and t.index not in written and t.nbytes()]
 
 
-def problems(graph: Graph, hygiene: Hygiene, check: list[int], inputs: dict,
-             raw: Callable[[Tensor], np.ndarray]) -> list[str]:
-    """What the run's memory says: checked outputs left holding the poison, inputs written
-    into. `raw(t)`: a base tensor's bytes as ggml lays them out (host blocks), read back after
-    the run."""
-    out = []
-    if hygiene.poison:
-        own = {t.index for t in poisoned(graph)}
-        for i in check:
-            t = graph.tensors[i]
-            if i in own and t.nbytes():
-                out += _unwritten(t, raw(t))
-    if hygiene.inputs:
-        for t in inputs_kept(graph, inputs):
-            out += _changed(graph, t, inputs[t.index], raw(t))
+def problems(graph: Graph, hygiene: Hygiene, inputs: dict, raw: Callable[[Tensor], np.ndarray]) -> list[str]:
+    """--check-inputs: the inputs written into. `raw(t)`: a base tensor's bytes as ggml lays
+    them out (host blocks), read back after the run."""
+    if not hygiene.inputs:
+        return []
+    return [p for t in inputs_kept(graph, inputs) for p in _changed(graph, t, inputs[t.index], raw(t))]
+
+
+def unwritten(graph: Graph, hygiene: Hygiene, check: list[int],
+              raw: Callable[[Tensor], np.ndarray]) -> dict[int, np.ndarray]:
+    """--poison: checked node index -> the elements (blocks, if quantized) of its output
+    still holding the poison after the run; `raw` as for `problems`."""
+    import numpy as np
+    if not hygiene.poison:
+        return {}
+    own = {t.index for t in poisoned(graph)}
+    out = {}
+    for i in check:
+        t = graph.tensors[i]
+        if i in own and t.nbytes():
+            left = np.flatnonzero((_blocks(t, raw(t)) == POISON).all(axis=1))
+            if left.size:
+                out[i] = left
     return out
+
+
+def unwritten_reason(t: Tensor, left: np.ndarray, ref: np.ndarray) -> str:
+    """The FAIL reason of an output's elements left holding the poison, but for those whose
+    reference value is those very bytes (-1 in an integer type: "" when all are)."""
+    import numpy as np
+    if not t.type.is_quantized:
+        want = np.asarray(ref).reshape(-1)[left].astype(t.type.dtype)
+        left = left[(want.view(np.uint8).reshape(left.size, -1) != POISON).any(axis=1)]
+    if not left.size:
+        return ""
+    return (f"[{t.op_desc}] {left.size} of {_unit(t, t.nbytes() // t.type.type_size)} left unwritten "
+            f"(still the poison {POISON:#04x} bytes), first at index {int(left[0])}")
 
 
 def _blocks(t: Tensor, data) -> np.ndarray:
@@ -71,16 +92,6 @@ def _blocks(t: Tensor, data) -> np.ndarray:
 
 def _unit(t: Tensor, n: int) -> str:
     return f"{n} {'blocks' if t.type.is_quantized else 'elements'}"
-
-
-def _unwritten(t: Tensor, data) -> list[str]:
-    import numpy as np
-    left = np.flatnonzero((_blocks(t, data) == POISON).all(axis=1))
-    if not left.size:
-        return []
-    total = t.nbytes() // t.type.type_size
-    return [f"[{t.op_desc}] {left.size} of {_unit(t, total)} left unwritten (still the poison "
-            f"{POISON:#04x} bytes), first at index {int(left[0])}"]
 
 
 def _changed(graph: Graph, t: Tensor, before, after) -> list[str]:

@@ -213,11 +213,9 @@ class CANNDevice(CANNRules):
                 self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
                 cache: dict[int, np.ndarray] = {}
                 outputs = {i: placed.read(graph.tensors[i], cache) for i in check}
-                problems = placed.overruns()
-                if hygiene:
-                    problems += hyg.problems(graph, hygiene, check, inputs,
-                                             lambda t: cache[t.index] if t.index in cache else placed.raw(t))
-                return RunResult(outputs, problems)
+                raw = lambda t: cache[t.index] if t.index in cache else placed.raw(t)   # noqa: E731
+                return RunResult(outputs, placed.overruns() + hyg.problems(graph, hygiene, inputs, raw),
+                                 unwritten=hyg.unwritten(graph, hygiene, check, raw))
             finally:
                 placed.release()
 

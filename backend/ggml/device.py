@@ -334,9 +334,9 @@ class GGMLDevice(Device):
                 lib.ggml_backend_tensor_get(s, ffi.from_buffer(seen), 0, seen.nbytes)
                 if seen.tobytes() != data.tobytes():
                     problems.append(f"sentinel mismatch: {after}")
-            if hygiene:
-                problems += hyg.problems(graph, hygiene, check, inputs, lambda t: _raw(r.ptrs[t.index]))
-            return RunResult(outputs, problems)
+            raw = lambda t: _raw(r.ptrs[t.index])   # noqa: E731
+            problems += hyg.problems(graph, hygiene, inputs, raw)
+            return RunResult(outputs, problems, unwritten=hyg.unwritten(graph, hygiene, check, raw))
         finally:
             r.free()
 

@@ -15,7 +15,7 @@ from cannops.backend import reference
 from cannops.backend import trace as calltrace
 from cannops.backend.base import Device, DeviceError, GradUnsupported, TracedError
 from cannops.backend.hygiene import NONE as NO_HYGIENE
-from cannops.backend.hygiene import Hygiene
+from cannops.backend.hygiene import Hygiene, unwritten_reason
 from cannops.cases.catalog import Case, StaleName, find_deviation
 from cannops.cases.versions import current
 
@@ -124,6 +124,8 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         result.seconds = time.perf_counter() - t0
         return result
     t_run = (time.perf_counter() - t_run) / repeat
+    got.problems[:0] = [why for i, left in got.unwritten.items()
+                        if (why := unwritten_reason(g.tensors[i], left, expected[i][0]))]
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
     if hygiene and not run.hygienic:

@@ -43,9 +43,12 @@ class RunSpec:
     ref_dir: str | None = None
 
     def case_timeout(self, device: str) -> float:
-        """The per-case limit on `device` (a label: CANN-SIM, CANN-SIM:310P)."""
+        """The per-case limit on `device` (a label: CANN-SIM, CANN-SIM:310P); without
+        --timeout, --repeat N gives a case N times the limit (N runs on the device)."""
+        if self.timeout_given:
+            return self.timeout
         simulated = device.split(":")[0].endswith("-SIM")   # CANN-SIM:310P too
-        return self.timeout * (SIMULATOR_TIME if simulated and not self.timeout_given else 1)
+        return self.timeout * (SIMULATOR_TIME if simulated else 1) * self.repeat
 
     def hygiene(self) -> str | None:
         """The hygiene modes as the results file records them, None where none is on."""

@@ -44,12 +44,20 @@ def inputs_kept(graph: Graph, inputs: dict) -> list[Tensor]:
     return [t for t in graph.leaves if t.index in inputs and t.index not in written and t.nbytes()]
 
 
-def problems(graph: Graph, hygiene: Hygiene, inputs: dict, raw: Callable[[Tensor], np.ndarray]) -> list[str]:
-    """--check-inputs: the inputs written into. `raw(t)`: a base tensor's bytes as ggml lays
-    them out (host blocks), read back after the run."""
+def problems(graph: Graph, hygiene: Hygiene, before: dict, raw: Callable[[Tensor], np.ndarray],
+             host: Callable[[Tensor, np.ndarray], np.ndarray] | None = None) -> list[str]:
+    """--check-inputs: the inputs written into. `before`: leaf index -> the bytes uploaded;
+    `raw(t)`: a leaf's bytes read back after the run, as uploaded; `host(t, bytes)`: those in
+    ggml's layout, where the device's differs (CANN's q4_0 / q8_0), for the report."""
+    import numpy as np
     if not hygiene.inputs:
         return []
-    return [p for t in inputs_kept(graph, inputs) for p in _changed(graph, t, inputs[t.index], raw(t))]
+    out = []
+    for t in inputs_kept(graph, before):
+        b, a = before[t.index], raw(t)
+        if not np.array_equal(_flat(b)[:t.nbytes()], _flat(a)[:t.nbytes()]):   # the common case: one pass
+            out += _changed(graph, t, *((host(t, b), host(t, a)) if host else (b, a)))
+    return out
 
 
 def unwritten(graph: Graph, hygiene: Hygiene, check: list[int],
@@ -64,7 +72,7 @@ def unwritten(graph: Graph, hygiene: Hygiene, check: list[int],
     for i in check:
         t = graph.tensors[i]
         if i in own and t.nbytes():
-            left = np.flatnonzero((_blocks(t, raw(t)) == POISON).all(axis=1))
+            left = _equal_to(_elements(t, raw(t)), _elements(t, np.full(t.type.type_size, POISON, np.uint8)))
             if left.size:
                 out[i] = left
     return out
@@ -83,11 +91,28 @@ def unwritten_reason(t: Tensor, left: np.ndarray, ref: np.ndarray) -> str:
             f"(still the poison {POISON:#04x} bytes), first at index {int(left[0])}")
 
 
-def _blocks(t: Tensor, data) -> np.ndarray:
-    """A tensor's bytes, one row per element (per block for a quantized type)."""
+def _flat(data) -> np.ndarray:
     import numpy as np
-    b = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    return b[:t.nbytes()].reshape(-1, t.type.type_size)
+    return np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+
+
+UINT = {1: "u1", 2: "u2", 4: "u4", 8: "u8"}
+
+
+def _elements(t: Tensor, data) -> np.ndarray:
+    """A tensor's bytes, one item per element (per block for a quantized type): an unsigned
+    integer of the element's size where there is one (compared in one pass), else a row."""
+    b = _flat(data)[:t.nbytes()]
+    size = t.type.type_size
+    return b.view(UINT[size]) if size in UINT and not t.type.is_quantized else b.reshape(-1, size)
+
+
+def _equal_to(items: np.ndarray, one: np.ndarray) -> np.ndarray:
+    """The indices of the items (of _elements) equal to `one` (a single item)."""
+    import numpy as np
+    if items.ndim == 1:
+        return np.flatnonzero(items == one[0])
+    return np.flatnonzero((items == one).all(axis=1))
 
 
 def _unit(t: Tensor, n: int) -> str:
@@ -98,14 +123,13 @@ def _changed(graph: Graph, t: Tensor, before, after) -> list[str]:
     import numpy as np
 
     from cannops.cases.inputs import values
-    b, a = _blocks(t, before), _blocks(t, after)
-    diff = np.flatnonzero((a != b).any(axis=1))
+    b, a = _elements(t, before), _elements(t, after)
+    diff = np.flatnonzero(a != b if a.ndim == 1 else (a != b).any(axis=1))
     if not diff.size:
         return []
     i = int(diff[0])
     k = i * t.type.blck_size   # the first element of that block (the element itself if not quantized)
-    was = values(t, np.ascontiguousarray(before).view(np.uint8)).reshape(-1)[k]
-    now = values(t, np.ascontiguousarray(after).view(np.uint8)).reshape(-1)[k]
+    was, now = (values(t, _flat(x)).reshape(-1)[k] for x in (before, after))
     return [f"wrote into {reader(graph, t)}: {diff.size} of {_unit(t, len(b))} changed, first at "
             f"index {i}: {number(was)} -> {number(now)}"]
 

@@ -32,6 +32,7 @@ class _Placed:
         self.structs: dict[int, object] = {}
         self.blocks: list[object] = []
         self.guards: list[tuple[str, object]] = []   # (where, device address)
+        self.images: dict[int, np.ndarray] = {}      # leaf index -> the bytes uploaded
 
     def build(self) -> None:
         for t in self.graph.tensors:     # creation order: sources and bases come first
@@ -73,6 +74,7 @@ class _Placed:
                 if data.nbytes != t.nbytes():
                     raise DeviceError(f"input {t.index}: {data.nbytes} bytes for a tensor of {t.nbytes()}")
                 data = layout.to_device(t.type, data)   # ggml-cann's set_tensor reorders q4_0 / q8_0
+                self.images[t.index] = data
                 self.dev._check(lib.ops_cann_upload(self.dev.ctx, self.structs[t.index].data,
                                                     ffi.from_buffer(data), data.nbytes,
                                                     *self.dev._err()), "upload")
@@ -112,10 +114,14 @@ class _Placed:
 
     def raw(self, base: Tensor) -> np.ndarray:
         """A base tensor's bytes in ggml's layout, as ggml-cann's get_tensor gives them."""
+        return layout.from_device(base.type, self.image(base))
+
+    def image(self, base: Tensor) -> np.ndarray:
+        """A base tensor's bytes as the device holds them."""
         buf = np.empty(base.nbytes(), np.uint8)
         self.dev._check(lib.ops_cann_download(self.dev.ctx, ffi.from_buffer(buf), self.structs[base.index].data,
                                               buf.nbytes, *self.dev._err()), "download")
-        return layout.from_device(base.type, buf)
+        return buf
 
     def release(self) -> None:
         # queued work may still use these blocks: the stream must be drained first
@@ -214,7 +220,9 @@ class CANNDevice(CANNRules):
                 cache: dict[int, np.ndarray] = {}
                 outputs = {i: placed.read(graph.tensors[i], cache) for i in check}
                 raw = lambda t: cache[t.index] if t.index in cache else placed.raw(t)   # noqa: E731
-                return RunResult(outputs, placed.overruns() + hyg.problems(graph, hygiene, inputs, raw),
+                problems = hyg.problems(graph, hygiene, placed.images, placed.image,
+                                        lambda t, b: layout.from_device(t.type, b))
+                return RunResult(outputs, placed.overruns() + problems,
                                  unwritten=hyg.unwritten(graph, hygiene, check, raw))
             finally:
                 placed.release()

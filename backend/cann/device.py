@@ -254,7 +254,7 @@ class CANNDevice(CANNRules):
                                  f"{trace.DATA_LIMIT >> 20} MiB not kept: later calls not replayed"})
         return result
 
-    def _run_native_traced(self, case, graph, inputs, check, hygiene) -> RunResult:
+    def _run_native_traced(self, case, graph, inputs, check, hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
         import json
         lib.ops_cann_trace_start()
         try:

@@ -1,8 +1,9 @@
 """What `ops test --poison` and `--check-inputs` cost a run (docs/hygiene.md): the device
 runs of one case per op (`--sample 1`'s pick), in this process, each mode in turn and the
 order rotating from round to round, so that a busy machine's drift falls on every mode
-alike. Printed per device: the seconds of a pass per mode, the best and the median of the
-rounds (on a busy machine the best says more), and their ratios to the plain run's. `--repeat N` costs N runs by its definition, and is not measured.
+alike. Printed per device: the CPU seconds of a pass per mode (the process's, every thread:
+on a busy machine wall time says little), the best and the median of the rounds, and their
+ratios to the plain run's. `--repeat N` costs N runs by its definition, and is not measured.
 Usage: python bench/hygiene.py [--rounds 5] [--devices CANN-SIM,GGML-CPU] [--per-op 1]
 """
 from __future__ import annotations
@@ -33,13 +34,13 @@ def prepared(device, per_op: int) -> list[tuple]:
 
 
 def one_pass(device, cases, hygiene) -> float:
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for c, g, inputs, check in cases:
         try:
             device.run(c, g, inputs, check, hygiene=hygiene)
         except DeviceError:
             pass
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def main() -> None:

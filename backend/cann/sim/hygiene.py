@@ -69,7 +69,7 @@ def _tensor_names(name: str, params) -> dict[int, list[str]]:
     from .trace import param_names
     out: dict[int, list[str]] = {}
     for n, p in zip(param_names(f"aclnn{name}GetWorkspaceSize"), params):
-        if ffi.typeof(p).cname.rstrip(" *").endswith("aclTensor") and p != ffi.NULL:
+        if isinstance(p, ffi.CData) and ffi.typeof(p).cname.rstrip(" *").endswith("aclTensor") and p != ffi.NULL:
             t = STATE.tensors.objects.get(int(ffi.cast("uintptr_t", p)))
             if t is not None:
                 out.setdefault(id(t), []).append(n)

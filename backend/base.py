@@ -38,6 +38,8 @@ class RunResult:
     problems: list[str] = field(default_factory=list)
     # run_traced: the device's calls (backend/trace.py's records), None: not traced
     calls: list[dict] | None = None
+    # --poison: checked node index -> its elements left holding the poison (backend/hygiene.py)
+    unwritten: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,8 +112,13 @@ class Device:
     def run(self, case: Case, graph: Graph, inputs: dict[int, np.ndarray],
             check: list[int]) -> RunResult:
         """Compute the graph from `inputs` (leaf index -> data as stored) and return the
-        logical values (shape ne[::-1]) of the tensors whose indices are in `check`."""
+        logical values (shape ne[::-1]) of the tensors whose indices are in `check`. A
+        `hygienic` device takes a keyword `hygiene` too (backend/hygiene.py's Hygiene):
+        its outputs poisoned before the run, its inputs compared after it, each finding
+        one of RunResult.problems."""
         raise NotImplementedError
+
+    hygienic: bool = False
 
     # whether run_traced records the device's calls (CANN devices: backend/trace.py)
     can_trace: bool = False

@@ -191,6 +191,15 @@ def cli():
               help="Record every case's ACL / aclnn calls on CANN-SIM into the results (a FAIL "
                    "records them anyway, replays them in float64 and names the call to blame; "
                    "docs/trace-and-blame.md).")
+@click.option("--repeat", type=int, default=1, metavar="N", callback=at_least_one,
+              help="Run each case N times on the device, on the same inputs: a FAIL unless the "
+                   "outputs are bit-identical (docs/hygiene.md).")
+@click.option("--poison", is_flag=True,
+              help="Fill every op output with NaN (0xFF bytes) before the run: an element the device "
+                   "never writes is a FAIL that counts them (CANN and ggml devices; docs/hygiene.md).")
+@click.option("--check-inputs", is_flag=True,
+              help="Compare every input after the run with what it held: a device that wrote into one "
+                   "its op does not write by definition is a FAIL (CANN and ggml devices; docs/hygiene.md).")
 @report_options
 def test(log_dir, summary_file, baseline, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""

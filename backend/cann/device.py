@@ -9,6 +9,7 @@ import numpy as np
 
 from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
                                   Support, TracedError, numeric_gradient)
+from cannops.backend import hygiene as hyg
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.implementations import ACLNN
 from cannops.cases.inputs import values
@@ -31,6 +32,7 @@ class _Placed:
         self.structs: dict[int, object] = {}
         self.blocks: list[object] = []
         self.guards: list[tuple[str, object]] = []   # (where, device address)
+        self.images: dict[int, np.ndarray] = {}      # leaf index -> the bytes uploaded
 
     def build(self) -> None:
         for t in self.graph.tensors:     # creation order: sources and bases come first
@@ -72,9 +74,17 @@ class _Placed:
                 if data.nbytes != t.nbytes():
                     raise DeviceError(f"input {t.index}: {data.nbytes} bytes for a tensor of {t.nbytes()}")
                 data = layout.to_device(t.type, data)   # ggml-cann's set_tensor reorders q4_0 / q8_0
+                self.images[t.index] = data
                 self.dev._check(lib.ops_cann_upload(self.dev.ctx, self.structs[t.index].data,
                                                     ffi.from_buffer(data), data.nbytes,
                                                     *self.dev._err()), "upload")
+
+    def poison(self) -> None:
+        """Every op output that owns its memory filled with hygiene.POISON (--poison)."""
+        for t in filter(Tensor.nbytes, hyg.poisoned(self.graph)):
+            fill = np.full(t.nbytes(), hyg.POISON, np.uint8)
+            self.dev._check(lib.ops_cann_upload(self.dev.ctx, self.structs[t.index].data, ffi.from_buffer(fill),
+                                                t.nbytes(), *self.dev._err()), "upload poison")
 
     def compute(self, nodes: list[Tensor] | None = None) -> None:
         for node in self.graph.nodes() if nodes is None else nodes:
@@ -99,12 +109,19 @@ class _Placed:
     def read(self, t: Tensor, cache: dict[int, np.ndarray]) -> np.ndarray:
         base = t.base
         if base.index not in cache:
-            buf = np.empty(base.nbytes(), np.uint8)
-            self.dev._check(lib.ops_cann_download(self.dev.ctx, ffi.from_buffer(buf),
-                                                  self.structs[base.index].data, buf.nbytes,
-                                                  *self.dev._err()), "download")
-            cache[base.index] = layout.from_device(base.type, buf)   # as ggml-cann's get_tensor
+            cache[base.index] = self.raw(base)
         return values(t, cache[base.index], t.view_offs).copy()
+
+    def raw(self, base: Tensor) -> np.ndarray:
+        """A base tensor's bytes in ggml's layout, as ggml-cann's get_tensor gives them."""
+        return layout.from_device(base.type, self.image(base))
+
+    def image(self, base: Tensor) -> np.ndarray:
+        """A base tensor's bytes as the device holds them."""
+        buf = np.empty(base.nbytes(), np.uint8)
+        self.dev._check(lib.ops_cann_download(self.dev.ctx, ffi.from_buffer(buf), self.structs[base.index].data,
+                                              buf.nbytes, *self.dev._err()), "download")
+        return buf
 
     def release(self) -> None:
         # queued work may still use these blocks: the stream must be drained first
@@ -190,20 +207,29 @@ class CANNDevice(CANNRules):
             return None
         return int(total[0]), int(free[0])
 
-    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
-        return self._run(graph, inputs, check)[0]
+    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+            hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
+        return self._run(graph, inputs, check, hygiene)[0]
 
-    def _run(self, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> tuple[RunResult, dict]:
+    def _run(self, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+             hygiene: hyg.Hygiene = hyg.NONE) -> tuple[RunResult, dict]:
         """The run, and the device address of each checked node's base (ops repro)."""
         with self._lock:
             placed = self._place(graph)
             try:
                 placed.build()
                 placed.upload(inputs)
+                if hygiene.poison:
+                    placed.poison()
                 placed.compute()
                 self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
                 cache: dict[int, np.ndarray] = {}
-                result = RunResult({i: placed.read(graph.tensors[i], cache) for i in check}, placed.overruns())
+                outputs = {i: placed.read(graph.tensors[i], cache) for i in check}
+                raw = lambda t: cache[t.index] if t.index in cache else placed.raw(t)   # noqa: E731
+                problems = hyg.problems(graph, hygiene, placed.images, placed.image,
+                                        lambda t, b: layout.from_device(t.type, b))
+                result = RunResult(outputs, placed.overruns() + problems,
+                                   unwritten=hyg.unwritten(graph, hygiene, check, raw))
                 bases = {i: int(ffi.cast("uintptr_t", placed.structs[graph.tensors[i].base.index].data))
                          for i in check}
                 return result, bases
@@ -239,19 +265,20 @@ class CANNDevice(CANNRules):
         return versions(self.simulated, self.soc_name)
 
     can_trace = True
+    hygienic = True   # honours --poison and --check-inputs (backend/hygiene.py)
 
     def run_traced(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
-                   data: bool = False) -> RunResult:
+                   data: bool = False, hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
         """The simulator records every call (sim/trace.py); with `data`, each operator's
         inputs and outputs too, evaluated again in float64 (sim/blame.py). On a real
         device the layer records its own aclnn calls (native/aclnn/trace.c), with no data:
         there a FAIL's blame is the call that failed, if any."""
         if not self.simulated:
-            return self._run_native_traced(case, graph, inputs, check)
+            return self._run_native_traced(case, graph, inputs, check, hygiene)
         from .sim import blame, trace
         trace.start(data)
         try:
-            result = self.run(case, graph, inputs, check)
+            result = self.run(case, graph, inputs, check, hygiene)
         except DeviceError as e:
             raise TracedError(str(e), trace.stop().calls) from e
         finally:
@@ -264,11 +291,11 @@ class CANNDevice(CANNRules):
                                  f"{trace.DATA_LIMIT >> 20} MiB not kept: later calls not replayed"})
         return result
 
-    def _run_native_traced(self, case, graph, inputs, check) -> RunResult:
+    def _run_native_traced(self, case, graph, inputs, check, hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
         import json
         lib.ops_cann_trace_start()
         try:
-            result = self.run(case, graph, inputs, check)
+            result = self.run(case, graph, inputs, check, hygiene)
         except DeviceError as e:
             raise TracedError(str(e), json.loads(ffi.string(lib.ops_cann_trace_stop()))) from e
         finally:

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from cannops.backend import hygiene as hyg
 from cannops.backend.base import (Device, DeviceError, GradUnsupported, ParamGrad, RunResult, Support,
                                   numeric_gradient)
 from cannops.cases.graph import GGML_MAX_SRC, OP_VALUE, Graph, Tensor
@@ -118,6 +119,8 @@ class Backward:
 
 
 class GGMLDevice(Device):
+    hygienic = True   # honours --poison and --check-inputs (backend/hygiene.py)
+
     def __init__(self, dev):
         load_all()
         self.dev = dev
@@ -282,6 +285,15 @@ class GGMLDevice(Device):
         """Logical values (shape ne[::-1], quantized -> f32) of a tensor, through its strides."""
         return np.ascontiguousarray(values(t, _raw(p)))
 
+    def _poison(self, r: Replay, graph: Graph) -> None:
+        """Every op output that owns its memory filled with hygiene.POISON (--poison), by
+        tensor_set: a backend's buffer need not implement memset_tensor."""
+        for t in hyg.poisoned(graph):
+            size = lib.ggml_nbytes(r.ptrs[t.index])
+            if size:
+                fill = np.full(size, hyg.POISON, np.uint8)
+                lib.ggml_backend_tensor_set(r.ptrs[t.index], ffi.from_buffer(fill), 0, size)
+
     # --- the Device interface ---
     def supports(self, case, graph: Graph) -> Support:
         try:
@@ -302,12 +314,15 @@ class GGMLDevice(Device):
         finally:
             r.free()
 
-    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> RunResult:
+    def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+            hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
         self._drop_perf()
         r = self.replay(graph, sentinels=True)
         try:
             self._allocate(r)
             self._upload(r, graph, inputs)
+            if hygiene.poison:
+                self._poison(r, graph)
             guards = self._sentinel_data(len(r.sentinels))
             for (s, _), data in zip(r.sentinels, guards):
                 lib.ggml_backend_tensor_set(s, ffi.from_buffer(data), 0, data.nbytes)
@@ -321,7 +336,9 @@ class GGMLDevice(Device):
                 lib.ggml_backend_tensor_get(s, ffi.from_buffer(seen), 0, seen.nbytes)
                 if seen.tobytes() != data.tobytes():
                     problems.append(f"sentinel mismatch: {after}")
-            return RunResult(outputs, problems)
+            raw = lambda t: _raw(r.ptrs[t.index])   # noqa: E731
+            problems += hyg.problems(graph, hygiene, inputs, raw)
+            return RunResult(outputs, problems, unwritten=hyg.unwritten(graph, hygiene, check, raw))
         finally:
             r.free()
 

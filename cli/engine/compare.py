@@ -58,6 +58,20 @@ def compare(label: str, ref: np.ndarray, out: np.ndarray, threshold: float,
     return True, "", e
 
 
+def bit_difference(a: np.ndarray, b: np.ndarray) -> str:
+    """How two outputs of the same case differ bit for bit ("": they do not): the count of
+    elements, the first one's flat index and both values (--repeat)."""
+    from cannops.backend.hygiene import number
+    a, b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
+    if a.dtype != b.dtype or a.size != b.size:
+        return f"{a.dtype}[{a.size}] against {b.dtype}[{b.size}]"
+    differ = np.flatnonzero((a.view(np.uint8).reshape(a.size, -1) != b.view(np.uint8).reshape(b.size, -1)).any(axis=1))
+    if not differ.size:
+        return ""
+    i = int(differ[0])
+    return f"{differ.size} of {a.size} elements, first at index {i}: {number(a[i])} then {number(b[i])}"
+
+
 def worst_elements(ref: np.ndarray, out: np.ndarray, n: int = 5) -> list[list]:
     """The n elements furthest from the reference, as [flat index, got, expected]; NaN and
     inf differences first."""

@@ -14,10 +14,12 @@ import numpy as np
 from cannops.backend import reference
 from cannops.backend import trace as calltrace
 from cannops.backend.base import Device, DeviceError, GradUnsupported, TracedError
+from cannops.backend.hygiene import NONE as NO_HYGIENE
+from cannops.backend.hygiene import Hygiene, unwritten_reason
 from cannops.cases.catalog import Case, StaleName, find_deviation
 from cannops.cases.versions import current
 
-from .compare import compare, worst_elements
+from .compare import bit_difference, compare, worst_elements
 from .perf_measure import measure
 from .strict import bound as strict_bound
 from .strict import check as strict_check
@@ -81,12 +83,13 @@ REPLAY_COST = 6
 
 def test(device: Device, case: Case, seed: int, strict: bool = False,
          ref_cache: str | None = None, ctx: WorkerContext = IN_PROCESS, trace: bool = False,
-         timeout: float | None = None) -> CaseResult:
+         timeout: float | None = None, hygiene: Hygiene = NO_HYGIENE, repeat: int = 1) -> CaseResult:
     """NMSE (the family's metric) on every checked node; with `strict`, a per-element
     bound too (cli/engine/strict.py). `ref_cache`: the reference cache's directory (None: off).
     On a device that traces its calls, `trace` keeps every case's, and a FAIL is run again
     with each call's data kept, for its trace and its blame (`_blame`), where the case's
-    `timeout` (seconds, None: no limit) leaves time for it."""
+    `timeout` (seconds, None: no limit) leaves time for it. `hygiene` (outputs poisoned,
+    inputs compared) and `repeat` (runs that must agree bit for bit): docs/hygiene.md."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -119,27 +122,34 @@ def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: s
             expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
         except NotImplementedError as e:
             return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
-    traced = trace and device.can_trace
+    run = _Runner(device, case, g, inputs, check, hygiene)
     t_run = time.perf_counter()
     try:
-        got = device.run_traced(case, g, inputs, check) if traced else device.run(case, g, inputs, check)
+        got = run(traced=trace and device.can_trace)
+        if repeat > 1:
+            got.problems += _repeats(run, got, repeat)
     except DeviceError as e:
         result = _result(device, case, FAIL, reason=str(e))
         if isinstance(e, TracedError):
             result.trace = e.calls
         elif device.can_trace and device.is_cpu and _fits(1, t0, time.perf_counter() - t_run, timeout):
             # run again traced: on the host (CANN-SIM), never on an NPU an error may have wedged
-            result.trace = _calls_again(device, case, g, inputs, check)
+            result.trace = _calls_again(run)
         result.blame = calltrace.blame(result.trace, None, None)[1]
         result.seconds = time.perf_counter() - t0
         return result
-    t_run = time.perf_counter() - t_run
+    t_run = (time.perf_counter() - t_run) / repeat
+    got.problems[:0] = [why for i, left in got.unwritten.items()
+                        if (why := unwritten_reason(g.tensors[i], left, expected[i][0]))]
     with apart():
         result = _judge(device, case, g, check, expected, got, strict)
+    if hygiene and not run.hygienic:
+        result.note = "; ".join(filter(None, [result.note, f"{device.name} does not poison outputs nor "
+                                                         f"compare inputs (docs/hygiene.md)"]))
     result.trace = got.calls or []
     if result.status == FAIL and device.can_trace:
         if _fits(REPLAY_COST, t0, t_run, timeout):
-            _blame(device, case, g, inputs, check, got, result)
+            _blame(run, got, result)
         else:
             result.blame = (f"not replayed: its run took {t_run:.0f} s, the replay would take about "
                             f"{REPLAY_COST}x that (give it a longer --timeout)")
@@ -149,15 +159,45 @@ def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: s
     return result
 
 
+class _Runner:
+    """One case's runs on a device, all on the same inputs, with the hygiene modes the
+    device honours (a device without them, such as NUMPY or FAULTY, is run without)."""
+
+    def __init__(self, device: Device, case: Case, g, inputs: dict, check: list[int], hygiene: Hygiene):
+        self.device, self.case, self.g, self.inputs, self.check = device, case, g, inputs, check
+        self.hygienic = getattr(device, "hygienic", False)
+        self.kw = {"hygiene": hygiene} if hygiene and self.hygienic else {}
+
+    def __call__(self, traced: bool = False, data: bool = False):
+        args = (self.case, self.g, self.inputs, self.check)
+        if traced or data:
+            return self.device.run_traced(*args, data=data, **self.kw)
+        return self.device.run(*args, **self.kw)
+
+
+def _repeats(run: _Runner, got, repeat: int) -> list[str]:
+    """--repeat: runs 2..repeat of the case, each required to give run 1's outputs bit for
+    bit; the first run that does not, its first differing element per node (and what the
+    device's own checks found in it that they had not found in run 1)."""
+    for k in range(2, repeat + 1):
+        again = run()
+        diffs = [f"[{run.g.tensors[i].op_desc}] run {k} of {repeat} differs from run 1: {d}"
+                 for i in run.check if (d := bit_difference(got.outputs[i], again.outputs[i]))]
+        diffs += [p for p in again.problems if p not in got.problems]
+        if diffs:
+            return diffs
+    return []
+
+
 def _fits(runs: float, t0: float, t_run: float, timeout: float | None) -> bool:
     """Whether `runs` more runs of t_run seconds fit in what is left of the case's timeout."""
     return timeout is None or time.perf_counter() - t0 + runs * t_run < 0.8 * timeout
 
 
-def _calls_again(device: Device, case: Case, g, inputs, check) -> list[dict]:
+def _calls_again(run: _Runner) -> list[dict]:
     """The calls of a run that raised, from a traced run of the same inputs."""
     try:
-        device.run_traced(case, g, inputs, check)
+        run(traced=True)
     except TracedError as e:
         return e.calls
     except DeviceError:
@@ -165,18 +205,18 @@ def _calls_again(device: Device, case: Case, g, inputs, check) -> list[dict]:
     return [{"call": "(trace)", "note": "the traced run did not fail"}]
 
 
-def _blame(device: Device, case: Case, g, inputs, check, got, result: CaseResult) -> None:
+def _blame(run: _Runner, got, result: CaseResult) -> None:
     """A FAIL's trace and blame: the case run again with every call's inputs and outputs
     kept, each call evaluated again in float64 (backend/cann/sim/blame.py), and the first
     call out of tolerance named (backend/trace.py)."""
     try:
-        again = device.run_traced(case, g, inputs, check, data=True)
+        again = run(data=True)
     except DeviceError as e:
         result.trace = getattr(e, "calls", result.trace)
         result.blame = f"the traced run raised: {e}"
         return
     result.trace = again.calls or []
-    same = all(np.array_equal(got.outputs[i], again.outputs[i], equal_nan=True) for i in check)
+    same = all(np.array_equal(got.outputs[i], again.outputs[i], equal_nan=True) for i in run.check)
     _, result.blame = calltrace.blame(result.trace, result.threshold, result.error)
     if not same:
         result.blame = ("the traced run's outputs differ from the run's (an order- or "
@@ -435,7 +475,7 @@ def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_P
         if spec.mode == "grad":
             return grad(device, case, spec.seed, ctx)
         return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx, spec.trace,
-                    spec.case_timeout(device.name))
+                    spec.case_timeout(device.name), Hygiene(spec.poison, spec.check_inputs), spec.repeat)
     except MemoryError:   # the host's, wherever it came from: no verdict on the device
         return _result(device, case, SKIPPED, host_error=True,
                        reason="the host ran out of memory (MemoryError): no verdict on the device")

@@ -34,7 +34,7 @@ DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT),
                  "soc": _STR, "threads": (int, _OPT)}
 RUN_FIELDS = {"mode": _STR, "seed": _INT, "ops_filter": (str, _OPT), "params_filter": (str, _OPT),
               "shard": (str, _OPT), "sample": (int, _OPT), "interrupted": (bool,), "version": _STR,
-              "strict": (str, _OPT), "catalog": _STR, "missing_shards": (dict,), "source": (dict, _OPT),
+              "strict": (str, _OPT), "hygiene": (str, _OPT), "catalog": _STR, "missing_shards": (dict,), "source": (dict, _OPT),
               "devices": (list,), "results": (list,)}
 
 
@@ -166,6 +166,8 @@ class Run:
     interrupted: bool = False
     version: str = ""
     strict: str | None = None           # test --strict: the standard applied (cli/engine/strict.py)
+    # test --repeat / --poison / --check-inputs, as "repeat=2,poison,check-inputs" (None: none)
+    hygiene: str | None = None
     catalog: str = OLDEST               # the catalog version (cases/versions.py) the cases are of
     # a merge with --allow-partial: device -> the shards it lacks ("2/3"); saved
     missing_shards: dict[str, list[str]] = field(default_factory=dict)
@@ -194,6 +196,7 @@ class Run:
             "schema": SCHEMA, "tool": "ops", "version": self.version, "mode": self.mode,
             "seed": self.seed, "ops_filter": self.ops_filter, "params_filter": self.params_filter,
             "shard": self.shard, "sample": self.sample, "interrupted": self.interrupted, "strict": self.strict,
+            **({} if self.hygiene is None else {"hygiene": self.hygiene}),
             "catalog": self.catalog,
             "devices": [asdict(d) for d in self.devices],
             "summary": self.summary(),
@@ -228,7 +231,7 @@ class Run:
         return cls(mode=f["mode"], seed=f.get("seed", 0), ops_filter=f.get("ops_filter"),
                    params_filter=f.get("params_filter"), shard=f.get("shard"), sample=f.get("sample"), devices=devices,
                    results=results, interrupted=f.get("interrupted", False), version=f.get("version", ""),
-                   strict=f.get("strict"), catalog=f.get("catalog", OLDEST),
+                   strict=f.get("strict"), hygiene=f.get("hygiene"), catalog=f.get("catalog", OLDEST),
                    missing_shards=_missing_shards(f.get("missing_shards", {})), source=f.get("source"))
 
     def write_json(self, path: str) -> None:
@@ -349,7 +352,8 @@ def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> dic
 
 # what a merge's runs must share, as the user names it
 SAME_RUN = (("mode", "mode"), ("seed", "--seed"), ("ops_filter", "-o"), ("params_filter", "-p"),
-            ("strict", "--strict"), ("source", "test-backend-ops binary"))
+            ("strict", "--strict"), ("hygiene", "--repeat / --poison / --check-inputs"),
+            ("source", "test-backend-ops binary"))
 
 
 def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: bool = False) -> Run:
@@ -370,6 +374,7 @@ def merge_runs(runs: list[Run], paths: list[str] | None = None, allow_partial: b
             raise ValueError(f"cannot merge results of different runs: {path} has " + ", ".join(diff))
     missing = _check_shards(runs, paths, allow_partial)
     merged = Run(mode=first.mode, seed=first.seed, ops_filter=first.ops_filter, strict=first.strict,
+                 hygiene=first.hygiene,
                  params_filter=first.params_filter, version=first.version, catalog=first.catalog,
                  interrupted=bool(missing) or any(r.interrupted for r in runs), missing_shards=missing,
                  source=first.source)
@@ -471,7 +476,8 @@ class Journal:
         self.close()
 
 
-RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "catalog", "source")
+RUN_KEYS = ("mode", "seed", "ops_filter", "params_filter", "shard", "sample", "strict", "hygiene", "catalog",
+            "source")
 
 
 def _journal_pid(path: str) -> int | None:

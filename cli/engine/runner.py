@@ -62,7 +62,7 @@ def new_run(spec: RunSpec) -> Run:
         from .strict import STANDARD as standard
     return Run(mode=spec.mode, seed=spec.seed, ops_filter=spec.ops_filter,
                params_filter=spec.params_filter, shard=spec.shard, sample=spec.sample, version=__version__,
-               strict=standard, catalog=spec.catalog or current())
+               strict=standard, hygiene=spec.hygiene(), catalog=spec.catalog or current())
 
 
 def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, printer,

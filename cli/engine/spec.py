@@ -32,15 +32,29 @@ class RunSpec:
     strict: bool = False               # test: the per-element check too (engine/strict.py)
     ref_cache: bool = True             # test: keep the reference's outputs on disk (engine/refcache.py)
     trace: bool = False                # test: every case's call trace in its result (a FAIL's always)
+    # test, the hygiene modes (docs/hygiene.md): each case run this many times, its outputs
+    # required bit-identical; op outputs filled with NaN before the run; inputs compared after it
+    repeat: int = 1
+    poison: bool = False
+    check_inputs: bool = False
     # test: the directory references are kept in for this run (the cache's, or a scratch
     # directory of the run's own where the cache is off and several devices share them);
     # set by the runner (runner.run_cases), None: none kept
     ref_dir: str | None = None
 
     def case_timeout(self, device: str) -> float:
-        """The per-case limit on `device` (a label: CANN-SIM, CANN-SIM:310P)."""
+        """The per-case limit on `device` (a label: CANN-SIM, CANN-SIM:310P); without
+        --timeout, --repeat N gives a case N times the limit (N runs on the device)."""
+        if self.timeout_given:
+            return self.timeout
         simulated = device.split(":")[0].endswith("-SIM")   # CANN-SIM:310P too
-        return self.timeout * (SIMULATOR_TIME if simulated and not self.timeout_given else 1)
+        return self.timeout * (SIMULATOR_TIME if simulated else 1) * self.repeat
+
+    def hygiene(self) -> str | None:
+        """The hygiene modes as the results file records them, None where none is on."""
+        on = [f"repeat={self.repeat}"] * (self.repeat > 1) + ["poison"] * self.poison + \
+            ["check-inputs"] * self.check_inputs
+        return ",".join(on) or None
 
     def worker_threads(self) -> int:
         return worker_threads(self.mode, self.jobs, self.threads)

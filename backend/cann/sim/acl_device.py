@@ -8,6 +8,8 @@ import threading
 from .binding import ffi, lib
 
 from .entries import entry
+from .hygiene import switches_from_env
+from .memory import FRESH, POISON
 from .refusals import SimError, allowed_from_env
 from .state import (DEVICE_COUNT, STATE, align_from_env, check_device, need_device, report_leaks,
                     seed_from_env, soc_from_env)
@@ -22,6 +24,8 @@ def aclInit(config_path):
         STATE.memory.align = align_from_env()
         STATE.allowed = allowed_from_env()
         STATE.seed = seed_from_env()
+        poison, STATE.check_inputs = switches_from_env()
+        STATE.memory.fresh = POISON if poison else FRESH
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True

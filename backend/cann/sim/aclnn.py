@@ -27,6 +27,7 @@ from ..soc import unoffered
 from . import dtypes, trace
 from .descriptors import ScalarDesc, TensorDesc
 from .entries import api_entries, entry, guarded
+from .hygiene import check_overlap
 from .refusals import SimError
 from .state import STATE, soc_family, tolerate
 from .streams import enqueue, get_stream
@@ -287,6 +288,11 @@ def _prepare(name: str, args) -> Plan:
     except SimError as e:
         raise SimError(e.code, f"aclnn{name}GetWorkspaceSize: {e}") from e
     plan.name = name
+    if STATE.check_inputs:
+        try:
+            check_overlap(name, params, plan)
+        except SimError as e:
+            raise SimError(e.code, f"aclnn{name}GetWorkspaceSize: {e}") from e
     offset = 0
     for t in plan.inputs:
         nbytes = math.prod(t.dims) * t.np_dtype.itemsize

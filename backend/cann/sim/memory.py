@@ -45,6 +45,7 @@ class DeviceMemory:
     def __init__(self, capacity: int, malloc: str = "aclrtMalloc", free: str = "aclrtFree"):
         self.capacity = capacity
         self.align = ALIGN
+        self.fresh = FRESH        # the bytes of new memory: POISON with CANN_SIM_POISON (sim/hygiene.py)
         self.malloc_name, self.free_name = malloc, free
         self.used = 0
         self.starts: list[int] = []            # sorted addresses of known allocations
@@ -68,7 +69,7 @@ class DeviceMemory:
         skip = -base % align
         skip += align if (base + skip) % (2 * align) == 0 else 0   # aligned, never twice that
         a = Allocation(base + skip, size, raw[skip:skip + size])
-        a.buf[:] = FRESH          # uninitialised memory is not zero on a device
+        a.buf[:] = self.fresh     # uninitialised memory is not zero on a device
         self.used += size
         bisect.insort(self.starts, a.addr)
         self.by_addr[a.addr] = a

@@ -73,6 +73,11 @@ def _param_names() -> dict[str, list[str]]:
     return {e.name: [a.strip() for a in e.arguments().split(",")] for e in def_entries()}
 
 
+def param_names(entry: str) -> list[str]:
+    """An entry point's parameter names (none where the .def files lack it)."""
+    return _param_names().get(entry) or []
+
+
 @functools.cache
 def _constants(prefix: str) -> dict[int, str]:
     return {getattr(lib, n): n[len(prefix):] for n in dir(lib) if n.startswith(prefix)}

@@ -100,7 +100,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     with ctx.memory_turn(tensor_bytes(g)):
-        result = _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0)
+        result = _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0, hygiene, repeat)
     if result.by != reference.NAME:
         result.evidence = s.evidence
     return result
@@ -112,7 +112,8 @@ def tensor_bytes(g) -> int:
 
 
 def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: str | None,
-            ctx: WorkerContext, trace: bool, timeout: float | None, t0: float) -> CaseResult:
+            ctx: WorkerContext, trace: bool, timeout: float | None, t0: float,
+            hygiene: Hygiene, repeat: int) -> CaseResult:
     """test() of a case the device and the reference support."""
     check = check_indices(g)
     apart = _apart(g, ctx)

@@ -95,7 +95,7 @@ def write_repro(spec: ReproSpec, say=print) -> dict:
 
 def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
     from cannops.backend.base import DeviceError, RunResult
-    from .execute import _blame, _judge, _reference, check_indices
+    from .execute import NO_HYGIENE, _blame, _judge, _reference, _Runner, check_indices
     from .results import FAIL, CaseResult
     say(f"running {case.name} on {device.name}" + ("" if last else " (before the last)"))
     inputs = case.init_inputs(graph, seed)
@@ -113,7 +113,7 @@ def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
         got = RunResult(program.outputs, [])
         result = _judge(device, case, graph, check, expected, got, False)
         if last and result.status == FAIL and device.can_trace:
-            _blame(device, case, graph, inputs, check, got, result)   # which call, for the README
+            _blame(_Runner(device, case, graph, inputs, check, NO_HYGIENE), got, result)   # which call, for the README
     return CaseRun(case, graph, inputs, check, expected, program, result,
                    getattr(program, "calls", None) or calls)
 

@@ -51,10 +51,9 @@ def check_repro(spec: ReproSpec) -> list:
     names = [n for n, _ in list_devices([spec.device])]
     if spec.device not in names:
         raise BadInput(f"device {spec.device!r} not available here; available: {', '.join(names) or 'none'}")
-    if not (spec.device.startswith("GGML-") or spec.device == "CANN-SIM"):
-        why = ("on an NPU the layer records its aclnn calls but not yet its allocations and copies"
-               if spec.device.startswith("CANN") else "it writes programs for CANN-SIM and ggml devices (GGML-*)")
-        raise BadInput(f"ops repro cannot reproduce {spec.device}: {why}")
+    if not spec.device.startswith(("GGML-", "CANN")):
+        raise BadInput(f"ops repro cannot reproduce {spec.device}: it writes programs for ops' CANN layer "
+                       "(CANN-SIM, CANN0, ...) and ggml devices (GGML-*)")
     return cases
 
 
@@ -155,6 +154,8 @@ def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
                 "status": runs[-1].result.status, "reason": runs[-1].result.reason,
                 "error": runs[-1].result.error, "threshold": runs[-1].result.threshold,
                 "versions": versions, "command": list(spec.argv)}
+    if hasattr(runs[-1].program, "recorder"):   # ops' CANN layer: who recorded its calls
+        manifest["recorded_by"] = runs[-1].program.recorder
     texts["README.md"] = _readme(spec, device, runs, versions)
     for name, content in texts.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)

@@ -424,10 +424,16 @@ def program(steps: list[Step], programs: list[CallProgram], title: str, device_i
 
 def build_files(title: str, env: dict[str, str]) -> str:
     """The Makefile: ASCEND_TOOLKIT_HOME (include/, lib64/), as CANN's set_env.sh sets it."""
+    from cannops.native.toolkit import OPAPI_LIBRARIES
+    split = " ".join(name[len("lib"):-len(".so")] for name in OPAPI_LIBRARIES)
     variables = ["# the CANN toolkit (a real one, or `make cann-sim-toolkit`'s simulated one)",
-                 f"ASCEND_TOOLKIT_HOME ?= {_toolkit_home()}"]
+                 f"ASCEND_TOOLKIT_HOME ?= {_toolkit_home()}",
+                 "# the aclnn operators: one library per operator repository in newer CANN, else libopapi",
+                 f"OPAPI_SPLIT := $(wildcard $(patsubst %,$(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,{split}))",
+                 "OPAPI_LIBS ?= $(if $(OPAPI_SPLIT),$(patsubst $(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,-l%,$(OPAPI_SPLIT)),"
+                 "-lopapi)"]
     build = ("$(CC) $(CFLAGS) -I$(ASCEND_TOOLKIT_HOME)/include -o $@ repro.c -L$(ASCEND_TOOLKIT_HOME)/lib64 "
-             "-Wl,-rpath,$(ASCEND_TOOLKIT_HOME)/lib64 -lascendcl -lnnopbase -lopapi -lm")
+             "-Wl,-rpath,$(ASCEND_TOOLKIT_HOME)/lib64 -lascendcl -lnnopbase $(OPAPI_LIBS) -lm")
     return makefile(title, variables, build, env)
 
 

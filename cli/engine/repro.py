@@ -141,7 +141,10 @@ def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
     from cannops.backend.repro import HEADER
     steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
     title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
-    texts = device.reproducer(steps, [r.program for r in runs], title)
+    try:
+        texts = device.reproducer(steps, [r.program for r in runs], title)
+    except ValueError as e:   # a call recorded that the program cannot make again
+        raise BadInput(f"{runs[-1].case.name} on {device.name}: no reproducer written: {e}") from None
     _clear(out)
     out.mkdir(parents=True, exist_ok=True)
     files = _save(out, arrays)

@@ -177,8 +177,9 @@ def toolkit(tmp_path_factory):
     return {"ASCEND_TOOLKIT_HOME": str(prefix)}
 
 
-def cann_repro(tmp_path, toolkit, case, fault=""):
-    out, manifest = repro(tmp_path, "CANN-SIM", case, env={**toolkit, "OPS_CANN_FAULT": fault}, name=fault or "r")
+def cann_repro(tmp_path, toolkit, case, fault="", recorder=""):
+    env = {**toolkit, "OPS_CANN_FAULT": fault, "OPS_REPRO_RECORDER": recorder}
+    out, manifest = repro(tmp_path, "CANN-SIM", case, env=env, name=f"{fault or 'r'}-{recorder or 'sim'}")
     p = make(out, env={**BARE, **toolkit})
     assert p.returncode == 0, p.stdout + p.stderr
     return out, manifest, make(out, "run", env={**BARE, **toolkit})
@@ -218,3 +219,34 @@ def test_a_refused_call_is_reproduced_as_the_refusal(tmp_path, toolkit):
     assert manifest["status"] == "FAIL" and "161002" in manifest["reason"]
     assert run.returncode == 0 and "aclnnSoftmaxGetWorkspaceSize returned 161002, as in the run" in run.stdout, \
         run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("fault", ["", "softmax-bf16-logits", "softmax-bad-dim"])
+def test_the_layers_own_recording_writes_the_same_program_and_it_reproduces(tmp_path, toolkit, fault):
+    """As on a real NPU (CANN0), the layer records the run itself (native/aclnn/trace.c,
+    OPS_REPRO_RECORDER=native): through the simulated toolkit, the program written from its
+    recording is the one written from the simulator's, but for the run's addresses (in its
+    comments), with the same uploads, and it reproduces the same way."""
+    import re
+    sim, sim_manifest, _ = cann_repro(tmp_path, toolkit, SOFT_MAX, fault)
+    out, manifest, run = cann_repro(tmp_path, toolkit, SOFT_MAX, fault, recorder="native")
+    assert manifest["status"] == sim_manifest["status"] and manifest["files"] == sim_manifest["files"]
+    assert "native/aclnn/trace.c" in manifest["recorded_by"] and "sim/trace.py" in sim_manifest["recorded_by"]
+
+    def text(folder):
+        return re.sub(r"0x[0-9a-f]+", "ADDR", (folder / "repro.c").read_text()).replace(folder.name, "")
+    assert text(out) == text(sim)
+    copies = sorted(f for f in manifest["files"] if "/copy_" in f)
+    assert copies and all((out / f).read_bytes() == (sim / f).read_bytes() for f in copies)
+    assert run.returncode == 0 and "reproduced:" in run.stdout, run.stdout + run.stderr
+    if not fault:
+        # a newer toolkit's operator libraries, one per repository, are linked instead of libopapi
+        (tmp_path / "split" / "lib64").mkdir(parents=True)
+        for name in ("libopapi_nn.so", "libopapi_math.so"):
+            (tmp_path / "split" / "lib64" / name).write_bytes(b"")
+        dry = make(out, "-n", "-B", f"ASCEND_TOOLKIT_HOME={tmp_path / 'split'}")
+        assert "-lnnopbase -lopapi_math -lopapi_nn -lm" in dry.stdout, dry.stdout + dry.stderr
+        perturb(out, manifest)
+        again = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **toolkit},
+                               timeout=300)
+        assert again.returncode == 1 and "NOT reproduced" in again.stdout, again.stdout + again.stderr

@@ -132,6 +132,77 @@ def test_the_layers_own_trace_is_the_simulators(sim, op):
         [c["call"] for c in native]
 
 
+def _both_recorders(run):
+    """One run recorded for a reproducer by the simulator (sim/trace.py, repro) and by the
+    layer's own recorder (native/aclnn/trace.c) at once: both recordings."""
+    from cannops.backend.cann.repro import NativeRecorder
+    from cannops.backend.cann.sim import trace as simtrace
+    native = NativeRecorder()
+    native.start(repro=True)
+    simtrace.start(repro=True)
+    try:
+        run()
+    finally:
+        simulated, recorded = simtrace.stop(), native.stop()
+    # the rules the simulator tolerated and its warnings are its own: no real runtime says them
+    simulated.calls = [{k: v for k, v in c.items() if k not in ("tolerated", "warnings")} for c in simulated.calls]
+    return simulated, recorded
+
+
+@pytest.mark.parametrize("op", ["SOFT_MAX", "ROPE", "FLASH_ATTN_EXT", "CONCAT", "MUL_MAT_ID"])
+def test_the_layers_repro_recording_is_the_simulators(sim, op):
+    """What a reproducer needs, recorded by the layer on a real device: the same records as
+    the simulator's, call for call (allocations with the address given, copies with the
+    bytes they moved, waits; tensors with their storage), and the same bytes."""
+    from cannops.cli.engine.execute import check_indices
+    case = next(c for c in all_cases() if c.op == op and sim.supports(c, c.build()))
+    g = case.build()
+    inputs = case.init_inputs(g, 0)
+    simulated, native = _both_recorders(lambda: sim._run(g, inputs, check_indices(g)))
+    names = {c["call"] for c in native.calls}
+    assert {"aclrtMemcpy", "aclrtSynchronizeStream"} <= names and any(n.startswith("aclnn") for n in names)
+    assert all("storage" in c["args"]["self"] for c in native.calls if "self" in c.get("args", {})
+               and isinstance(c["args"]["self"], dict) and "dtype" in c["args"]["self"])
+    assert native.calls == simulated.calls
+    assert native.blobs == simulated.blobs and len(native.blobs) >= 2
+    uploaded = b"".join(native.blobs[c["data"]] for c in native.calls
+                        if c["call"] == "aclrtMemcpy" and c["args"]["kind"] == 1)
+    assert inputs and all(np.ascontiguousarray(x).tobytes() in uploaded for x in inputs.values())
+
+
+def test_the_layers_repro_recording_has_frees_memsets_and_refusals(sim):
+    """testing.c's use-after-free (aclrtMalloc, a copy in, aclrtFree, a copy out), missing
+    sync (aclrtMemset, a read before the wait), an async copy from the host and a refused
+    one: both recorders agree, and the layer still reads the refusal's message after the
+    recorder took it for the record."""
+    from cannops.native._aclnn import ffi, lib
+    err = ffi.new("char[512]")
+    data, back = np.arange(256, dtype=np.uint8), np.zeros(256, np.uint8)
+    x, before, after = np.linspace(-1, 1, 64, dtype=np.float32), np.zeros(64, np.float32), np.zeros(64, np.float32)
+    rc, msg = [], []
+
+    def run():
+        rc.append(lib.ops_cann_test_use_after_free(sim.ctx, ffi.from_buffer(data), 256, ffi.from_buffer(back),
+                                                   err, len(err)))
+        rc.append(lib.ops_cann_test_missing_sync(sim.ctx, ffi.from_buffer("float[]", x), 64,
+                                                 ffi.from_buffer("float[]", before), ffi.from_buffer("float[]", after),
+                                                 err, len(err)))
+        rc.append(lib.ops_cann_test_async_copy(sim.ctx, lib.OPS_TEST_COPY_PAGEABLE_H2D, err, len(err)))
+        rc.append(lib.ops_cann_test_async_copy(sim.ctx, lib.OPS_TEST_COPY_UNALIGNED_D2D, err, len(err)))
+        msg.append(ffi.string(err).decode())
+    simulated, native = _both_recorders(run)
+    assert rc[:3] == [0, 0, 0] and rc[3] != 0
+    assert native.calls == simulated.calls and native.blobs == simulated.blobs
+    names = [c["call"] for c in native.calls]
+    assert names[:4] == ["aclrtMalloc", "aclrtMemcpy", "aclrtFree", "aclrtMemcpy"] and "aclrtMemset" in names
+    assert native.blobs[native.calls[1]["data"]] == data.tobytes()                 # the bytes taken up
+    assert native.blobs[native.calls[3]["data"]] == back.tobytes() == b"\xff" * 256   # the freed block's poison
+    assert any(c["call"] == "aclrtMemcpyAsync" and c["args"]["kind"] == 1 and "data" in c for c in native.calls)
+    refused = native.calls[-1] if native.calls[-1]["rc"] else next(c for c in native.calls if c["rc"])
+    assert refused["call"] == "aclrtMemcpyAsync" and refused["rc"] == rc[3] and "data" not in refused
+    assert refused["error"] and refused["error"] in msg[0]   # the layer's own report has it still
+
+
 def test_a_refused_launch_is_its_own_record_in_both_traces(sim):
     """testing.c launches one executor twice: the second launch is refused."""
     from cannops.backend.cann.sim import trace as simtrace

@@ -3,6 +3,7 @@ device memory from the pool, each op node is handed to the native aclnn layer, a
 checked tensors are copied back after one stream synchronisation."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -237,20 +238,22 @@ class CANNDevice(CANNRules):
                 placed.release()
 
     def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]):
-        """A run recorded for a reproducer (ops repro): on the simulator, every ACL runtime
-        and aclnn call with what it needs to be made again (sim/trace.py, repro)."""
-        if not self.simulated:
-            raise DeviceError(f"{self.name}: ops repro records the calls through the simulator; on an NPU "
-                              "the layer does not yet record its runtime calls and copies")
-        from .repro import CallProgram
-        from .sim import trace
-        trace.start(repro=True)
+        """A run recorded for a reproducer (ops repro): every ACL runtime and aclnn call with
+        what it needs to be made again. The simulator records them (sim/trace.py, repro); a
+        real device's are recorded by the layer itself (native/aclnn/trace.c), as they are on
+        the simulator too with OPS_REPRO_RECORDER=native: the same records either way."""
+        from .repro import CallProgram, NativeRecorder
+        if self.simulated and os.environ.get("OPS_REPRO_RECORDER", "") != "native":
+            from .sim import trace as recorder
+        else:
+            recorder = NativeRecorder()
+        recorder.start(repro=True)
         try:
             result, bases = self._run(graph, inputs, check)
         except DeviceError as e:   # a refused call: the program makes it and expects the refusal
-            return CallProgram.of(trace.stop(), {}, {}, check, str(e))
+            return CallProgram.of(recorder.stop(), {}, {}, check, str(e))
         finally:
-            rec = trace.stop() if trace.ON else None
+            rec = recorder.stop() if recorder.ON else None
         return CallProgram.of(rec, result.outputs, bases, check)
 
     def reproducer(self, steps, programs, title: str) -> dict[str, str]:

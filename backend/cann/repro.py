@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -23,6 +24,8 @@ SCALAR_TYPES = {"FLOAT": "float", "DOUBLE": "double", "FLOAT16": "uint16_t", "BF
                 "INT8": "int8_t", "UINT8": "uint8_t", "INT16": "int16_t", "UINT16": "uint16_t", "INT32": "int32_t",
                 "UINT32": "uint32_t", "INT64": "int64_t", "UINT64": "uint64_t", "BOOL": "bool"}
 VALUE_TYPES = {"f32": 0, "f16": 1, "bf16": 2, "i32": 3}   # check_output's `type`
+SIM_RECORDER = "the simulator (backend/cann/sim/trace.py)"
+NATIVE_RECORDER = "ops' CANN layer itself (native/aclnn/trace.c)"
 
 
 @dataclass
@@ -36,13 +39,48 @@ class CallProgram:
     checked: dict[int, str]        # node index -> its base's device address (hex)
     leaves: dict                   # (the uploads come from the blobs)
     error: str = ""                # the run raised (a refused call): no outputs
+    recorder: str = SIM_RECORDER   # who recorded the calls
 
     @classmethod
     def of(cls, rec, outputs: dict, bases: dict[int, int], check: list[int], error: str = "") -> "CallProgram":
         downloads = {int(c["args"]["src"], 16): rec.blobs[c["data"]] for c in rec.calls
                      if c["call"] == "aclrtMemcpy" and c["args"].get("kind") == D2H and "data" in c}
         raw = {i: np.frombuffer(downloads[bases[i]], np.uint8).copy() for i in bases}
-        return cls(rec.calls, rec.blobs, outputs, raw, {i: hex(a) for i, a in bases.items()}, {}, error)
+        return cls(rec.calls, rec.blobs, outputs, raw, {i: hex(a) for i, a in bases.items()}, {}, error,
+                   getattr(rec, "recorder", SIM_RECORDER))
+
+
+class NativeRecorder:
+    """The layer's own recording for a reproducer (native/aclnn/trace.c), used as the
+    simulator's (sim/trace.py) is: start, then stop gives the calls and the bytes each copy
+    moved (`data`: an index into `blobs`), in the simulator's record form."""
+    ON = False
+
+    def start(self, repro: bool = True) -> None:
+        from cannops.native._aclnn import lib
+        lib.ops_cann_trace_start_repro() if repro else lib.ops_cann_trace_start()
+        self.ON = True
+
+    def stop(self) -> SimpleNamespace:
+        import json
+        from cannops.backend.base import DeviceError
+        from cannops.native._aclnn import ffi, lib
+        text = ffi.string(lib.ops_cann_trace_stop()).decode(errors="replace")
+        self.ON = False
+        try:
+            calls = json.loads(text)
+        except ValueError:
+            raise DeviceError("the layer's recording of the run was cut short (out of memory): "
+                              "no reproducer can be written from it") from None
+        return SimpleNamespace(calls=calls, recorder=NATIVE_RECORDER, blobs=[_blob(i) for i in range(
+            1 + max((c["data"] for c in calls if "data" in c), default=-1))])
+
+
+def _blob(i: int) -> bytes:
+    from cannops.native._aclnn import ffi, lib
+    data = ffi.new("const unsigned char **")
+    size = lib.ops_cann_trace_blob(i, data)
+    return bytes(ffi.buffer(data[0], size)) if size else b""
 
 
 PRELUDE = r"""#include "acl/acl.h"
@@ -386,10 +424,16 @@ def program(steps: list[Step], programs: list[CallProgram], title: str, device_i
 
 def build_files(title: str, env: dict[str, str]) -> str:
     """The Makefile: ASCEND_TOOLKIT_HOME (include/, lib64/), as CANN's set_env.sh sets it."""
+    from cannops.native.toolkit import OPAPI_LIBRARIES
+    split = " ".join(name[len("lib"):-len(".so")] for name in OPAPI_LIBRARIES)
     variables = ["# the CANN toolkit (a real one, or `make cann-sim-toolkit`'s simulated one)",
-                 f"ASCEND_TOOLKIT_HOME ?= {_toolkit_home()}"]
+                 f"ASCEND_TOOLKIT_HOME ?= {_toolkit_home()}",
+                 "# the aclnn operators: one library per operator repository in newer CANN, else libopapi",
+                 f"OPAPI_SPLIT := $(wildcard $(patsubst %,$(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,{split}))",
+                 "OPAPI_LIBS ?= $(if $(OPAPI_SPLIT),$(patsubst $(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,-l%,$(OPAPI_SPLIT)),"
+                 "-lopapi)"]
     build = ("$(CC) $(CFLAGS) -I$(ASCEND_TOOLKIT_HOME)/include -o $@ repro.c -L$(ASCEND_TOOLKIT_HOME)/lib64 "
-             "-Wl,-rpath,$(ASCEND_TOOLKIT_HOME)/lib64 -lascendcl -lnnopbase -lopapi -lm")
+             "-Wl,-rpath,$(ASCEND_TOOLKIT_HOME)/lib64 -lascendcl -lnnopbase $(OPAPI_LIBS) -lm")
     return makefile(title, variables, build, env)
 
 

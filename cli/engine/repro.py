@@ -51,10 +51,9 @@ def check_repro(spec: ReproSpec) -> list:
     names = [n for n, _ in list_devices([spec.device])]
     if spec.device not in names:
         raise BadInput(f"device {spec.device!r} not available here; available: {', '.join(names) or 'none'}")
-    if not (spec.device.startswith("GGML-") or spec.device == "CANN-SIM"):
-        why = ("on an NPU the layer records its aclnn calls but not yet its allocations and copies"
-               if spec.device.startswith("CANN") else "it writes programs for CANN-SIM and ggml devices (GGML-*)")
-        raise BadInput(f"ops repro cannot reproduce {spec.device}: {why}")
+    if not spec.device.startswith(("GGML-", "CANN")):
+        raise BadInput(f"ops repro cannot reproduce {spec.device}: it writes programs for ops' CANN layer "
+                       "(CANN-SIM, CANN0, ...) and ggml devices (GGML-*)")
     return cases
 
 
@@ -142,7 +141,10 @@ def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
     from cannops.backend.repro import HEADER
     steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
     title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
-    texts = device.reproducer(steps, [r.program for r in runs], title)
+    try:
+        texts = device.reproducer(steps, [r.program for r in runs], title)
+    except ValueError as e:   # a call recorded that the program cannot make again
+        raise BadInput(f"{runs[-1].case.name} on {device.name}: no reproducer written: {e}") from None
     _clear(out)
     out.mkdir(parents=True, exist_ok=True)
     files = _save(out, arrays)
@@ -155,6 +157,8 @@ def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
                 "status": runs[-1].result.status, "reason": runs[-1].result.reason,
                 "error": runs[-1].result.error, "threshold": runs[-1].result.threshold,
                 "versions": versions, "command": list(spec.argv)}
+    if hasattr(runs[-1].program, "recorder"):   # ops' CANN layer: who recorded its calls
+        manifest["recorded_by"] = runs[-1].program.recorder
     texts["README.md"] = _readme(spec, device, runs, versions)
     for name, content in texts.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)

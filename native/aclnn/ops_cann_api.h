@@ -58,6 +58,11 @@ int ops_cann_time(struct ops_cann_ctx *ctx, struct ggml_tensor *node, int n_runs
  * simulator's trace schema), valid until the next start. One per process. */
 int ops_cann_trace_start(void);
 const char *ops_cann_trace_stop(void);
+/* A recording for a reproducer (ops repro): the runtime calls too (allocations, copies with
+ * the host bytes they moved, memsets, waits) and the tensors' storage shapes; blob i (a
+ * record's "data") is ops_cann_trace_blob's, valid until the next start. */
+int ops_cann_trace_start_repro(void);
+size_t ops_cann_trace_blob(size_t i, const unsigned char **data);
 
 /* Test-only entry points: deliberately broken call sequences (see testing.c). */
 int ops_cann_test_missing_sync(struct ops_cann_ctx *ctx, const float *x, int64_t count,

@@ -209,9 +209,11 @@ class CANNDevice(CANNRules):
             finally:
                 placed.release()
 
-    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]):
+    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int], built=None):
         """A run recorded for a reproducer (ops repro): on the simulator, every ACL runtime
-        and aclnn call with what it needs to be made again (sim/trace.py, repro)."""
+        and aclnn call with what it needs to be made again (sim/trace.py, repro). `built`
+        is not called: the calls are the program, recorded as they are made, so a run
+        that kills its process leaves none."""
         if not self.simulated:
             raise DeviceError(f"{self.name}: ops repro records the calls through the simulator; on an NPU "
                               "the layer does not yet record its runtime calls and copies")

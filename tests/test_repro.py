@@ -115,6 +115,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, args, messag
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GGML_CANN = pathlib.Path(os.environ.get("OPS_TEST_GGML_CANN", ROOT / "build" / "ggml-cann" / "910B"))
 SET_ROWS = "SET_ROWS(type_src=f16,type_dst=f32,type_idx=i64,ne=[256,5,1,3],nr23=[1,1],r=1,v=0)"
+SWIGLU_VIEW = "SWIGLU(type=f16,ne_a=[128,2,2,2],v=1,swapped=0)"
 # ops with the bridge of a test folder (built against the ggml-cann prefix) in place of its own
 LAUNCH = """
 import importlib.util, sys
@@ -164,6 +165,53 @@ def test_a_ggml_cann_fault_reproduces_without_python(tmp_path, ggml_cann):
     perturb(out, manifest)
     run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
     assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout + run.stderr
+
+
+def expect_death(out, sig: int, code: int, message: str) -> None:
+    """The program rewritten as ops repro writes it for a run that killed its process."""
+    text = (out / "repro.c").read_text()
+    defines = (f'#define EXPECT_DEATH "the last case"\n#define EXPECT_SIGNAL {sig}\n#define EXPECT_EXIT {code}\n'
+               f'#define EXPECT_MESSAGE "{message}"\n')
+    (out / "repro.c").write_text(text.replace("#define N_THREADS", defines + "#define N_THREADS", 1))
+    (out / "repro").unlink(missing_ok=True)
+
+
+def test_a_program_expecting_a_death_tells_the_death_from_a_run_to_the_end(tmp_path):
+    """repro.h's repro_expect_death, on GGML-CPU: the cases run in a child; the same end
+    (here exit 2 on a missing input, with its line) is reproduced, a run to the end is not."""
+    out, _ = repro(tmp_path, "GGML-CPU", ABS)
+    expect_death(out, 0, 2, "repro: cannot open case1/in_0")
+    (out / "case1" / next(f for f in os.listdir(out / "case1") if f.startswith("in_0"))).unlink()
+    run = built_and_run(out)
+    assert run.returncode == 0 and "dies as in the recorded run (exit status 2)" in run.stdout, run.stdout
+    out, _ = repro(tmp_path, "GGML-CPU", ABS, name="computes")
+    expect_death(out, 6, 0, "CANN error: ")
+    assert make(out).returncode == 0
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env=BARE, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced: the last case ran to its end, exit status 0" in run.stdout, run.stdout
+    assert "identical to the stored device output" in run.stdout   # the child's output passed on
+
+
+def test_a_ggml_cann_abort_leaves_a_program_that_sees_it_again(tmp_path, ggml_cann):
+    """ggml-cann aborts the process on the refused aclnnSwiGlu of a view: ops repro (the
+    device in a child) still writes the folder, and its program dies the same way."""
+    module, env = ggml_cann
+    out = tmp_path / "swiglu"
+    p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", SWIGLU_VIEW, str(out)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert p.returncode == 0 and "killed by SIGABRT" in p.stdout, p.stdout + p.stderr
+    manifest = json.loads((out / "repro.json").read_text())
+    assert manifest["status"] == "FAIL" and manifest["died"]["exitcode"] == -6
+    assert manifest["died"]["expected"].startswith("CANN error: aclnnSwiGluGetWorkspaceSize: x must be contiguous")
+    assert not [f for f in manifest["files"] if f.startswith("case1/out_")]
+    assert "## What happened" in (out / "README.md").read_text()
+    run = built_and_run(out)
+    assert run.returncode == 0 and "dies as in the recorded run (killed by SIGABRT)" in run.stdout, run.stdout
+    text = (out / "repro.c").read_text()
+    (out / "repro.c").write_text(text.replace("x must be contiguous", "x must be something else"))
+    assert make(out).returncode == 0
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout
 
 
 # ------------------------------------------------------------------ CANN-SIM ----

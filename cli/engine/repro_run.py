@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from .selection import BadInput
 
 OUTPUT_TAIL = 40   # lines of the dead process's output kept for the README
+BRIDGE = "cannops.native._ggml"   # the cffi bridge to ggml
 
 
 @dataclass
@@ -53,8 +54,9 @@ def device_runs(device_name: str, cases: list, graphs: list, seed: int, say) -> 
     conn, child_conn = ctx.Pipe()
     with tempfile.TemporaryDirectory(prefix="ops-repro-") as tmp:
         log = os.path.join(tmp, "output")    # a spawned child inherits no descriptor: a path
-        child = ctx.Process(target=_child, args=(child_conn, device_name, [c.name for c in cases], seed, log),
-                            daemon=True)
+        bridge = getattr(sys.modules.get(BRIDGE), "__file__", None)
+        child = ctx.Process(target=_child, args=(child_conn, device_name, [c.name for c in cases], seed, log,
+                                                 bridge), daemon=True)
         child.start()
         child_conn.close()
         try:
@@ -115,13 +117,16 @@ def _how(exitcode: int | None) -> str:
 
 # ------------------------------------------------------------------ child ----
 
-def _child(conn, device_name: str, names: list[str], seed: int, log: str) -> None:
+def _child(conn, device_name: str, names: list[str], seed: int, log: str, bridge: str | None) -> None:
     """The child: its output into the log (ops' stdout stays ops'), no backtrace by gdb
-    (ggml's abort would attach one, slowly), then the cases, each reported as it goes."""
+    (ggml's abort would attach one, slowly), ops' ggml bridge, then the cases, each
+    reported as it goes."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     for std in (1, 2):
         os.dup2(fd, std)
     os.close(fd)
+    if bridge:
+        _use_bridge(bridge)
     os.environ["GGML_NO_BACKTRACE"] = "1"
     try:
         _run_all(conn, device_name, names, seed)
@@ -131,6 +136,19 @@ def _child(conn, device_name: str, names: list[str], seed: int, log: str) -> Non
         traceback.print_exc()
         conn.send(("error", f"ops repro: the device run raised {type(e).__name__}: {e}"))
     conn.close()
+
+
+def _use_bridge(path: str) -> None:
+    """The ggml bridge module ops runs on (one built against another ggml prefix may have
+    been loaded from its own file), in place of the one an import would find."""
+    import importlib.util
+    spec = importlib.util.find_spec(BRIDGE)
+    if spec is not None and spec.origin and os.path.samefile(spec.origin, path):
+        return
+    spec = importlib.util.spec_from_file_location(BRIDGE, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[BRIDGE] = module
 
 
 def _run_all(conn, device_name: str, names: list[str], seed: int) -> None:

@@ -5,7 +5,8 @@ report's smallest case, run by test-backend-ops of a `make ggml-cann` build on t
 toolkit, shows the fault the report describes (skipped where no build is present, unless
 `make upstream-check` asks for it: UPSTREAM_CHECK_REQUIRED=1), and so does its reproducer:
 written by `ops repro -b GGML-CANN0` (UPSTREAM_CHECK_REPRO=1: make upstream-check rebuilds
-the bridge on the 910B prefix first), built and run with no Python on PATH."""
+the bridge on the 910B prefix first, then on the 310P's for its reports:
+UPSTREAM_CHECK_BRIDGE), built and run with no Python on PATH."""
 import importlib.util
 import json
 import os
@@ -25,6 +26,7 @@ FIXED_SECTIONS = ("## What failed", "## Smallest case", "## Fixed in")
 BUILD = pathlib.Path(os.environ.get("UPSTREAM_CHECK_BUILD", ROOT / "build" / "ggml-cann"))
 REQUIRED = os.environ.get("UPSTREAM_CHECK_REQUIRED") == "1"
 REPRO = os.environ.get("UPSTREAM_CHECK_REPRO") == "1"
+BRIDGE = os.environ.get("UPSTREAM_CHECK_BRIDGE", "910B")   # the variant whose prefix the bridge is on
 OPS = ROOT / ".venv" / "bin" / "ops"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -187,8 +189,8 @@ def test_the_reproducer_builds_runs_without_python_and_shows_the_fault(report, k
     text = report.read_text()
     (argv, recorded), block = repro_block(text)["runs"][k], check_block(text)
     variant = _variant_or_skip(block["variant"])
-    if block["variant"] != "910B":
-        pytest.skip(f"the bridge is on the 910B prefix; {block['variant']}: make native GGML_HOME=…/{block['variant']}/prefix")
+    if block["variant"] != BRIDGE:
+        pytest.skip(f"the bridge is on the {BRIDGE} prefix; the {block['variant']}'s run on theirs (make upstream-check)")
     env = _env(variant, None)
     argv = [str(OPS), *argv[1:]]
     p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)

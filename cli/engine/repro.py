@@ -33,6 +33,7 @@ def check_repro(spec: ReproSpec) -> list:
     from cannops.backend.base import list_devices
     if not spec.names:
         raise BadInput("ops repro: name at least one case")
+    from .repro_run import case_named
     cases = [case_named(name) for name in spec.names]
     _check_outdir(Path(spec.outdir))
     names = [n for n, _ in list_devices([spec.device])]
@@ -43,17 +44,6 @@ def check_repro(spec: ReproSpec) -> list:
                if spec.device.startswith("CANN") else "it writes programs for CANN-SIM and ggml devices (GGML-*)")
         raise BadInput(f"ops repro cannot reproduce {spec.device}: {why}")
     return cases
-
-
-def case_named(name: str):
-    """The case of a whole case name; any other name is BadInput."""
-    from .selection import select_cases
-    if "(" not in name:
-        raise BadInput(f"ops repro takes whole case names, e.g. 'ABS(type=f32,ne_a=[128,2,2,2],v=0)', not {name!r}")
-    picked = [c for _, c in select_cases("test", name)]
-    if len(picked) != 1:
-        raise BadInput(f"no test case named {name!r}")
-    return picked[0]
 
 
 def _check_outdir(out: Path) -> None:

@@ -138,6 +138,17 @@ def _child(conn, device_name: str, names: list[str], seed: int, log: str, bridge
     conn.close()
 
 
+def case_named(name: str):
+    """The case of a whole case name; any other name is BadInput."""
+    from .selection import select_cases
+    if "(" not in name:
+        raise BadInput(f"ops repro takes whole case names, e.g. 'ABS(type=f32,ne_a=[128,2,2,2],v=0)', not {name!r}")
+    picked = [c for _, c in select_cases("test", name)]
+    if len(picked) != 1:
+        raise BadInput(f"no test case named {name!r}")
+    return picked[0]
+
+
 def _use_bridge(path: str) -> None:
     """The ggml bridge module ops runs on (one built against another ggml prefix may have
     been loaded from its own file), in place of the one an import would find."""
@@ -153,7 +164,6 @@ def _use_bridge(path: str) -> None:
 
 def _run_all(conn, device_name: str, names: list[str], seed: int) -> None:
     from cannops.backend.base import open_device
-    from .repro import case_named
     cases = [case_named(n) for n in names]
     device = open_device(device_name)
     try:

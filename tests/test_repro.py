@@ -73,6 +73,13 @@ def test_a_ggml_cpu_reproducer_builds_and_reproduces_without_python(tmp_path, ca
     assert run.returncode == 1 and "NOT reproduced" in run.stdout and "differs from the stored" in run.stdout
 
 
+def test_a_tensor_is_renamed_in_the_run_and_the_program(tmp_path):
+    out, manifest = repro(tmp_path, "GGML-CPU", "--name", "a=blk.0.attn_q.weight", ABS)
+    assert 'ggml_set_name(t0, "blk.0.attn_q.weight");' in (out / "repro.c").read_text()
+    assert "`a` is `blk.0.attn_q.weight`" in (out / "README.md").read_text()
+    assert built_and_run(out).returncode == 0
+
+
 def test_several_cases_run_in_order_and_the_last_is_compared(tmp_path):
     out, manifest = repro(tmp_path, "GGML-CPU", "--after", ABS, SOFT_MAX)
     assert manifest["cases"] == [ABS, SOFT_MAX] and manifest["compared"] == SOFT_MAX
@@ -97,6 +104,8 @@ def test_a_folder_written_before_is_rewritten_and_nothing_else_is_touched(tmp_pa
     (["-b", "NO-SUCH-DEVICE", ABS], "not available here"),
     (["-b", "NUMPY", ABS], "cannot reproduce NUMPY"),
     (["-b", "GGML-CPU", ABS, "{foreign}"], "not written by ops repro"),
+    (["-b", "GGML-CPU", "--name", "z=blk.0.attn_q.weight", ABS], "has no tensor named 'z'"),
+    (["-b", "GGML-CPU", "--name", "a", ABS], "--name takes LEAF=NAME"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, args, message):
     foreign = tmp_path / "foreign"
@@ -116,6 +125,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 GGML_CANN = pathlib.Path(os.environ.get("OPS_TEST_GGML_CANN", ROOT / "build" / "ggml-cann" / "910B"))
 SET_ROWS = "SET_ROWS(type_src=f16,type_dst=f32,type_idx=i64,ne=[256,5,1,3],nr23=[1,1],r=1,v=0)"
 SWIGLU_VIEW = "SWIGLU(type=f16,ne_a=[128,2,2,2],v=1,swapped=0)"
+MUL_MAT_F32 = ("MUL_MAT(type_a=f32,type_b=f32,m=16,n=1,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,"
+               "src_overlap=0,m_v=0,pad=0)")
 # ops with the bridge of a test folder (built against the ggml-cann prefix) in place of its own
 LAUNCH = """
 import importlib.util, sys
@@ -212,6 +223,23 @@ def test_a_ggml_cann_abort_leaves_a_program_that_sees_it_again(tmp_path, ggml_ca
     assert make(out).returncode == 0
     run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
     assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout
+
+
+def test_an_f32_weight_named_like_a_model_weight_aborts_ggml_cann(tmp_path, ggml_cann):
+    """docs/upstream/nz-f32-weights.md: with the weight named blk.0.attn_q.weight, ggml-cann
+    (GGML_CANN_WEIGHT_NZ on by default) sizes it for NZ with aclnnCalculateMatmulWeightSizeV2,
+    which refuses FLOAT; with its own name the same case computes."""
+    module, env = ggml_cann
+    for name, args in (("nz", ["--name", "a=blk.0.attn_q.weight"]), ("nd", [])):
+        p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", "--catalog", "0.25.3", *args, MUL_MAT_F32,
+                            str(tmp_path / name)], capture_output=True, text=True, timeout=600,
+                           env={**os.environ, **env})
+        assert p.returncode == 0, p.stdout + p.stderr
+    died = json.loads((tmp_path / "nz" / "repro.json").read_text())["died"]
+    assert died["message"].startswith("CANN error: aclnnCalculateMatmulWeightSizeV2: dataType FLOAT")
+    assert "died" not in json.loads((tmp_path / "nd" / "repro.json").read_text())
+    run = built_and_run(tmp_path / "nz")
+    assert run.returncode == 0 and "dies as in the recorded run" in run.stdout, run.stdout
 
 
 # ------------------------------------------------------------------ CANN-SIM ----

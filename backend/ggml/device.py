@@ -327,14 +327,13 @@ class GGMLDevice(Device):
                      built=None) -> GraphProgram:
         """A run as `run`'s, without sentinels, whose graph is built through a Recorder:
         the outputs (values and raw bytes) and the C that builds the same graph (ops repro).
-        `built`, when given, is called with the program (no outputs yet) before the compute,
-        so that what ops repro needs survives a compute that kills the process."""
+        `built`, when given, is called with the program (no outputs yet) before the tensors
+        are allocated, so that what ops repro needs survives a device that kills the process
+        in the allocation, the upload or the compute."""
         self._drop_perf()
         rec = Recorder(G)
         r = self.replay(graph, builder=rec)
         try:
-            self._allocate(r)
-            self._upload(r, graph, inputs)
             program = GraphProgram(
                 lines=rec.lines, leaves={t.index: rec.var(r.ptrs[t.index]) for t in graph.leaves},
                 checked={i: rec.var(r.ptrs[i]) for i in check}, out=rec.var(r.ptrs[graph.out.index]),
@@ -342,6 +341,8 @@ class GGMLDevice(Device):
                 n_threads=self.n_threads)
             if built is not None:
                 built(program)
+            self._allocate(r)        # ggml-cann sizes and converts named weights here
+            self._upload(r, graph, inputs)
             self._forward(r, graph)
             program.raw = {i: _raw(r.ptrs[i]) for i in check}
             program.outputs = {i: np.ascontiguousarray(values(graph.tensors[i], program.raw[i])) for i in check}

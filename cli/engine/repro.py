@@ -26,6 +26,7 @@ class ReproSpec:
     outdir: str
     seed: int = 0
     argv: tuple[str, ...] = ()   # the command line, for the README
+    tensor_names: tuple[tuple[str, str], ...] = ()   # --name LEAF=NAME: the compared case's tensors renamed
 
 
 def check_repro(spec: ReproSpec) -> list:
@@ -33,8 +34,9 @@ def check_repro(spec: ReproSpec) -> list:
     from cannops.backend.base import list_devices
     if not spec.names:
         raise BadInput("ops repro: name at least one case")
-    from .repro_run import case_named
+    from .repro_run import case_named, renamed
     cases = [case_named(name) for name in spec.names]
+    renamed(cases[-1].build(), spec.tensor_names)
     _check_outdir(Path(spec.outdir))
     names = [n for n, _ in list_devices([spec.device])]
     if spec.device not in names:
@@ -58,9 +60,11 @@ def write_repro(spec: ReproSpec, say=print) -> dict:
     write the folder; the manifest returned. A run that kills that process still leaves
     its program, which then must see the device die the same way."""
     from cannops.backend.base import open_device
-    from .repro_run import device_runs
+    from .repro_run import device_runs, renamed
     cases = check_repro(spec)
-    runs, death = device_runs(spec.device, cases, [c.build() for c in cases], spec.seed, say)
+    graphs = [c.build() for c in cases]
+    renamed(graphs[-1], spec.tensor_names)
+    runs, death = device_runs(spec.device, cases, graphs, spec.seed, say, spec.tensor_names)
     if death is not None:
         _died(runs[-1], death, spec.device)
     device = open_device(spec.device)     # its writer and versions; nothing runs on it here
@@ -207,6 +211,9 @@ def _readme(spec: ReproSpec, device, runs: list, versions: dict, death=None) -> 
              f"Case `{last.case.name}` on {device.name}, inputs of seed {spec.seed}: **{verdict}**.", ""]
     if r.blame:
         lines += [f"Blame (each aclnn call evaluated again in float64 on its own inputs): {r.blame}.", ""]
+    if spec.tensor_names:
+        lines += ["Its tensors renamed (`--name`): " + ", ".join(f"`{a}` is `{b}`" for a, b in spec.tensor_names)
+                  + ".", ""]
     if len(runs) > 1:
         lines += ["The fault depends on what ran before: the program runs these cases in order, on one device,",
                   "and compares the last:", ""] + [f"{k}. `{x.case.name}`" for k, x in enumerate(runs, 1)] + [""]

@@ -47,27 +47,31 @@ class Death:
         return self.message.split("0x", 1)[0].rstrip(" [(")
 
 
-def device_runs(device_name: str, cases: list, graphs: list, seed: int, say) -> tuple[list[CaseRun], Death | None]:
-    """Each case run once on the device, in order, in a child process; the runs that ended,
-    then the one the child died in (its program as built, no outputs) and how it died."""
+def device_runs(device_name: str, cases: list, graphs: list, seed: int, say,
+                names: tuple[tuple[str, str], ...] = ()) -> tuple[list[CaseRun], Death | None]:
+    """Each case run once on the device, in order, in a child process (the last one's
+    tensors renamed by `names`); the runs that ended, then the one the child died in (its
+    program as built, no outputs) and how it died."""
     ctx = mp.get_context("spawn")      # a device runtime (ACL, CUDA, the simulator) is not forked
     conn, child_conn = ctx.Pipe()
     with tempfile.TemporaryDirectory(prefix="ops-repro-") as tmp:
         log = os.path.join(tmp, "output")    # a spawned child inherits no descriptor: a path
         bridge = getattr(sys.modules.get(BRIDGE), "__file__", None)
         child = ctx.Process(target=_child, args=(child_conn, device_name, [c.name for c in cases], seed, log,
-                                                 bridge), daemon=True)
+                                                 bridge, names), daemon=True)
         child.start()
         child_conn.close()
         try:
             runs, pending = _receive(conn, cases, graphs, say)
         finally:
             child.join()
-        with open(log, "rb") as f:
-            output = f.read().decode(errors="replace")
+        output = open(log, "rb").read().decode(errors="replace") if os.path.exists(log) else ""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    if pending is None and len(runs) < len(cases):     # it died before its first case, or between two
+        raise BadInput(f"the device's process ended ({_how(child.exitcode)}) before running "
+                       f"{cases[len(runs)].name}, no reproducer written" + (f": {lines[-1]}" if lines else ""))
     if pending is None:
         return runs, None
-    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
     if pending.program is None or child.exitcode == 0:
         raise BadInput(f"{pending.case.name} on {device_name}: the run died ({_how(child.exitcode)}) before "
                        f"its graph was recorded, no reproducer written" + (f": {lines[-1]}" if lines else ""))
@@ -117,7 +121,8 @@ def _how(exitcode: int | None) -> str:
 
 # ------------------------------------------------------------------ child ----
 
-def _child(conn, device_name: str, names: list[str], seed: int, log: str, bridge: str | None) -> None:
+def _child(conn, device_name: str, names: list[str], seed: int, log: str, bridge: str | None,
+           renames: tuple = ()) -> None:
     """The child: its output into the log (ops' stdout stays ops'), no backtrace by gdb
     (ggml's abort would attach one, slowly), ops' ggml bridge, then the cases, each
     reported as it goes."""
@@ -129,7 +134,7 @@ def _child(conn, device_name: str, names: list[str], seed: int, log: str, bridge
         _use_bridge(bridge)
     os.environ["GGML_NO_BACKTRACE"] = "1"
     try:
-        _run_all(conn, device_name, names, seed)
+        _run_all(conn, device_name, names, seed, renames)
     except BadInput as e:
         conn.send(("error", str(e)))
     except Exception as e:          # a bug: one line to ops, the traceback in the log
@@ -149,6 +154,20 @@ def case_named(name: str):
     return picked[0]
 
 
+def renamed(graph, names: tuple[tuple[str, str], ...]):
+    """The graph with its tensors named LEAF given NAME (ops repro --name): ggml-cann treats
+    a tensor named like a model weight (blk.0.attn_q.weight) otherwise."""
+    known = {t.name for t in graph.tensors if t.name}
+    for old, new in names:
+        if old not in known:
+            raise BadInput(f"--name {old}={new}: the compared case has no tensor named {old!r} "
+                           f"(it has {', '.join(sorted(known)) or 'none'})")
+        for t in graph.tensors:
+            if t.name == old:
+                t.name = new
+    return graph
+
+
 def _use_bridge(path: str) -> None:
     """The ggml bridge module ops runs on (one built against another ggml prefix may have
     been loaded from its own file), in place of the one an import would find."""
@@ -162,12 +181,13 @@ def _use_bridge(path: str) -> None:
     sys.modules[BRIDGE] = module
 
 
-def _run_all(conn, device_name: str, names: list[str], seed: int) -> None:
+def _run_all(conn, device_name: str, names: list[str], seed: int, renames: tuple = ()) -> None:
     from cannops.backend.base import open_device
     cases = [case_named(n) for n in names]
     device = open_device(device_name)
     try:
         graphs = [c.build() for c in cases]
+        renamed(graphs[-1], renames)
         for case, g in zip(cases, graphs):
             s = device.supports(case, g)
             if not s:

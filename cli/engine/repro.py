@@ -229,6 +229,8 @@ def _readme(spec: ReproSpec, device, runs: list, versions: dict, death=None) -> 
     lines += ["## Expected (reference) and got (device)", ""]
     if last.program.__dict__.get("error"):
         lines += [f"The run stopped at a refused call: {last.program.error}", ""]
+    if death is not None:
+        lines += ["No output: the device's process died before it had one (What happened, above).", ""]
     for i in [i for i in last.check if i in last.program.outputs]:
         node = last.graph.tensors[i]
         worst = worst_elements(last.expected[i][0], last.program.outputs[i])

@@ -171,12 +171,17 @@ ggml-cann-check: ggml-cann
 # test-backend-ops of the variants built under GGML_CANN_OUT (910B required; 310P where
 # built), and its reproducer written by ops repro -b GGML-CANN0 into build/upstream/, built
 # and run without Python: each must still show its fault (tests/test_upstream.py). The
-# bridge goes on the 910B prefix for it, and back to the wheel's ggml afterwards.
+# bridge goes on the 910B prefix for it, then (where built) on the 310P's for the 310P's
+# reproducers, and back to the wheel's ggml afterwards.
+UPSTREAM_PYTEST = UPSTREAM_CHECK_BUILD=$(abspath $(GGML_CANN_OUT)) UPSTREAM_CHECK_REQUIRED=1 UPSTREAM_CHECK_REPRO=1 \
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_upstream.py
 upstream-check: setup
 	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
-	UPSTREAM_CHECK_BUILD=$(abspath $(GGML_CANN_OUT)) UPSTREAM_CHECK_REQUIRED=1 UPSTREAM_CHECK_REPRO=1 \
-	    $(PY) -m pytest -q -p no:cacheprovider tests/test_upstream.py; \
-	    status=$$?; $(MAKE) native; exit $$status
+	$(UPSTREAM_PYTEST); status=$$?; \
+	if [ $$status = 0 ] && [ -x $(GGML_CANN_OUT)/310P/bin/test-backend-ops ]; then \
+	    $(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/310P/prefix && \
+	    UPSTREAM_CHECK_BRIDGE=310P $(UPSTREAM_PYTEST) -k reproducer; status=$$?; \
+	fi; $(MAKE) native; exit $$status
 
 # An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
 # variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its

@@ -530,8 +530,11 @@ def cases(model, batch, ctx, why, flash_attn):
               help="A case to run before the others, on the same device (repeatable, in order): for a "
                    "fault that depends on what ran before.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
+@click.option("--name", "tensor_names", metavar="LEAF=NAME", multiple=True,
+              help="Give the compared case's tensor LEAF the ggml name NAME (repeatable), e.g. "
+                   "a=blk.0.attn_q.weight: a backend may treat tensors named like model weights otherwise.")
 @catalog_option
-def repro(args, device, after, seed):
+def repro(args, device, after, seed, tensor_names):
     """Write a standalone reproducer of CASE on DEVICE into OUTDIR: inputs, reference and device
     outputs, the call trace, a README in the form of an upstream issue, and a C program with its
     Makefile (`make run`: exit 0 when the stored device outputs reproduce). Several cases run in
@@ -540,8 +543,14 @@ def repro(args, device, after, seed):
     if len(args) < 2:
         raise BadInput("ops repro: give CASE... and OUTDIR")
     check_seed("--seed", seed)
+    renames = []
+    for item in tensor_names:
+        leaf, _, name = item.partition("=")
+        if not leaf or not name or len(name.encode()) > 63:
+            raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {item!r}")
+        renames.append((leaf, name))
     spec = ReproSpec(names=(*after, *args[:-1]), device=device, outdir=args[-1], seed=seed,
-                     argv=tuple(sys.argv[1:]))
+                     argv=tuple(sys.argv[1:]), tensor_names=tuple(renames))
     manifest = write_repro(spec, say=lambda line: click.echo(line, err=True))
     click.echo(f"{args[-1]}: {manifest['compared']} on {manifest['device']}: {manifest['status']}"
                + (f" ({manifest['reason']})" if manifest["reason"] else ""))

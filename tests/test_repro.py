@@ -73,6 +73,13 @@ def test_a_ggml_cpu_reproducer_builds_and_reproduces_without_python(tmp_path, ca
     assert run.returncode == 1 and "NOT reproduced" in run.stdout and "differs from the stored" in run.stdout
 
 
+def test_a_tensor_is_renamed_in_the_run_and_the_program(tmp_path):
+    out, manifest = repro(tmp_path, "GGML-CPU", "--name", "a=blk.0.attn_q.weight", ABS)
+    assert 'ggml_set_name(t0, "blk.0.attn_q.weight");' in (out / "repro.c").read_text()
+    assert "`a` is `blk.0.attn_q.weight`" in (out / "README.md").read_text()
+    assert built_and_run(out).returncode == 0
+
+
 def test_several_cases_run_in_order_and_the_last_is_compared(tmp_path):
     out, manifest = repro(tmp_path, "GGML-CPU", "--after", ABS, SOFT_MAX)
     assert manifest["cases"] == [ABS, SOFT_MAX] and manifest["compared"] == SOFT_MAX
@@ -97,6 +104,8 @@ def test_a_folder_written_before_is_rewritten_and_nothing_else_is_touched(tmp_pa
     (["-b", "NO-SUCH-DEVICE", ABS], "not available here"),
     (["-b", "NUMPY", ABS], "cannot reproduce NUMPY"),
     (["-b", "GGML-CPU", ABS, "{foreign}"], "not written by ops repro"),
+    (["-b", "GGML-CPU", "--name", "z=blk.0.attn_q.weight", ABS], "has no tensor named 'z'"),
+    (["-b", "GGML-CPU", "--name", "a", ABS], "--name takes LEAF=NAME"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, args, message):
     foreign = tmp_path / "foreign"
@@ -115,6 +124,9 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, args, messag
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GGML_CANN = pathlib.Path(os.environ.get("OPS_TEST_GGML_CANN", ROOT / "build" / "ggml-cann" / "910B"))
 SET_ROWS = "SET_ROWS(type_src=f16,type_dst=f32,type_idx=i64,ne=[256,5,1,3],nr23=[1,1],r=1,v=0)"
+SWIGLU_VIEW = "SWIGLU(type=f16,ne_a=[128,2,2,2],v=1,swapped=0)"
+MUL_MAT_F32 = ("MUL_MAT(type_a=f32,type_b=f32,m=16,n=1,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,"
+               "src_overlap=0,m_v=0,pad=0)")
 # ops with the bridge of a test folder (built against the ggml-cann prefix) in place of its own
 LAUNCH = """
 import importlib.util, sys
@@ -164,6 +176,71 @@ def test_a_ggml_cann_fault_reproduces_without_python(tmp_path, ggml_cann):
     perturb(out, manifest)
     run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
     assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout + run.stderr
+
+
+def expect_death(out, sig: int, code: int, message: str) -> None:
+    """The program rewritten as ops repro writes it for a run that killed its process."""
+    text = (out / "repro.c").read_text()
+    defines = (f'#define EXPECT_DEATH "the last case"\n#define EXPECT_SIGNAL {sig}\n#define EXPECT_EXIT {code}\n'
+               f'#define EXPECT_MESSAGE "{message}"\n')
+    (out / "repro.c").write_text(text.replace("#define N_THREADS", defines + "#define N_THREADS", 1))
+    (out / "repro").unlink(missing_ok=True)
+
+
+def test_a_program_expecting_a_death_tells_the_death_from_a_run_to_the_end(tmp_path):
+    """repro.h's repro_expect_death, on GGML-CPU: the cases run in a child; the same end
+    (here exit 2 on a missing input, with its line) is reproduced, a run to the end is not."""
+    out, _ = repro(tmp_path, "GGML-CPU", ABS)
+    expect_death(out, 0, 2, "repro: cannot open case1/in_0")
+    (out / "case1" / next(f for f in os.listdir(out / "case1") if f.startswith("in_0"))).unlink()
+    run = built_and_run(out)
+    assert run.returncode == 0 and "dies as in the recorded run (exit status 2)" in run.stdout, run.stdout
+    out, _ = repro(tmp_path, "GGML-CPU", ABS, name="computes")
+    expect_death(out, 6, 0, "CANN error: ")
+    assert make(out).returncode == 0
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env=BARE, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced: the last case ran to its end, exit status 0" in run.stdout, run.stdout
+    assert "identical to the stored device output" in run.stdout   # the child's output passed on
+
+
+def test_a_ggml_cann_abort_leaves_a_program_that_sees_it_again(tmp_path, ggml_cann):
+    """ggml-cann aborts the process on the refused aclnnSwiGlu of a view: ops repro (the
+    device in a child) still writes the folder, and its program dies the same way."""
+    module, env = ggml_cann
+    out = tmp_path / "swiglu"
+    p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", SWIGLU_VIEW, str(out)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert p.returncode == 0 and "killed by SIGABRT" in p.stdout, p.stdout + p.stderr
+    manifest = json.loads((out / "repro.json").read_text())
+    assert manifest["status"] == "FAIL" and manifest["died"]["exitcode"] == -6
+    assert manifest["died"]["expected"].startswith("CANN error: aclnnSwiGluGetWorkspaceSize: x must be contiguous")
+    assert not [f for f in manifest["files"] if f.startswith("case1/out_")]
+    readme = (out / "README.md").read_text()
+    assert "## What happened" in readme and "No output: the device's process died" in readme
+    run = built_and_run(out)
+    assert run.returncode == 0 and "dies as in the recorded run (killed by SIGABRT)" in run.stdout, run.stdout
+    text = (out / "repro.c").read_text()
+    (out / "repro.c").write_text(text.replace("x must be contiguous", "x must be something else"))
+    assert make(out).returncode == 0
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **env}, timeout=300)
+    assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout
+
+
+def test_an_f32_weight_named_like_a_model_weight_aborts_ggml_cann(tmp_path, ggml_cann):
+    """docs/upstream/nz-f32-weights.md: with the weight named blk.0.attn_q.weight, ggml-cann
+    (GGML_CANN_WEIGHT_NZ on by default) sizes it for NZ with aclnnCalculateMatmulWeightSizeV2,
+    which refuses FLOAT; with its own name the same case computes."""
+    module, env = ggml_cann
+    for name, args in (("nz", ["--name", "a=blk.0.attn_q.weight"]), ("nd", [])):
+        p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", "--catalog", "0.25.3", *args, MUL_MAT_F32,
+                            str(tmp_path / name)], capture_output=True, text=True, timeout=600,
+                           env={**os.environ, **env})
+        assert p.returncode == 0, p.stdout + p.stderr
+    died = json.loads((tmp_path / "nz" / "repro.json").read_text())["died"]
+    assert died["message"].startswith("CANN error: aclnnCalculateMatmulWeightSizeV2: dataType FLOAT")
+    assert "died" not in json.loads((tmp_path / "nd" / "repro.json").read_text())
+    run = built_and_run(tmp_path / "nz")
+    assert run.returncode == 0 and "dies as in the recorded run" in run.stdout, run.stdout
 
 
 # ------------------------------------------------------------------ CANN-SIM ----

@@ -5,7 +5,8 @@ report's smallest case, run by test-backend-ops of a `make ggml-cann` build on t
 toolkit, shows the fault the report describes (skipped where no build is present, unless
 `make upstream-check` asks for it: UPSTREAM_CHECK_REQUIRED=1), and so does its reproducer:
 written by `ops repro -b GGML-CANN0` (UPSTREAM_CHECK_REPRO=1: make upstream-check rebuilds
-the bridge on the 910B prefix first), built and run with no Python on PATH."""
+the bridge on the 910B prefix first, then on the 310P's for its reports:
+UPSTREAM_CHECK_BRIDGE), built and run with no Python on PATH."""
 import importlib.util
 import json
 import os
@@ -25,6 +26,7 @@ FIXED_SECTIONS = ("## What failed", "## Smallest case", "## Fixed in")
 BUILD = pathlib.Path(os.environ.get("UPSTREAM_CHECK_BUILD", ROOT / "build" / "ggml-cann"))
 REQUIRED = os.environ.get("UPSTREAM_CHECK_REQUIRED") == "1"
 REPRO = os.environ.get("UPSTREAM_CHECK_REPRO") == "1"
+BRIDGE = os.environ.get("UPSTREAM_CHECK_BRIDGE", "910B")   # the variant whose prefix the bridge is on
 OPS = ROOT / ".venv" / "bin" / "ops"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -64,14 +66,18 @@ def _sh_block(text: str, heading: str) -> list[str]:
 
 
 def repro_block(text: str) -> dict:
-    """The ```sh block of "## Reproducer": the `ops repro` command (its cases and folder), the
-    status it records (# recorded: FAIL), or why there is none (# no repro: WHY)."""
-    lines = _sh_block(text, "Reproducer")
-    command = [shlex.split(l) for l in lines if l.startswith("ops repro ")]
-    recorded = [m[1] for l in lines if (m := re.match(r"# recorded: (\w+)$", l))]
-    no_repro = [m[1] for l in lines if (m := re.match(r"# no repro: (.+)", l))]
-    return {"argv": command[0] if command else None, "recorded": recorded[0] if recorded else None,
-            "no_repro": no_repro[0] if no_repro else None}
+    """The ```sh block of "## Reproducer": each `ops repro` command (its cases and folder) with
+    the status it records (the `# recorded: FAIL` line after it), or why there is none
+    (# no repro: WHY)."""
+    runs, no_repro = [], None
+    for line in _sh_block(text, "Reproducer"):
+        if line.startswith("ops repro "):
+            runs.append([shlex.split(line), None])
+        elif (m := re.match(r"# recorded: (\w+)$", line)) and runs:
+            runs[-1][1] = m[1]
+        elif m := re.match(r"# no repro: (.+)", line):
+            no_repro = m[1]
+    return {"runs": [tuple(r) for r in runs], "no_repro": no_repro}
 
 
 def check_block(text: str) -> dict:
@@ -125,8 +131,11 @@ def test_a_report_has_the_parts_an_upstream_issue_needs(report):
     for command in block["command"]:
         assert " -o " in command and " -p " in command, f"{report.name}: -o and -p pick the smallest case"
     repro = repro_block(text)
-    assert fields["status"].startswith("fixed") or repro["no_repro"] or (repro["argv"] and repro["recorded"] and repro["argv"][-1] == f"build/upstream/{report.stem}"), \
+    assert fields["status"].startswith("fixed") or repro["no_repro"] or repro["runs"], \
         f"{report.name}: an `ops repro … build/upstream/{report.stem}` line and its # recorded: status, or # no repro: why"
+    for argv, recorded in repro["runs"]:
+        assert recorded and argv[-1].startswith(f"build/upstream/{report.stem}"), \
+            f"{report.name}: {' '.join(argv)}: into build/upstream/{report.stem}…, and its # recorded: status"
 
 
 def _env(variant_dir: pathlib.Path, without: str | None) -> dict:
@@ -166,31 +175,41 @@ def test_the_smallest_case_shows_the_fault(report):
         assert re.search(expect, text), f"{report.name}: no /{expect}/ in:\n{text[-3000:]}"
 
 
-REPRODUCED = [p for p in REPORTS if repro_block(p.read_text())["argv"]]
+REPRODUCED = [(p, k) for p in REPORTS for k in range(len(repro_block(p.read_text())["runs"]))]
 
 
-@pytest.mark.parametrize("report", REPRODUCED, ids=lambda p: p.stem)
-def test_the_reproducer_builds_runs_without_python_and_shows_the_fault(report):
+@pytest.mark.parametrize("report,k", REPRODUCED, ids=lambda x: x.stem if isinstance(x, pathlib.Path) else str(x))
+def test_the_reproducer_builds_runs_without_python_and_shows_the_fault(report, k):
     """`ops repro` on GGML-CANN0 writes the folder; `make` and `make run` under a bare
-    environment (PATH=/usr/bin:/bin) reproduce the recorded device output byte for byte;
-    where the report is about a relaxation, the same program without it aborts on the refusal."""
+    environment (PATH=/usr/bin:/bin) reproduce the recorded device output byte for byte,
+    or, where ggml-cann killed the process, the same death with the same refusal; where the
+    report is about a relaxation, the same program without it aborts on the refusal."""
     if not REPRO:
         pytest.skip("make upstream-check writes and runs the reproducers (the bridge on the 910B prefix)")
     text = report.read_text()
-    repro, block = repro_block(text), check_block(text)
-    variant = _variant_or_skip("910B")
+    (argv, recorded), block = repro_block(text)["runs"][k], check_block(text)
+    variant = _variant_or_skip(block["variant"])
+    if block["variant"] != BRIDGE:
+        pytest.skip(f"the bridge is on the {BRIDGE} prefix; the {block['variant']}'s run on theirs (make upstream-check)")
     env = _env(variant, None)
-    argv = [str(OPS), *repro["argv"][1:]]
+    argv = [str(OPS), *argv[1:]]
     p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, f"{' '.join(argv)}:\n{p.stderr[-2000:]}"
-    folder = ROOT / repro["argv"][-1]
-    assert json.loads((folder / "repro.json").read_text())["status"] == repro["recorded"]
+    folder = ROOT / argv[-1]
+    manifest = json.loads((folder / "repro.json").read_text())
+    assert manifest["status"] == recorded
     bare = {"PATH": "/usr/bin:/bin"}
     built = subprocess.run(["make"], cwd=folder, capture_output=True, text=True, timeout=300, env=bare)
     assert built.returncode == 0, built.stderr[-2000:]
     run = subprocess.run(["make", "run"], cwd=folder, capture_output=True, text=True, timeout=600, env=bare)
-    assert run.returncode == 0 and "reproduced: the device's outputs are the stored ones, byte for byte" in run.stdout, \
-        run.stdout[-2000:] + run.stderr[-2000:]
+    said = ("dies as in the recorded run" if "died" in manifest
+            else "reproduced: the device's outputs are the stored ones, byte for byte")
+    assert run.returncode == 0 and said in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    if "died" in manifest:    # the refusal the report names (one of its # expect:), in what the program saw
+        seen = ANSI.sub("", run.stdout)
+        assert manifest["died"]["expected"] in seen
+        assert not block["expect"] or any(re.search(e, seen) for e in block["expect"]), \
+            f"{report.name}: none of {block['expect']} in:\n{seen[-3000:]}"
     if block["without"]:   # the same program, the relaxation taken out: the refusal the report names
         less = _env(variant, block["without"])
         override = [f"CANN_SIM_ALLOW={less['CANN_SIM_ALLOW']}", f"CANN_SIM_MALLOC_ALIGN={less.get('CANN_SIM_MALLOC_ALIGN', '')}"]

@@ -237,11 +237,13 @@ class CANNDevice(CANNRules):
             finally:
                 placed.release()
 
-    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]):
+    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int], built=None):
         """A run recorded for a reproducer (ops repro): every ACL runtime and aclnn call with
         what it needs to be made again. The simulator records them (sim/trace.py, repro); a
         real device's are recorded by the layer itself (native/aclnn/trace.c), as they are on
-        the simulator too with OPS_REPRO_RECORDER=native: the same records either way."""
+        the simulator too with OPS_REPRO_RECORDER=native: the same records either way.
+        `built` is not called: the calls are the program, recorded as they are made, so a
+        run that kills its process leaves none."""
         from .repro import CallProgram, NativeRecorder
         if self.simulated and os.environ.get("OPS_REPRO_RECORDER", "") != "native":
             from .sim import trace as recorder

@@ -342,32 +342,40 @@ class GGMLDevice(Device):
         finally:
             r.free()
 
-    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int]) -> GraphProgram:
+    def run_recorded(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
+                     built=None) -> GraphProgram:
         """A run as `run`'s, without sentinels, whose graph is built through a Recorder:
-        the outputs (values and raw bytes) and the C that builds the same graph (ops repro)."""
+        the outputs (values and raw bytes) and the C that builds the same graph (ops repro).
+        `built`, when given, is called with the program (no outputs yet) before the tensors
+        are allocated, so that what ops repro needs survives a device that kills the process
+        in the allocation, the upload or the compute."""
         self._drop_perf()
         rec = Recorder(G)
         r = self.replay(graph, builder=rec)
         try:
-            self._allocate(r)
-            self._upload(r, graph, inputs)
-            self._forward(r, graph)
-            raw = {i: _raw(r.ptrs[i]) for i in check}
-            return GraphProgram(
+            program = GraphProgram(
                 lines=rec.lines, leaves={t.index: rec.var(r.ptrs[t.index]) for t in graph.leaves},
                 checked={i: rec.var(r.ptrs[i]) for i in check}, out=rec.var(r.ptrs[graph.out.index]),
-                n_objs=objects(len(graph.tensors), False), graph_size=r.graph_size, raw=raw,
-                outputs={i: np.ascontiguousarray(values(graph.tensors[i], raw[i])) for i in check},
+                n_objs=objects(len(graph.tensors), False), graph_size=r.graph_size, raw={}, outputs={},
                 n_threads=self.n_threads)
+            if built is not None:
+                built(program)
+            self._allocate(r)        # ggml-cann sizes and converts named weights here
+            self._upload(r, graph, inputs)
+            self._forward(r, graph)
+            program.raw = {i: _raw(r.ptrs[i]) for i in check}
+            program.outputs = {i: np.ascontiguousarray(values(graph.tensors[i], program.raw[i])) for i in check}
+            return program
         finally:
             r.free()
 
-    def reproducer(self, steps, programs: list[GraphProgram], title: str) -> dict[str, str]:
-        """repro.c and its Makefile (ops repro), against the ggml the bridge runs on."""
+    def reproducer(self, steps, programs: list[GraphProgram], title: str, death=None) -> dict[str, str]:
+        """repro.c and its Makefile (ops repro), against the ggml the bridge runs on; with
+        `death`, a program that must see the last case kill its process."""
         from cannops.backend.repro import sim_environment
         from . import repro
         prefix = os.path.dirname(libdir())
-        return {"repro.c": repro.program(self.ggml_name, self.n_threads, steps, programs, title),
+        return {"repro.c": repro.program(self.ggml_name, self.n_threads, steps, programs, title, death),
                 "Makefile": repro.build_files(prefix, title, sim_environment())}
 
     def repro_versions(self) -> dict:

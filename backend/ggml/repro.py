@@ -55,7 +55,7 @@ static float *values(const struct ggml_tensor *t, const unsigned char *raw) {
 
 /* 1 when the tensor's bytes are the stored device output's; its error against the
  * reference printed either way. */
-static int check(const char *what, struct ggml_tensor *t, const char *device_npy, const char *reference_npy,
+static inline int check(const char *what, struct ggml_tensor *t, const char *device_npy, const char *reference_npy,
                  double threshold) {
     size_t size = ggml_nbytes(t);
     unsigned char *raw = malloc(size ? size : 1);
@@ -78,7 +78,7 @@ static void compute(ggml_backend_t backend, struct ggml_cgraph *gf, const char *
 """
 
 MAIN = r"""
-int main(void) {
+static int run(void) {
     if (GGML_LIBDIR[0]) {   /* backends built as loadable modules, as ops loads them */
         ggml_backend_load_all_from_path(GGML_LIBDIR);
         struct stat st;
@@ -104,18 +104,35 @@ int main(void) {
     printf("ggml %s, device %s (%s)\n", ggml_version(), DEVICE, ggml_backend_dev_description(dev));
     int same = 1;
 %(calls)s    ggml_backend_free(backend);
+#ifndef EXPECT_DEATH
     printf(same ? "reproduced: the device's outputs are the stored ones, byte for byte\n"
                 : "NOT reproduced: the device's outputs differ from the stored ones\n");
+#endif
     return same ? 0 : 1;
+}
+
+int main(void) {
+#ifdef EXPECT_DEATH   /* the recorded run died in its last case: the cases run in a child that must die so */
+    return repro_expect_death(run, EXPECT_DEATH, EXPECT_SIGNAL, EXPECT_EXIT, EXPECT_MESSAGE);
+#else
+    return run();
+#endif
 }
 """
 
 
-def program(device: str, n_threads: int, steps: list[Step], programs: list[GraphProgram], title: str) -> str:
+def program(device: str, n_threads: int, steps: list[Step], programs: list[GraphProgram], title: str,
+            death=None) -> str:
     """repro.c: one function a case, main() running them in order on one backend (state a
-    backend keeps between graphs, such as ggml-cann's ROPE cache, carries over, as in ops)."""
+    backend keeps between graphs, such as ggml-cann's ROPE cache, carries over, as in ops).
+    With `death` (the recorded run's process died in the last case: repro_run.Death), they
+    run in a child that must end the same way, saying the same."""
     parts = [comment(title), "", PRELUDE, f"#define DEVICE {c_string(device)}",
              f"#define N_THREADS {n_threads}", ""]
+    if death is not None:
+        parts += [f"#define EXPECT_DEATH {c_string(f'case {len(steps)} ({steps[-1].name})')}",
+                  f"#define EXPECT_SIGNAL {max(-death.exitcode, 0)}", f"#define EXPECT_EXIT {max(death.exitcode, 0)}",
+                  f"#define EXPECT_MESSAGE {c_string(death.expected)}", ""]
     calls = []
     for k, (step, prog) in enumerate(zip(steps, programs), 1):
         parts.append(_case(k, len(steps), step, prog))

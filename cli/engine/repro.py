@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .selection import BadInput
@@ -26,19 +26,7 @@ class ReproSpec:
     outdir: str
     seed: int = 0
     argv: tuple[str, ...] = ()   # the command line, for the README
-
-
-@dataclass
-class CaseRun:
-    """One case as it ran: its graph, inputs, checked nodes, reference, outputs, verdict."""
-    case: object
-    graph: object
-    inputs: dict
-    check: list[int]
-    expected: dict
-    program: object
-    result: object
-    calls: list = field(default_factory=list)
+    tensor_names: tuple[tuple[str, str], ...] = ()   # --name LEAF=NAME: the compared case's tensors renamed
 
 
 def check_repro(spec: ReproSpec) -> list:
@@ -46,7 +34,9 @@ def check_repro(spec: ReproSpec) -> list:
     from cannops.backend.base import list_devices
     if not spec.names:
         raise BadInput("ops repro: name at least one case")
-    cases = [_case(name) for name in spec.names]
+    from .repro_run import case_named, renamed
+    cases = [case_named(name) for name in spec.names]
+    renamed(cases[-1].build(), spec.tensor_names)
     _check_outdir(Path(spec.outdir))
     names = [n for n, _ in list_devices([spec.device])]
     if spec.device not in names:
@@ -57,16 +47,6 @@ def check_repro(spec: ReproSpec) -> list:
     return cases
 
 
-def _case(name: str):
-    from .selection import select_cases
-    if "(" not in name:
-        raise BadInput(f"ops repro takes whole case names, e.g. 'ABS(type=f32,ne_a=[128,2,2,2],v=0)', not {name!r}")
-    picked = [c for _, c in select_cases("test", name)]
-    if len(picked) != 1:
-        raise BadInput(f"no test case named {name!r}")
-    return picked[0]
-
-
 def _check_outdir(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise BadInput(f"{out} exists and is not a folder")
@@ -75,74 +55,42 @@ def _check_outdir(out: Path) -> None:
 
 
 def write_repro(spec: ReproSpec, say=print) -> dict:
-    """Run the cases on the device, recorded, and write the folder; the manifest returned."""
+    """Run the cases on the device, recorded, in a process of its own (repro_run.py), and
+    write the folder; the manifest returned. A run that kills that process still leaves
+    its program, which then must see the device die the same way."""
     from cannops.backend.base import open_device
+    from .repro_run import device_runs, renamed
     cases = check_repro(spec)
-    device = open_device(spec.device)
+    graphs = [c.build() for c in cases]
+    renamed(graphs[-1], spec.tensor_names)
+    runs, death = device_runs(spec.device, cases, graphs, spec.seed, say, spec.tensor_names)
+    if death is not None:
+        _died(runs[-1], death, spec.device)
+    device = open_device(spec.device)     # its writer and versions; nothing runs on it here
     try:
-        graphs = [c.build() for c in cases]
-        for case, g in zip(cases, graphs):
-            s = device.supports(case, g)
-            if not s:
-                raise BadInput(f"{case.name} is not supported on {spec.device}: {s.reason}")
-        runs = [_run(device, case, g, spec.seed, last=(k == len(cases) - 1), say=say)
-                for k, (case, g) in enumerate(zip(cases, graphs))]
-        return _write(spec, device, runs)
+        return _write(spec, device, runs, death)
     finally:
         device.close()
 
 
-def _run(device, case, graph, seed: int, last: bool, say) -> CaseRun:
-    from cannops.backend.base import DeviceError, RunResult
-    from .execute import NO_HYGIENE, _blame, _judge, _reference, _Runner, check_indices
+def _died(run, death, device_name: str) -> None:
+    """The case the device's process died in: a FAIL saying how, with no outputs."""
     from .results import FAIL, CaseResult
-    say(f"running {case.name} on {device.name}" + ("" if last else " (before the last)"))
-    inputs = case.init_inputs(graph, seed)
-    check = check_indices(graph)
-    expected, _ = _reference(case, graph, inputs, check, seed, None)
-    with _sim_trace(device) as calls:
-        try:
-            program = device.run_recorded(case, graph, inputs, check)
-        except DeviceError as e:
-            raise BadInput(f"{case.name} on {device.name}: the run raised, no reproducer written: {e}") from None
-    if getattr(program, "error", ""):
-        result = CaseResult(device=device.name, op=case.op, params=case.vars, status=FAIL, reason=program.error,
-                            threshold=case.family.threshold(case.params))
-    else:
-        got = RunResult(program.outputs, [])
-        result = _judge(device, case, graph, check, expected, got, False)
-        if last and result.status == FAIL and device.can_trace:
-            _blame(_Runner(device, case, graph, inputs, check, NO_HYGIENE), got, result)   # which call, for the README
-    return CaseRun(case, graph, inputs, check, expected, program, result,
-                   getattr(program, "calls", None) or calls)
-
-
-@contextlib.contextmanager
-def _sim_trace(device):
-    """A ggml device over the simulated toolkit (GGML-CANN0 on CANN-SIM): the simulator in
-    this process records ggml-cann's calls. Others: nothing (a CANN device records its own)."""
-    trace = sys.modules.get("cannops.backend.cann.sim.trace")
-    calls: list = []
-    if not device.name.startswith("GGML-") or trace is None or trace.ON:
-        yield calls
-        return
-    trace.start()
-    try:
-        yield calls
-    finally:
-        calls.extend(trace.stop().calls)
+    run.result = CaseResult(device=device_name, op=run.case.op, params=run.case.vars, status=FAIL,
+                            reason=f"the device's process was {_how_it_ended(death.exitcode)}: {death.message}",
+                            threshold=run.case.family.threshold(run.case.params))
 
 
 # ------------------------------------------------------------------ files ----
 
-def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
+def _write(spec: ReproSpec, device, runs: list, death=None) -> dict:
     out = Path(spec.outdir)
     arrays: dict[str, object] = {}      # written once the program is (a failure leaves nothing)
     from cannops.backend.repro import HEADER
     steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
     title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
     try:
-        texts = device.reproducer(steps, [r.program for r in runs], title)
+        texts = device.reproducer(steps, [r.program for r in runs], title, **({"death": death} if death else {}))
     except ValueError as e:   # a call recorded that the program cannot make again
         raise BadInput(f"{runs[-1].case.name} on {device.name}: no reproducer written: {e}") from None
     _clear(out)
@@ -159,7 +107,10 @@ def _write(spec: ReproSpec, device, runs: list[CaseRun]) -> dict:
                 "versions": versions, "command": list(spec.argv)}
     if hasattr(runs[-1].program, "recorder"):   # ops' CANN layer: who recorded its calls
         manifest["recorded_by"] = runs[-1].program.recorder
-    texts["README.md"] = _readme(spec, device, runs, versions)
+    if death is not None:
+        manifest["died"] = {"case": len(runs), "exitcode": death.exitcode, "message": death.message,
+                            "expected": death.expected}
+    texts["README.md"] = _readme(spec, device, runs, versions, death)
     for name, content in texts.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
@@ -196,7 +147,7 @@ def _save(out: Path, arrays: dict) -> list[str]:
     return list(arrays)
 
 
-def _case_files(folder: str, run: CaseRun, compared: bool, arrays: dict):
+def _case_files(folder: str, run, compared: bool, arrays: dict):
     """A case's step of the program, its arrays (to be saved under their paths) in `arrays`."""
     import numpy as np
     from cannops.backend.repro import Checked, Step
@@ -255,7 +206,7 @@ def _versions(device) -> dict:
     return v
 
 
-def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str:
+def _readme(spec: ReproSpec, device, runs: list, versions: dict, death=None) -> str:
     from .compare import worst_elements
     last = runs[-1]
     r = last.result
@@ -264,18 +215,26 @@ def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str
              f"Case `{last.case.name}` on {device.name}, inputs of seed {spec.seed}: **{verdict}**.", ""]
     if r.blame:
         lines += [f"Blame (each aclnn call evaluated again in float64 on its own inputs): {r.blame}.", ""]
+    if spec.tensor_names:
+        lines += ["Its tensors renamed (`--name`): " + ", ".join(f"`{a}` is `{b}`" for a, b in spec.tensor_names)
+                  + ".", ""]
     if len(runs) > 1:
         lines += ["The fault depends on what ran before: the program runs these cases in order, on one device,",
                   "and compares the last:", ""] + [f"{k}. `{x.case.name}`" for k, x in enumerate(runs, 1)] + [""]
+    if death is not None:
+        lines += _death_section(spec, runs, death)
+    run_says = ("exit 0: the device dies again as it did; 1: it does not (the case computes, or dies otherwise)"
+                if death else "exit 0: the stored device outputs reproduce byte for byte; 1: they do not")
     lines += ["## Versions", ""] + [f"* {k}: {_flat(val)}" for k, val in versions.items()] + [""]
-    lines += ["## Reproduce", "", "```sh", *_how(device), "make run      # exit 0: the stored device outputs "
-              "reproduce byte for byte; 1: they do not", "```", "",
+    lines += ["## Reproduce", "", "```sh", *_how(device), f"make run      # {run_says}", "```", "",
               "With ops itself:", "", "```sh",
               f"ops test -b {device.name} --seed {spec.seed} -o " + _quote(",".join(x.case.name for x in runs)),
               " ".join(_quote(a) for a in ("ops", *spec.argv)) if spec.argv else "", "```", ""]
     lines += ["## Expected (reference) and got (device)", ""]
     if last.program.__dict__.get("error"):
         lines += [f"The run stopped at a refused call: {last.program.error}", ""]
+    if death is not None:
+        lines += ["No output: the device's process died before it had one (What happened, above).", ""]
     for i in [i for i in last.check if i in last.program.outputs]:
         node = last.graph.tensors[i]
         worst = worst_elements(last.expected[i][0], last.program.outputs[i])
@@ -295,7 +254,30 @@ def _readme(spec: ReproSpec, device, runs: list[CaseRun], versions: dict) -> str
     return "\n".join(lines)
 
 
-def _calls_section(device, run: CaseRun) -> list[str]:
+def _death_section(spec: ReproSpec, runs: list, death) -> list[str]:
+    """What happened when the device's process died: where, how, what it said last."""
+    k = len(runs)
+    lines = ["## What happened", "",
+             f"The device's process died in case {k} of {len(spec.names)}"
+             + (" (the cases after it did not run): " if k < len(spec.names) else ": ")
+             + f"{_how_it_ended(death.exitcode)}, saying `{death.message}`. It has no output to compare: "
+             "`repro.c` runs the cases in a child process, and `make run` exits 0 when that child ends the same "
+             f"way ({_how_it_ended(death.exitcode)}) with `{death.expected}` in its output, 1 when it does not "
+             "(the case computes: fixed, or it dies otherwise).", "",
+             "The last lines of its output:", "", "```", death.output, "```", ""]
+    return lines
+
+
+def _how_it_ended(exitcode: int) -> str:
+    import signal
+    if exitcode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-exitcode).name}"
+        return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _calls_section(device, run) -> list[str]:
     """The compared case's aclnn calls in the trace's compact form (the blamed one marked
     `>`): those of the blame's run where there was one, else the recorded ones."""
     from cannops.backend import trace

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* A file of the reproducer's folder, whole; a missing one ends the program (exit 2). */
 static void *repro_read(const char *path, size_t *size) {
@@ -102,6 +105,70 @@ static inline float repro_bf16(uint16_t h) {
     float v;
     memcpy(&v, &bits, sizeof v);
     return v;
+}
+
+/* How a process ended, in words: "killed by SIGABRT", "exit status 1" (sig 0: exit `code`). */
+static inline void repro_ended(int sig, int code, char *text, size_t size) {
+    static const struct { int sig; const char *name; } names[] = {
+        {SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGILL, "SIGILL"},
+        {SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"}};
+    if (!sig) {
+        snprintf(text, size, "exit status %d", code);
+        return;
+    }
+    snprintf(text, size, "killed by signal %d", sig);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig) snprintf(text, size, "killed by %s", names[i].name);
+}
+
+/* For a run that killed its process: body() in a child, its output (stdout and stderr)
+ * read and passed on. 0 when it dies as the recorded run did (`sig`, else exit status
+ * `code`) with `message` in its output; 1 when it does not (the case computes: fixed, or
+ * it dies otherwise); 2 when it stops on an error of the program's own (exit 2, no message). */
+static inline int repro_expect_death(int (*body)(void), const char *where, int sig, int code, const char *message) {
+    int fds[2];
+    fflush(stdout);
+    fflush(stderr);
+    if (pipe(fds) != 0) { perror("repro: pipe"); return 2; }
+    pid_t pid = fork();
+    if (pid < 0) { perror("repro: fork"); return 2; }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        setenv("GGML_NO_BACKTRACE", "1", 0);   /* ggml's abort would attach gdb for a backtrace */
+        exit(body());
+    }
+    close(fds[1]);
+    size_t len = 0, cap = 1 << 16;
+    char *text = malloc(cap), chunk[4096];
+    ssize_t n;
+    while ((n = read(fds[0], chunk, sizeof chunk)) > 0) {
+        fwrite(chunk, 1, (size_t) n, stdout);
+        if (len + (size_t) n + 1 > cap) text = realloc(text, cap = 2 * (len + (size_t) n + 1));
+        memcpy(text + len, chunk, (size_t) n);
+        len += (size_t) n;
+    }
+    text[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char how[64], expected[64];
+    repro_ended(WIFSIGNALED(status) ? WTERMSIG(status) : 0, WIFEXITED(status) ? WEXITSTATUS(status) : 0, how,
+                sizeof how);
+    int same_end = sig ? WIFSIGNALED(status) && WTERMSIG(status) == sig : WIFEXITED(status) && WEXITSTATUS(status) == code;
+    int said = strstr(text, message) != NULL;
+    free(text);
+    repro_ended(sig, code, expected, sizeof expected);
+    if (same_end && said) {
+        printf("reproduced: %s dies as in the recorded run (%s), saying \"%s\"\n", where, how, message);
+        return 0;
+    }
+    if (!said && WIFEXITED(status) && WEXITSTATUS(status) == 2) return 2;
+    printf("NOT reproduced: %s %s%s; the recorded run was %s, saying \"%s\"\n", where,
+           WIFEXITED(status) && WEXITSTATUS(status) <= 1 ? "ran to its end, " : "", how, expected, message);
+    return 1;
 }
 
 #endif

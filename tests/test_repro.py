@@ -158,13 +158,19 @@ def ggml_cann(tmp_path_factory):
     return p.stdout.strip().splitlines()[-1], _env_sh(GGML_CANN / "env.sh")
 
 
+def repro_cann0(ggml_cann, *args: str) -> subprocess.CompletedProcess:
+    """`ops repro -b GGML-CANN0 ARGS...` with the bridge built on the ggml-cann prefix."""
+    module, env = ggml_cann
+    return subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", *args],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+
+
 def test_a_ggml_cann_fault_reproduces_without_python(tmp_path, ggml_cann):
     """ggml-cann's SET_ROWS f16 -> f32 (docs/ggml-cann-on-cann-sim.md) FAILs in ops; the
     reproducer, against the same ggml-cann on the simulated toolkit, gives the same bytes."""
-    module, env = ggml_cann
+    _, env = ggml_cann
     out = tmp_path / "set_rows"
-    p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", SET_ROWS, str(out)],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    p = repro_cann0(ggml_cann, SET_ROWS, str(out))
     assert p.returncode == 0 and "FAIL" in p.stdout, p.stdout + p.stderr
     manifest = json.loads((out / "repro.json").read_text())
     assert manifest["status"] == "FAIL" and manifest["versions"]["ggml"] == "0.25.3"
@@ -206,10 +212,9 @@ def test_a_program_expecting_a_death_tells_the_death_from_a_run_to_the_end(tmp_p
 def test_a_ggml_cann_abort_leaves_a_program_that_sees_it_again(tmp_path, ggml_cann):
     """ggml-cann aborts the process on the refused aclnnSwiGlu of a view: ops repro (the
     device in a child) still writes the folder, and its program dies the same way."""
-    module, env = ggml_cann
+    _, env = ggml_cann
     out = tmp_path / "swiglu"
-    p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", SWIGLU_VIEW, str(out)],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    p = repro_cann0(ggml_cann, SWIGLU_VIEW, str(out))
     assert p.returncode == 0 and "killed by SIGABRT" in p.stdout, p.stdout + p.stderr
     manifest = json.loads((out / "repro.json").read_text())
     assert manifest["status"] == "FAIL" and manifest["died"]["exitcode"] == -6
@@ -230,11 +235,8 @@ def test_an_f32_weight_named_like_a_model_weight_aborts_ggml_cann(tmp_path, ggml
     """docs/upstream/nz-f32-weights.md: with the weight named blk.0.attn_q.weight, ggml-cann
     (GGML_CANN_WEIGHT_NZ on by default) sizes it for NZ with aclnnCalculateMatmulWeightSizeV2,
     which refuses FLOAT; with its own name the same case computes."""
-    module, env = ggml_cann
     for name, args in (("nz", ["--name", "a=blk.0.attn_q.weight"]), ("nd", [])):
-        p = subprocess.run([sys.executable, "-c", LAUNCH, module, "repro", "-b", "GGML-CANN0", "--catalog", "0.25.3", *args, MUL_MAT_F32,
-                            str(tmp_path / name)], capture_output=True, text=True, timeout=600,
-                           env={**os.environ, **env})
+        p = repro_cann0(ggml_cann, "--catalog", "0.25.3", *args, MUL_MAT_F32, str(tmp_path / name))
         assert p.returncode == 0, p.stdout + p.stderr
     died = json.loads((tmp_path / "nz" / "repro.json").read_text())["died"]
     assert died["message"].startswith("CANN error: aclnnCalculateMatmulWeightSizeV2: dataType FLOAT")

@@ -161,6 +161,8 @@ ggml-cann-check: ggml-cann
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean || exit 1; done
 	$(if $(filter 310P,$(VARIANTS)),$(OPS) tbo $(GGML_CANN_OUT)/310P/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
+	OPS_REQUIRE_GGML_SOURCES=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_cann_evidence.py \
+	    -k test_ggml_cann_facts_match_its_0_25_3_sources
 	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
 	. $(GGML_CANN_OUT)/910B/env.sh && \
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \

@@ -186,7 +186,7 @@ class Reader:
         if mem and self.device:
             self.devices[self.device].memory_total = int(mem["total"]) << 20
             self.devices[self.device].memory_free = int(mem["free"]) << 20
-            self.side = []
+            self.side, self.calls = [], []
             return
         if SKIPPING.match(line) and self.device:
             self.skipped.add(self.device)

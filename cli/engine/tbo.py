@@ -662,18 +662,9 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
         pending = [p for p in listed if p not in got]
         victim = reader.head.params if reader.head is not None and reader.head.op == op else (
             pending[0] if pending and mode != "rest" else None)
-        story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
-        seconds = round(time.monotonic() - reader.last, 6)
+        keep(_death(spec, proc, device, op, victim or f"#{len(got) + 1}"))
         if victim is None:
-            # every listed case has its line: an unlisted one died (it prints nothing before), or the exit
-            keep(_traced(CaseResult(
-                device=device, op=op, params=f"#{len(got) + 1}", status=FAIL, seconds=seconds, trace=reader.calls,
-                reason=story + "\n(after the op's listed cases: an unlisted whole-graph case, which "
-                               "has no name until it prints, or the process's exit; the op stops here)"), spec.trace))
             return out
-        # the calls since the last case line: the dead case's, up to the one that killed it
-        keep(_traced(CaseResult(device=device, op=op, params=victim, status=FAIL, reason=story, seconds=seconds,
-                                trace=reader.calls), spec.trace))
         aborts += 1
         mode = "chunk"
         if aborts >= spec.max_aborts:
@@ -681,6 +672,19 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
             for r in _unprinted(device, op, listed, got, [], why):
                 keep(r)
             return out
+
+
+def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str) -> CaseResult:
+    """The FAIL of the case a process died in, with the calls since the last case line: its
+    own, up to the one that killed it. `#N`: after every listed case had its line, an
+    unlisted one died (it prints nothing before), or the exit."""
+    reader = proc.reader
+    story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
+    if params.startswith("#"):
+        story += ("\n(after the op's listed cases: an unlisted whole-graph case, which has no name until it "
+                  "prints, or the process's exit; the op stops here)")
+    return _traced(CaseResult(device=device, op=op, params=params, status=FAIL, reason=story, trace=reader.calls,
+                              seconds=round(time.monotonic() - reader.last, 6)), spec.trace)
 
 
 def _traced(r: CaseResult, every: bool) -> CaseResult:

@@ -4,8 +4,12 @@ aclnn call (a JSON object: `call`, `args`, `workspace`, `stream`, `rc`, `error`,
 form under a FAIL line and the blame that names the first call out of proportion.
 
 Records come from the CANN simulator (backend/cann/sim/trace.py, which sees every call)
-or from the native layer itself on a real device (native/aclnn/trace.c, its aclnn calls)."""
+or from the native layer itself on a real device (native/aclnn/trace.c, its aclnn calls).
+A client of the simulated toolkit (test-backend-ops under `ops tbo`) gets them framed in
+its own stdout (`frame`, `Unframer`), where they fall between the lines it prints."""
 from __future__ import annotations
+
+import json
 
 # The blame names a call whose own error both exceeds the case's tolerance and is at
 # least this share of the case's error: an error that small cannot have made the FAIL,
@@ -122,3 +126,64 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
                   f"{calls[worst]['own_nmse']:.3g}, {calls[worst]['call']}, {where(worst)}): the "
                   f"fault is in what the calls are given (a view, a scalar, their order) or "
                   f"builds up over them")
+
+
+# --- records framed in a toolkit client's stdout (CANN_SIM_TRACE=1) ----------------------
+
+# A frame: this, one JSON object (ASCII: json escapes every control byte), a newline. The
+# record separator byte never appears in what test-backend-ops prints, and a frame may
+# fall in the middle of a line (the checks a FAIL prints before its name): a reader takes
+# frames out of the bytes before it splits them into lines.
+FRAME = b"\x1ecann-sim "
+
+
+def frame(record: dict) -> bytes:
+    return FRAME + json.dumps(record, separators=(",", ":")).encode() + b"\n"
+
+
+class Unframer:
+    """A toolkit client's stdout, fed as it comes: `feed(bytes)` gives back, in order, the
+    program's own bytes and the records (dicts) framed between them; a frame cut by the
+    end of a chunk waits for the next one."""
+
+    def __init__(self):
+        self.held = b""
+
+    def feed(self, data: bytes) -> list:
+        data, self.held = self.held + data, b""
+        out: list = []
+        while data:
+            i = data.find(FRAME[:1])
+            if i < 0:
+                out.append(data)
+                break
+            if i:
+                out.append(data[:i])
+            j = data.find(b"\n", i)
+            if j < 0:
+                self.held = data[i:]
+                break
+            record = _record(data[i:j]) if data.startswith(FRAME, i) else None
+            out.append(data[i:j + 1] if record is None else record)   # not a frame: the program's
+            data = data[j + 1:]
+        return out
+
+    def close(self) -> list:
+        """What is held at the end (a frame the process died writing): as bytes."""
+        held, self.held = self.held, b""
+        return [held] if held else []
+
+
+def _record(raw: bytes) -> dict | None:
+    try:
+        value = json.loads(raw[len(FRAME):])
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def unframe(data: bytes) -> tuple[bytes, list[dict]]:
+    """A whole output at once: the program's bytes, and the records."""
+    u = Unframer()
+    parts = u.feed(data) + u.close()
+    return b"".join(p for p in parts if isinstance(p, bytes)), [p for p in parts if isinstance(p, dict)]

@@ -73,6 +73,15 @@ TBO_OPTIONS = [
                       "line `$ COMMAND`) to DIR/OP.log, as the CI keeps them."),
     click.option("--require-clean", is_flag=True,
                  help="Exit status 1 also when an op has no OK case or a case was not run."),
+    click.option("--trace", is_flag=True,
+                 help="On the simulated toolkit: every case's ACL / aclnn calls in the results (a FAIL's "
+                      "are kept anyway; docs/trace-and-blame.md)."),
+    click.option("--poison", is_flag=True,
+                 help="On the simulated toolkit: fresh device memory is 0xFF bytes, a NaN in every float "
+                      "type, so an element never written fails (CANN_SIM_POISON; docs/hygiene.md)."),
+    click.option("--check-inputs", is_flag=True,
+                 help="On the simulated toolkit: an aclnn call whose output overlaps an input it does not "
+                      "take in place is refused (CANN_SIM_CHECK_INPUTS; docs/hygiene.md)."),
     click.option("--ggml-version", metavar="VERSION",
                  help="The binary's ggml version, where no source.json of `make ggml-cann` is beside it."),
     click.option("--source", "source_name", metavar="TEXT", help="Where the binary's ggml comes from (recorded)."),
@@ -123,10 +132,11 @@ def tbo_options(f):
 
 
 def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, output, results_path,
-               resume_path, log_dir, require_clean, ggml_version, source_name, cases_file=None):
+               resume_path, log_dir, require_clean, ggml_version, source_name, cases_file=None,
+               trace=False, poison=False, check_inputs=False):
     """The run: its results (the results file written) and the exit status; a bad input
     is a BadInput before anything runs."""
-    from .engine import TboSpec, binary_source, check_binary, device_names, list_cases
+    from .engine import TboSpec, binary_source, check_binary, device_names, list_cases, simulator_environment
     binary = check_binary(binary)
     if jobs < 1:
         raise BadInput(f"-j must be at least 1 (got {jobs})")
@@ -147,7 +157,9 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
         except OSError as e:
             raise BadInput(f"cannot create --log-dir {log_dir}: {e.strerror}") from None
     devices = device_names(backends)
-    listing = list_cases(binary, devices[0] if devices else None, test_file=test_file)
+    listing = list_cases(binary, devices[0] if devices else None, test_file=test_file,
+                         env=simulator_environment(poison, check_inputs))
+    _check_simulated(binary, listing, trace=trace, poison=poison, check_inputs=check_inputs)
     unknown = [d for d in devices if d not in listing.devices]
     if unknown:
         raise BadInput(f"{os.path.basename(binary)} has no device {', '.join(unknown)} "
@@ -179,19 +191,34 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
     if test_file:
         source["test_file"] = test_file   # the cases' definitions: a resume checks it is the same
     spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
-                   jobs=jobs, max_aborts=max_aborts, shard=shard, test_file=test_file, cases=names)
+                   jobs=jobs, max_aborts=max_aborts, shard=shard, test_file=test_file, cases=names,
+                   simulated=listing.simulator is not None, trace=trace,
+                   # a switch already on in the environment counts as asked (the simulator said so)
+                   poison=poison or bool((listing.simulator or {}).get("poison")),
+                   check_inputs=check_inputs or bool((listing.simulator or {}).get("check_inputs")))
     return _run(spec, listing, output, results_path, resume_path, log_dir, require_clean, source, bool(wanted_ops))
+
+
+def _check_simulated(binary, listing, **flags):
+    """--trace, --poison, --check-inputs are the simulated toolkit's: refused for a binary
+    whose support mode showed no simulator (a real CANN, or a toolkit not found)."""
+    asked = [f"--{k.replace('_', '-')}" for k, on in flags.items() if on]
+    if asked and listing.simulator is None:
+        raise BadInput(f"{' '.join(asked)}: {os.path.basename(binary)} does not run on the simulated toolkit "
+                       f"(its support mode showed no CANN simulator; a build of another toolkit can be run on "
+                       f"it with build/cann-sim-toolkit/lib64 first in LD_LIBRARY_PATH)")
 
 
 def _run(spec, listing, output, results_path, resume_path, log_dir, require_clean, source, named):
     from cannops.cases.versions import for_ggml
 
-    from .engine import FAIL, SKIPPED, Run, __version__, load_resume, run_tbo
+    from .engine import FAIL, SKIPPED, Run, __version__, hygiene_modes, load_resume, run_tbo
     from .printers import ConsolePrinter, QuietPrinter
     devices, run_ops, regexes, jobs = list(spec.devices), spec.ops, spec.params, spec.jobs
     run = Run(mode="test", ops_filter=",".join(run_ops) if named else None,
               params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in regexes) or None, shard=spec.shard,
-              version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source)
+              version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source,
+              hygiene=hygiene_modes(listing.simulator))
     journal = open_journal(results_path)
     try:
         known = {}

@@ -28,3 +28,12 @@ def dev():
     d = cann.open_device(cann.runtime().devices[0][0])
     yield d
     d.close()
+
+
+@pytest.fixture(scope="session")
+def toolkit(tmp_path_factory):
+    """The simulated CANN toolkit (make cann-sim-toolkit), built once for the session's C clients."""
+    from cannops.native import cann_sim_toolkit
+    prefix = tmp_path_factory.mktemp("toolkit")
+    cann_sim_toolkit.build(prefix)
+    return prefix

@@ -88,13 +88,6 @@ CLIENT = textwrap.dedent(r"""
 
 
 @pytest.fixture(scope="module")
-def toolkit(tmp_path_factory):
-    prefix = tmp_path_factory.mktemp("toolkit")
-    cann_sim_toolkit.build(prefix)
-    return prefix
-
-
-@pytest.fixture(scope="module")
 def client(toolkit, tmp_path_factory):
     src = tmp_path_factory.mktemp("client") / "client.c"
     src.write_text(CLIENT)

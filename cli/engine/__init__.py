@@ -30,7 +30,8 @@ _API = {
     **dict.fromkeys(("ReproSpec", "check_repro", "write_repro"), "repro"),
     **dict.fromkeys(("TboSpec", "check_binary", "takes_test_file", "list_cases", "op_regex",
                      "exact_params", "binary_source", "run_tbo",
-                     "Reader", "death_story", "case_statuses", "log_processes", "is_death"), "tbo"),
+                     "Reader", "death_story", "case_statuses", "log_processes", "is_death",
+                     "simulator_environment", "hygiene_modes"), "tbo"),
 }
 __all__ = sorted(_API)
 

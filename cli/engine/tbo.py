@@ -88,10 +88,11 @@ class Line:
     checks: list[str] = field(default_factory=list)   # the FAIL's check fragments
     side: list[str] = field(default_factory=list)     # stderr-ish lines printed while it ran
     seconds: float = 0.0        # since the line before (the first: since the process started)
+    calls: list[dict] = field(default_factory=list)   # on the simulated toolkit: its ACL / aclnn calls
 
     def result(self, device: str) -> CaseResult:
         r = CaseResult(device=device, op=self.op, params=self.params, status=self.status,
-                       seconds=round(self.seconds, 6))
+                       seconds=round(self.seconds, 6), trace=self.calls)
         story = self.checks + [s for s in self.side if CANN_ERROR.match(s)]
         if self.status == FAIL:
             r.reason = "; ".join(self.checks) or "FAIL"
@@ -136,6 +137,17 @@ class Reader:
         self.finished = False           # the "N/N backends passed" line came
         self.allocs: list[str] = []     # allocation failures: cases that printed no line
         self.last = time.monotonic()    # when the last case line (or the process) came
+        self.calls: list[dict] = []     # the simulator's records since the last case line
+        self.simulator: dict | None = None   # its first record: the binary runs on the simulated toolkit
+
+    def record(self, rec: dict) -> None:
+        """A record the simulated toolkit framed into the output (CANN_SIM_TRACE=1): a call
+        made since the last case line, so the next case's (test-backend-ops prints a case's
+        line after its calls; an older one its name before them and its status after)."""
+        if self.simulator is None and "simulator" in rec:
+            self.simulator = rec
+        elif "call" in rec:
+            self.calls.append(rec)
 
     def feed(self, raw: str) -> None:
         line = ANSI.sub("", raw.rstrip("\r\n"))
@@ -161,7 +173,7 @@ class Reader:
         if b:
             self.device = b["name"]
             self.devices[self.device] = DeviceInfo(name=self.device)
-            self.side = []
+            self.side, self.calls = [], []   # (the backends' set-up: aclInit again, refused)
             return
         d = DESCRIPTION.match(line)
         if d and self.device:
@@ -174,7 +186,7 @@ class Reader:
         if mem and self.device:
             self.devices[self.device].memory_total = int(mem["total"]) << 20
             self.devices[self.device].memory_free = int(mem["free"]) << 20
-            self.side = []
+            self.side, self.calls = [], []
             return
         if SKIPPING.match(line) and self.device:
             self.skipped.add(self.device)
@@ -201,8 +213,8 @@ class Reader:
             status = FAIL
         now = time.monotonic()
         seconds, self.last = now - self.last, now
-        self.side, self.head = [], None
-        self.on_case(Line(op, params, status, checks, side, seconds))
+        calls, self.side, self.head, self.calls = self.calls, [], None, []
+        self.on_case(Line(op, params, status, checks, side, seconds, calls))
 
     def orphans(self) -> list[str]:
         """Allocation failures, each a case that printed no line of its own, in order."""
@@ -295,6 +307,7 @@ class Listing:
     tested: list[str]
     cases: dict[str, list[str]]
     supported: dict[str, int] = field(default_factory=dict)   # per op: the cases the device supports
+    simulator: dict | None = None   # the simulated toolkit's settings, where the binary runs on it
 
     def cost(self, op: str) -> int:
         """What running an op takes, roughly: its supported cases (a case not supported
@@ -325,9 +338,10 @@ def takes_test_file(binary: str, timeout: float = 60) -> bool:
 
 
 def list_cases(binary: str, device: str | None = None, timeout: float = 600,
-               test_file: str | None = None) -> Listing:
+               test_file: str | None = None, env: dict | None = None) -> Listing:
     """Every case the binary has (those of `test_file` where given), from its support mode
-    (one process: ~1 s for 19,000 cases)."""
+    (one process: ~1 s for 19,000 cases); run with `env` added (TboSpec.environment), which
+    tells whether it runs on the simulated toolkit (Listing.simulator)."""
     cmd = [binary, "support"] + (["-b", device] if device else []) + _test_file_args(test_file)
     listed: dict[str, list[str]] = {}
     supported: dict[str, int] = {}
@@ -336,24 +350,26 @@ def list_cases(binary: str, device: str | None = None, timeout: float = 600,
         listed.setdefault(ln.op, []).append(ln.params)
         supported[ln.op] = supported.get(ln.op, 0) + (ln.status == OK)
 
+    from cannops.backend.trace import unframe
     reader = Reader(on_case)
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                              errors="replace", text=True)
+                              env=_environment(env))
     except subprocess.TimeoutExpired:
         raise BadInput(f"{binary} support did not end in {timeout:g} s") from None
     except OSError as e:
         raise BadInput(f"cannot run {binary}: {e.strerror or e}") from None
-    for line in proc.stdout.splitlines():
-        reader.feed(line)
+    console = Console(reader)
+    console.feed(proc.stdout)
+    console.close()
     if not reader.devices:
-        tail = " | ".join(proc.stdout.strip().splitlines()[-3:])
+        tail = " | ".join(unframe(proc.stdout)[0].decode(errors="replace").strip().splitlines()[-3:])
         raise BadInput(f"{binary} is not a test-backend-ops (its support mode named no device"
                        + (f"; it printed: {tail[:200]}" if tail else "") + ")")
     # every listed case once (a case listed twice is one case), in order
     cases = {op: list(dict.fromkeys(ps)) for op, ps in listed.items()}
     tested = [d for d in reader.devices if d not in reader.skipped]
-    return Listing(reader.devices, tested, cases, supported)
+    return Listing(reader.devices, tested, cases, supported, reader.simulator)
 
 
 def binary_source(binary: str, ggml_version: str | None = None, source: str | None = None) -> dict:
@@ -392,9 +408,38 @@ class TboSpec:
     shard: str | None = None
     test_file: str | None = None          # a test-export-graph-ops file: its cases, not the grid
     cases: tuple[str, ...] = ()           # the full names a --cases file selects (each gets a result)
+    # on the simulated toolkit (its support mode said so): every case's calls recorded, a
+    # FAIL's kept (every case's with trace); its hygiene switches (docs/hygiene.md)
+    simulated: bool = False
+    trace: bool = False
+    poison: bool = False
+    check_inputs: bool = False
 
     def regex(self, op: str) -> str | None:
         return op_regex(self.params, op)
+
+    def environment(self) -> dict[str, str]:
+        """What the binary's test processes get in their environment."""
+        return simulator_environment(self.poison, self.check_inputs) if self.simulated else {}
+
+
+def simulator_environment(poison: bool = False, check_inputs: bool = False) -> dict[str, str]:
+    """The simulated toolkit's switches for a test-backend-ops process (a real CANN ignores
+    them): its calls framed into its stdout (CANN_SIM_TRACE), and the hygiene modes asked
+    for. A mode not asked for is left as the environment has it: the first record says
+    which were on (Listing.simulator)."""
+    env = {"CANN_SIM_TRACE": "1"}
+    if poison:
+        env["CANN_SIM_POISON"] = "1"
+    if check_inputs:
+        env["CANN_SIM_CHECK_INPUTS"] = "1"
+    return env
+
+
+def hygiene_modes(simulator: dict | None) -> str | None:
+    """The simulator's hygiene switches that were on, as a results file records them."""
+    sim = simulator or {}
+    return ",".join(["poison"] * bool(sim.get("poison")) + ["check-inputs"] * bool(sim.get("check_inputs"))) or None
 
 
 def op_regex(params: tuple[tuple[str, str], ...], op: str) -> str | None:
@@ -431,11 +476,12 @@ class Processes:
             for p in self.live:
                 _kill(p)
 
-    def run(self, cmd: list[str], timeout: float, reader: Reader, log=None) -> Proc:
+    def run(self, cmd: list[str], timeout: float, reader: Reader, log=None, env: dict | None = None) -> Proc:
         if self.stopped.is_set():
             return Proc(None, False, True, reader)
         try:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=_environment(env),
                                  start_new_session=True)   # its own group: a launcher's children die with it
         except OSError as e:   # the binary went away mid-run: its case dies, as a crash would
             reader.feed(f"cannot run {cmd[0]}: {e.strerror or e}")
@@ -449,7 +495,7 @@ class Processes:
             _kill(p)
         deadline = time.monotonic() + timeout
         timed_out = False
-        buf = b""
+        console = Console(reader, log)
         try:
             with selectors.DefaultSelector() as sel:
                 sel.register(p.stdout, selectors.EVENT_READ)
@@ -466,22 +512,51 @@ class Processes:
                     chunk = os.read(p.stdout.fileno(), 65536)
                     if not chunk:
                         break
-                    if log is not None:
-                        log.write(chunk)
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for ln in lines:
-                        reader.feed(ln.decode(errors="replace"))
-            if buf:
-                reader.feed(buf.decode(errors="replace"))
-                if log is not None:   # the next process's `$ COMMAND` starts a line of its own
-                    log.write(b"\n")
+                    console.feed(chunk)
+            console.close()
             rc = p.wait()
         finally:
             with self.lock:
                 self.live.discard(p)
             p.stdout.close()
         return Proc(rc, timed_out, self.stopped.is_set() and not timed_out, reader)
+
+
+class Console:
+    """A process's output as it comes, to its Reader: the simulator's records taken out
+    (backend/trace.py's frames: to `reader.record`, in their place among the lines), the
+    lines fed one by one; the console without the records to `log`."""
+
+    def __init__(self, reader: Reader, log=None):
+        from cannops.backend.trace import Unframer
+        self.reader, self.log, self.frames, self.buf = reader, log, Unframer(), b""
+
+    def feed(self, chunk: bytes) -> None:
+        self._parts(self.frames.feed(chunk))
+
+    def close(self) -> None:
+        self._parts(self.frames.close())
+        if self.buf:
+            self.reader.feed(self.buf.decode(errors="replace"))
+            if self.log is not None:   # the next process's `$ COMMAND` starts a line of its own
+                self.log.write(b"\n")
+            self.buf = b""
+
+    def _parts(self, parts: list) -> None:
+        for part in parts:
+            if isinstance(part, dict):
+                self.reader.record(part)
+                continue
+            if self.log is not None:
+                self.log.write(part)
+            self.buf += part
+            *lines, self.buf = self.buf.split(b"\n")
+            for ln in lines:
+                self.reader.feed(ln.decode(errors="replace"))
+
+
+def _environment(extra: dict | None) -> dict | None:
+    return None if not extra else {**os.environ, **extra}
 
 
 def _kill(p: subprocess.Popen) -> None:
@@ -555,7 +630,7 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
             return
         if line.params not in order and rx is not None and not rx.search(line.params):
             return
-        keep(line.result(device))
+        keep(_traced(line.result(device), spec.trace))
 
     if any(r.params.startswith("#") and r.status == FAIL for r in known.values()):
         return out   # an unnamed death ended it before: nothing after it can be reached
@@ -569,7 +644,7 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
             return out   # too many names for one argument: the unlisted rest is not reached
         before = len(got)
         reader = Reader(on_case)
-        proc = procs.run(cmd, spec.timeout, reader, log)
+        proc = procs.run(cmd, spec.timeout, reader, log, spec.environment())
         if proc.interrupted:
             return out
         progressed = len(got) > before
@@ -587,15 +662,9 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
         pending = [p for p in listed if p not in got]
         victim = reader.head.params if reader.head is not None and reader.head.op == op else (
             pending[0] if pending and mode != "rest" else None)
-        story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
-        seconds = round(time.monotonic() - reader.last, 6)
+        keep(_death(spec, proc, device, op, victim or f"#{len(got) + 1}"))
         if victim is None:
-            # every listed case has its line: an unlisted one died (it prints nothing before), or the exit
-            keep(CaseResult(device=device, op=op, params=f"#{len(got) + 1}", status=FAIL, seconds=seconds,
-                            reason=story + "\n(after the op's listed cases: an unlisted whole-graph case, which "
-                                           "has no name until it prints, or the process's exit; the op stops here)"))
             return out
-        keep(CaseResult(device=device, op=op, params=victim, status=FAIL, reason=story, seconds=seconds))
         aborts += 1
         mode = "chunk"
         if aborts >= spec.max_aborts:
@@ -603,6 +672,33 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
             for r in _unprinted(device, op, listed, got, [], why):
                 keep(r)
             return out
+
+
+def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str) -> CaseResult:
+    """The FAIL of the case a process died in, with the calls since the last case line: its
+    own, up to the one that killed it. `#N`: after every listed case had its line, an
+    unlisted one died (it prints nothing before), or the exit."""
+    reader = proc.reader
+    story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
+    if params.startswith("#"):
+        story += ("\n(after the op's listed cases: an unlisted whole-graph case, which has no name until it "
+                  "prints, or the process's exit; the op stops here)")
+    return _traced(CaseResult(device=device, op=op, params=params, status=FAIL, reason=story, trace=reader.calls,
+                              seconds=round(time.monotonic() - reader.last, 6)), spec.trace)
+
+
+def _traced(r: CaseResult, every: bool) -> CaseResult:
+    """A result's calls (on the simulated toolkit) kept where it FAILed, or `every` case's;
+    a FAIL whose trace has a refused call names the first as its blame, as ops test does."""
+    if r.status != FAIL:
+        if not every:
+            r.trace = []
+    elif r.trace:
+        from cannops.backend.trace import blame
+        i, why = blame(r.trace, None, None)
+        if i is not None:
+            r.blame = why
+    return r
 
 
 MAX_ARG = 100_000   # characters of one -p argument (Linux takes 128 KiB)

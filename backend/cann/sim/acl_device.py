@@ -3,16 +3,21 @@ resetting a device, peer access, the current context per thread, the SoC name an
 information."""
 from __future__ import annotations
 
+import sys
 import threading
 
 from .binding import ffi, lib
 
+from . import trace
 from .entries import entry
-from .hygiene import switches_from_env
+from .hygiene import flag_from_env, switches_from_env
 from .memory import FRESH, POISON
 from .refusals import SimError, allowed_from_env
 from .state import (DEVICE_COUNT, STATE, align_from_env, check_device, need_device, report_leaks,
                     seed_from_env, soc_from_env)
+
+# CANN_SIM_TRACE=1: a toolkit client's calls recorded into its stdout (trace.start_stream)
+TRACE_SWITCH = "CANN_SIM_TRACE"
 
 
 @entry
@@ -26,9 +31,13 @@ def aclInit(config_path):
         STATE.seed = seed_from_env()
         poison, STATE.check_inputs = switches_from_env()
         STATE.memory.fresh = POISON if poison else FRESH
+        stream = flag_from_env(TRACE_SWITCH)
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
+    if stream and "_cannsim" in sys.modules:   # a toolkit client; ops' own layer records per case
+        trace.start_stream({"simulator": "CANN-SIM", "soc": STATE.soc, "poison": poison,
+                            "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed)})
     return 0
 
 

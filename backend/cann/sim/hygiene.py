@@ -21,13 +21,16 @@ SWITCHES = ("CANN_SIM_POISON", "CANN_SIM_CHECK_INPUTS")
 
 def switches_from_env() -> tuple[bool, bool]:
     """(poison, check_inputs) from the environment: each "0" / "1", unset for 0."""
-    on = []
-    for name in SWITCHES:
-        text = os.environ.get(name, "") or "0"
-        if text not in ("0", "1"):
-            raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{name}={text!r} is not 0 or 1")
-        on.append(text == "1")
-    return on[0], on[1]
+    poison, check_inputs = map(flag_from_env, SWITCHES)
+    return poison, check_inputs
+
+
+def flag_from_env(name: str) -> bool:
+    """A switch of the simulator's: "0" / "1", unset for 0; anything else refused."""
+    text = os.environ.get(name, "") or "0"
+    if text not in ("0", "1"):
+        raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{name}={text!r} is not 0 or 1")
+    return text == "1"
 
 
 def span(t: TensorDesc) -> tuple[int, int]:

@@ -6,15 +6,23 @@ each operator's inputs and outputs as it ran, for the blame (blame.py).
 The records are plain JSON values (backend/trace.py reads and prints them; the native
 layer records its own calls the same way on a real device). Nothing is recorded, and
 nothing costs more than one test of `ON`, while no recording is on.
+
+In a client of the simulated toolkit, CANN_SIM_TRACE=1 (read at aclInit) records every
+call from then on and writes each record, once complete, into the client's stdout
+(`start_stream`): `ops tbo` reads test-backend-ops' lines and the records as one stream.
 """
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .binding import ffi, lib
+
+from cannops.backend.trace import frame
 
 from . import dtypes
 from .state import STATE
@@ -49,6 +57,8 @@ class Recording:
     ran: dict[int, Ran] = field(default_factory=dict)     # call index -> its run (data only)
     kept: int = 0                                          # bytes in `ran`
     dropped: bool = False                                  # DATA_LIMIT reached: some runs not kept
+    stream: bool = False                                   # each record written to stdout once complete
+    open: list[int] = field(default_factory=list)          # stream: prepared calls not launched yet
 
 
 def start(data: bool = False, repro: bool = False) -> None:
@@ -56,6 +66,47 @@ def start(data: bool = False, repro: bool = False) -> None:
     STATE.tolerated, STATE.warnings = [], []
     _REC, ON = Recording(data, repro), True
     RECORDED = REPRO_WORK if repro else STREAM_WORK
+
+
+def start_stream(hello: dict) -> None:
+    """CANN_SIM_TRACE=1 in a toolkit client: record every call until the process ends,
+    each record written to stdout (framed: backend/trace.py) as soon as it is complete
+    (launched, refused, or a runtime call), after the client's own buffered output. So it
+    falls after the lines the client printed before the call and before those it prints
+    after: test-backend-ops prints a case's line once its calls are made, and `ops tbo`
+    gives each case the records that came before its line. `hello` goes first: the
+    simulator's settings, by which a reader knows its records will come."""
+    start()
+    _REC.stream = True
+    _send(hello)
+
+
+@functools.cache
+def _c_fflush():
+    import ctypes
+    return ctypes.CDLL(None).fflush   # the client's C stdio: printf'd text not yet written
+
+
+def _send(record: dict) -> None:
+    _c_fflush()(None)
+    for f in (sys.stdout, sys.stderr):
+        if f is not None:
+            f.flush()
+    data = frame(record)
+    while data:
+        data = data[os.write(1, data):]
+
+
+def _done(i: int) -> None:
+    """Stream: the record at `i` is complete: out, with the prepared calls before it that
+    were never launched (as they are), and not kept (a process runs thousands of cases)."""
+    if not _REC.stream:
+        return
+    for k in [*(k for k in _REC.open if k < i), i]:
+        if _REC.calls[k] is not None:
+            _send(_REC.calls[k])
+            _REC.calls[k] = None
+    _REC.open = [k for k in _REC.open if k > i]
 
 
 def stop() -> Recording:
@@ -161,25 +212,32 @@ def prepared(call: dict, plan, workspace: int) -> None:
     call["workspace"] = int(workspace)
     plan.call = len(_REC.calls) - 1
     _rules(call)
+    if _REC.stream:
+        _REC.open.append(plan.call)
 
 
 def failed(call: dict, code: int, message: str) -> None:
     call["rc"], call["error"] = int(code), message
     _rules(call)
+    _done(len(_REC.calls) - 1)
 
 
 def launched(plan, stream) -> None:
     if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(_REC.calls):
         return
     call = _REC.calls[plan.call]
+    if call is None:   # stream: written already (another call came before its launch)
+        return
     call["stream"] = _hex(stream)
     call.setdefault("rc", 0)
+    _done(plan.call)
 
 
 def launch_failed(name: str, stream, code: int, message: str) -> None:
     """A launch refused (its executor already ran, a short workspace): its own record."""
     _REC.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
                        "error": message})
+    _done(len(_REC.calls) - 1)
 
 
 def runtime_call(name: str, args, code: int, message: str = "") -> None:
@@ -193,6 +251,7 @@ def runtime_call(name: str, args, code: int, message: str = "") -> None:
         _moved(name, args, call)
     _rules(call)
     _REC.calls.append(call)
+    _done(len(_REC.calls) - 1)
 
 
 def _moved(name: str, args, call: dict) -> None:

@@ -43,6 +43,9 @@ CASES = [
     ["ADD_RMS_NORM", "type=f32,n=1", "ok", False],
     ["ADD_RMS_NORM", "type=f32,n=2", "abort", False],
     ["ADD_RMS_NORM", "type=f32,n=3", "ok", False],
+    ["SCALE", "type=f32,s=1", "ok", True],
+    ["SCALE", "type=f32,s=2,nf=2", "abort", False],   # dies among the listed cases, unnamed
+    ["SCALE", "type=f32,s=3", "ok", True],
     ["SOFT_MAX", "type=f32,n=1", "ok", True],
     ["SOFT_MAX", "type=f32,n=2", "slow", True],
     ["SOFT_MAX", "type=f32,n=3", "ok", True],
@@ -282,12 +285,13 @@ def test_a_run_with_aborts_gives_results_junit_and_logs(binary, tmp_path):
     msgs = {tc.get("name"): tc.find("failure").get("message") for tc in root.iter("testcase")
             if tc.find("failure") is not None}
     assert "GGML_ASSERT(dst->ne[0] == nr)" in msgs["GET_ROWS(type=q8_0,v=1)"]
-    # the raw console of every process of the op (all, the rest by name, the unlisted rest)
+    # the raw console of every process of the op (all, the suspect of its death alone with the
+    # rest by name, the rest after it by name, the unlisted rest)
     log = (logs / "GET_ROWS.log").read_text()
-    assert log.count("Testing 2 devices") == 3 and "GGML_ASSERT(dst->ne[0] == nr) failed" in log
+    assert log.count("Testing 2 devices") == 4 and "GGML_ASSERT(dst->ne[0] == nr) failed" in log
     # each process after its command: the first is the CI's OP.log, its abort and no case after it
     procs = log_processes(log)
-    assert [cmd.split(" -p ")[0] for cmd, _ in procs] == [f"{binary} test -b CANN0 -o GET_ROWS"] * 3
+    assert [cmd.split(" -p ")[0] for cmd, _ in procs] == [f"{binary} test -b CANN0 -o GET_ROWS"] * 4
     first = procs[0][1]
     assert "GGML_ASSERT(dst->ne[0] == nr) failed" in first and "type=bf16,v=0" not in first
     assert case_statuses(first, "GET_ROWS") == {"type=f32,v=0": "OK", "type=q8_0,v=0": "FAIL"}
@@ -405,6 +409,23 @@ def test_an_unlisted_op_stops_at_an_abort_it_cannot_name(binary, tmp_path):
     assert list(r) == ["ADD_RMS_NORM(type=f32,n=1)", "ADD_RMS_NORM(#2)"]
     assert ran(binary) == ["ADD_RMS_NORM(type=f32,n=1)", "ADD_RMS_NORM(type=f32,n=2)"]   # no further
     assert "GGML_ASSERT" in r["ADD_RMS_NORM(#2)"]["reason"] and "no name" in r["ADD_RMS_NORM(#2)"]["reason"]
+
+
+def test_a_death_among_the_listed_cases_is_not_laid_on_the_next_one_that_passes_alone(binary, tmp_path):
+    """Test mode prints a case's line after its calls and runs unlisted whole-graph cases among
+    the listed ones: a death without a line is only suspected of the next listed case, which
+    runs alone; it passes there, so the death is an unnamed unlisted case's, recorded once."""
+    res = tmp_path / "r.json"
+    p = ops("tbo", binary, "-o", "SCALE", "--results", str(res))
+    assert p.returncode == 1, p.stderr
+    r = by_name(res)
+    assert {k: v["status"] for k, v in r.items()} == {
+        "SCALE(type=f32,s=1)": "OK", "SCALE(type=f32,s=3)": "OK", "SCALE(#3)": "FAIL"}
+    assert "GGML_ASSERT" in r["SCALE(#3)"]["reason"]
+    assert "laid first on type=f32,s=3, which printed its line when run alone" in r["SCALE(#3)"]["reason"]
+    # the whole op, then the suspect alone, then the unlisted rest (which dies again, not recorded twice)
+    assert ran(binary) == ["SCALE(type=f32,s=1)", "SCALE(type=f32,s=2,nf=2)", "SCALE(type=f32,s=3)",
+                           "SCALE(type=f32,s=2,nf=2)"]
 
 
 def test_require_clean(binary):

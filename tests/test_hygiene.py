@@ -270,6 +270,22 @@ def test_cann_sim_check_inputs_refuses_an_output_over_an_input(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+def test_the_layer_makes_no_aliasing_call_on_a_sample_of_the_catalog(tmp_path):
+    """One case of every op on CANN-SIM with CANN_SIM_CHECK_INPUTS=1: no aclnn call of the
+    layer writes its output over an input, but through an operator's documented in-place
+    form (a *Ref parameter). The in-place CLAMP and LEAKY_RELU of v0.20.2 and SWIGLU_OAI's
+    sigmoid once passed out == self to aclnnClamp / aclnnLeakyRelu / aclnnSigmoid."""
+    out = tmp_path / "r.json"
+    p = ops("test", "-b", "CANN-SIM", "--sample", "1", "-j", "2", "--results", str(out),
+            env={"CANN_SIM_CHECK_INPUTS": "1"}, tmp_path=tmp_path)
+    results = json.loads(out.read_text())["results"]
+    refused = [f"{r['name']}: {r['reason']}" for r in results if "CANN_SIM_CHECK_INPUTS" in r["reason"]]
+    assert not refused, "\n".join(refused)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    ran = {r["op"] for r in results if r["status"] == "OK"}
+    assert {"CLAMP", "LEAKY_RELU", "SWIGLU_OAI"} <= ran and len(ran) > 80, sorted(ran)
+
+
 def test_a_bad_switch_value_stops_acl_init():
     p = sim_process(SIM_SCRIPT, CANN_SIM_POISON="yes")
     assert "CANN_SIM_POISON='yes' is not 0 or 1" in p.stdout + p.stderr

@@ -96,6 +96,18 @@ def test_check_inputs_catches_a_write_into_an_input(sim, monkeypatch):
     assert now == pytest.approx(2 * was)   # src became the product
 
 
+@pytest.mark.parametrize("fault, mode", [("scale-into-src", dict(hygiene=Hygiene(inputs=True))),
+                                         ("scale-nondeterministic", dict(repeat=2))])
+def test_a_fail_within_the_metric_keeps_its_calls_and_makes_no_replay(sim, monkeypatch, fault, mode):
+    """The blame judges each call by the NMSE the outputs meet here: a hygiene mode's FAIL
+    takes one traced run's calls, without their data, and no float64 replay."""
+    monkeypatch.setenv("OPS_CANN_FAULT", fault)
+    r = run_test(sim, case_named(SCALE), 0, **mode)
+    assert r.status == "FAIL" and r.error <= r.threshold, r.reason
+    assert "aclnnMuls" in [c["call"] for c in r.trace]
+    assert r.blame == "" and not any("own_nmse" in c for c in r.trace)
+
+
 # --- no false FAIL: correct cases stay as they were under every mode ---
 
 SAMPLED = ("ADD", "MUL", "SCALE", "CPY", "SET_ROWS", "SET", "ACC", "CONCAT", "GET_ROWS", "ARGSORT",

@@ -15,7 +15,7 @@ from _sample import cases_of, sample
 from cannops.backend.hygiene import NONE, POISON, Hygiene
 from cannops.cases.catalog import all_cases
 from cannops.cases.inplace import writers
-from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.execute import CaseOptions, test as run_test
 
 SCALE = "SCALE(type=f32,ne=[10,10,10,10],scale=2.000000,bias=0.000000,inplace=0)"
 ALL = Hygiene(poison=True, inputs=True)
@@ -63,8 +63,8 @@ def sim(dev):
 def test_repeat_catches_a_nondeterministic_kernel(sim, monkeypatch):
     monkeypatch.setenv("OPS_CANN_FAULT", "scale-nondeterministic")
     case = case_named(SCALE)
-    assert run_test(sim, case, 0, hygiene=ALL).status == "OK"   # within NMSE, and clean
-    r = run_test(sim, case, 0, repeat=3)
+    assert run_test(sim, case, CaseOptions(hygiene=ALL)).status == "OK"   # within NMSE, and clean
+    r = run_test(sim, case, CaseOptions(repeat=3))
     assert r.status == "FAIL"
     assert r.reason.startswith("[SCALE] run 2 of 3 differs from run 1: ")
     n, first = r.reason.split(": ", 1)[1].split(" of ")[0], r.reason.split("first at index ")[1]
@@ -75,7 +75,7 @@ def test_poison_counts_the_elements_a_kernel_never_wrote(sim, monkeypatch):
     monkeypatch.setenv("OPS_CANN_FAULT", "scale-short-rows")
     case = case_named(SCALE)
     ne = case.build().out.ne
-    r = run_test(sim, case, 0, hygiene=Hygiene(poison=True))
+    r = run_test(sim, case, CaseOptions(hygiene=Hygiene(poison=True)))
     assert r.status == "FAIL"
     rows, total = ne[1] * ne[2] * ne[3], ne[0] * ne[1] * ne[2] * ne[3]
     # the last element of every row, the first of them at index ne0 - 1
@@ -86,8 +86,8 @@ def test_poison_counts_the_elements_a_kernel_never_wrote(sim, monkeypatch):
 def test_check_inputs_catches_a_write_into_an_input(sim, monkeypatch):
     monkeypatch.setenv("OPS_CANN_FAULT", "scale-into-src")
     case = case_named(SCALE)
-    assert run_test(sim, case, 0, hygiene=Hygiene(poison=True)).status == "OK"   # the output is right
-    r = run_test(sim, case, 0, hygiene=Hygiene(inputs=True))
+    assert run_test(sim, case, CaseOptions(hygiene=Hygiene(poison=True))).status == "OK"   # the output is right
+    r = run_test(sim, case, CaseOptions(hygiene=Hygiene(inputs=True)))
     assert r.status == "FAIL"
     total = case.build().out.nelements()
     assert r.reason.startswith(f"wrote into src[0] of SCALE (a): {total} of {total} elements changed, "
@@ -102,7 +102,7 @@ def test_a_fail_within_the_metric_keeps_its_calls_and_makes_no_replay(sim, monke
     """The blame judges each call by the NMSE the outputs meet here: a hygiene mode's FAIL
     takes one traced run's calls, without their data, and no float64 replay."""
     monkeypatch.setenv("OPS_CANN_FAULT", fault)
-    r = run_test(sim, case_named(SCALE), 0, **mode)
+    r = run_test(sim, case_named(SCALE), CaseOptions(**mode))
     assert r.status == "FAIL" and r.error <= r.threshold, r.reason
     assert "aclnnMuls" in [c["call"] for c in r.trace]
     assert r.blame == "" and not any("own_nmse" in c for c in r.trace)
@@ -123,8 +123,8 @@ def test_a_sample_of_correct_cases_passes_every_mode(name):
     dev = open_device(name)
     try:
         for c in cases:
-            plain = run_test(dev, c, 0)
-            strict = run_test(dev, c, 0, hygiene=ALL, repeat=2)
+            plain = run_test(dev, c)
+            strict = run_test(dev, c, CaseOptions(hygiene=ALL, repeat=2))
             assert strict.status == plain.status, (c.name, plain.reason, strict.reason)
     finally:
         dev.close()

@@ -169,7 +169,8 @@ def program(device: str, n_threads: int, steps: list[Step], programs: list[Graph
 
 
 def _case(k: int, n: int, step: Step, prog: GraphProgram) -> str:
-    body = [f"/* case {k} of {n}{': compared' if step.checked else ', run before the last'} */",
+    role = ": compared" if step.checked else ": the recorded run died in it" if k == n else ", run before the last"
+    body = [f"/* case {k} of {n}{role} */",
             comment(step.name),
             f"static int case_{k}(ggml_backend_t backend) {{",
             f"    struct ggml_init_params params = {{ ggml_tensor_overhead() * {prog.n_objs} + "

@@ -140,8 +140,10 @@ EVIDENCE: dict[str, Path] = {
               (_f32("self, out: FLOAT; bounds cast to self", "AICORE_DTYPE_SUPPORT_LIST, CheckSelfCanCastOut"),)),
          Call("Muls", "M math/muls/docs/aclnnMuls&aclnnInplaceMuls.md", "M math/mul/op_api/aclnn_mul.cpp",
               (_f32("self, out: FLOAT; other FLOAT scalar", "CheckMulsParams"),)),
-         Call("Sigmoid", "N activation/sigmoid/docs/aclnnSigmoid&aclnnInplaceSigmoid.md", "N activation/sigmoid/op_api/aclnn_sigmoid.cpp",
-              (_f32("self, out: FLOAT (in place: the same tensor)", "DTYPE_SUPPORT_LIST, CheckDtypeValid"),)),
+         Call("InplaceSigmoid", "N activation/sigmoid/docs/aclnnSigmoid&aclnnInplaceSigmoid.md",
+              "N activation/sigmoid/op_api/aclnn_sigmoid.cpp",
+              (_f32("selfRef: FLOAT", "DTYPE_SUPPORT_LIST, CheckDtypeValid (Sigmoid's, with out = selfRef)",
+                    "selfRef"),)),
          Call("Mul", "M math/mul/docs/aclnnMul&aclnnInplaceMul.md", "M math/mul/op_api/aclnn_mul.cpp",
               (_f32("self, other, out: FLOAT", "ASCEND910B_DTYPE_DTYPE_SUPPORT_LIST, CheckMulParams"),)),
          Call("InplaceAdds", "M math/add/docs/aclnnInplaceAdds.md", "M math/add/op_api/aclnn_add.cpp",
@@ -149,7 +151,8 @@ EVIDENCE: dict[str, Path] = {
                Arg("other, alpha", "FLOAT 1.0, 1.0", "other: 取值范围需大于0 (1.0 is)", "no range check"))),
          Call("InplaceMul", "M math/mul/docs/aclnnMul&aclnnInplaceMul.md", "M math/mul/op_api/aclnn_mul.cpp",
               (_f32("selfRef, other: FLOAT", "CheckInplaceMulDtype", "selfRef, other"),))),
-        "each operator with f32 on the 910B CI: CLAMP (aclnnClamp), SCALE (aclnnMuls), SIGMOID, MUL, "
+        "each operator with f32 on the 910B CI: CLAMP (aclnnClamp), SCALE (aclnnMuls), SIGMOID (aclnnSigmoid, "
+        "whose in-place form runs its checks and kernel), MUL, "
         "ROPE with YaRN (aclnnInplaceAdds), the GLUs (aclnnInplaceMul)",
         "page and source agree"),
     "GET_ROWS": Path(

@@ -13,7 +13,7 @@ import functools
 
 from cannops.backend.base import open_device
 from cannops.cases import all_cases
-from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.execute import CaseOptions, test as run_test
 from cannops.cli.engine.results import DEVIATION, NOT_SUPPORTED, OK
 from cannops.cli.engine.selection import hash_sample as sample   # `ops test --sample`'s pick
 
@@ -33,7 +33,7 @@ def run_cases(device_name: str, cases: list, seed: int = 0) -> list:
     """CaseResults of the cases on the device, as `ops test` computes them."""
     dev = open_device(device_name)
     try:
-        return [run_test(dev, c, seed) for c in cases]
+        return [run_test(dev, c, CaseOptions(seed=seed)) for c in cases]
     finally:
         dev.close()
 

@@ -54,6 +54,17 @@ def test_every_declared_operator_is_simulated():
     assert declared_aclnn_ops() == set(aclnn.OPS)
 
 
+@pytest.mark.parametrize("lo, hi", [(-0.5, 0.5), (0.5, -0.5)])
+def test_an_in_place_clamp_is_ggmls_even_with_min_above_max(dev, lo, hi):
+    """v0.20.2's CLAMP is in place: aclnnInplaceHardtanh, which refuses min > max, where
+    ggml's max(min(x, max), min) is min everywhere: the layer passes (min, min) then."""
+    from cannops.cases.catalog import Case, family
+    c = Case(family("clamp", "0.20.2"), dict(type="f32", ne=[10, 5, 4, 3], min=lo, max=hi))
+    g = c.build()
+    assert g.out.view_src is not None   # dst is src
+    check_case(dev, c, g)
+
+
 def test_unsupported_nodes_say_why(cases):
     dev_rules = rules.supports
     c = cases["EXPM1(type=f32,ne_a=[128,2,2,2],v=0)"]

@@ -15,7 +15,7 @@ from _sample import cases_of, sample
 from cannops.backend.hygiene import NONE, POISON, Hygiene
 from cannops.cases.catalog import all_cases
 from cannops.cases.inplace import writers
-from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.execute import CaseOptions, test as run_test
 
 SCALE = "SCALE(type=f32,ne=[10,10,10,10],scale=2.000000,bias=0.000000,inplace=0)"
 ALL = Hygiene(poison=True, inputs=True)
@@ -63,8 +63,8 @@ def sim(dev):
 def test_repeat_catches_a_nondeterministic_kernel(sim, monkeypatch):
     monkeypatch.setenv("OPS_CANN_FAULT", "scale-nondeterministic")
     case = case_named(SCALE)
-    assert run_test(sim, case, 0, hygiene=ALL).status == "OK"   # within NMSE, and clean
-    r = run_test(sim, case, 0, repeat=3)
+    assert run_test(sim, case, CaseOptions(hygiene=ALL)).status == "OK"   # within NMSE, and clean
+    r = run_test(sim, case, CaseOptions(repeat=3))
     assert r.status == "FAIL"
     assert r.reason.startswith("[SCALE] run 2 of 3 differs from run 1: ")
     n, first = r.reason.split(": ", 1)[1].split(" of ")[0], r.reason.split("first at index ")[1]
@@ -75,7 +75,7 @@ def test_poison_counts_the_elements_a_kernel_never_wrote(sim, monkeypatch):
     monkeypatch.setenv("OPS_CANN_FAULT", "scale-short-rows")
     case = case_named(SCALE)
     ne = case.build().out.ne
-    r = run_test(sim, case, 0, hygiene=Hygiene(poison=True))
+    r = run_test(sim, case, CaseOptions(hygiene=Hygiene(poison=True)))
     assert r.status == "FAIL"
     rows, total = ne[1] * ne[2] * ne[3], ne[0] * ne[1] * ne[2] * ne[3]
     # the last element of every row, the first of them at index ne0 - 1
@@ -86,14 +86,26 @@ def test_poison_counts_the_elements_a_kernel_never_wrote(sim, monkeypatch):
 def test_check_inputs_catches_a_write_into_an_input(sim, monkeypatch):
     monkeypatch.setenv("OPS_CANN_FAULT", "scale-into-src")
     case = case_named(SCALE)
-    assert run_test(sim, case, 0, hygiene=Hygiene(poison=True)).status == "OK"   # the output is right
-    r = run_test(sim, case, 0, hygiene=Hygiene(inputs=True))
+    assert run_test(sim, case, CaseOptions(hygiene=Hygiene(poison=True))).status == "OK"   # the output is right
+    r = run_test(sim, case, CaseOptions(hygiene=Hygiene(inputs=True)))
     assert r.status == "FAIL"
     total = case.build().out.nelements()
     assert r.reason.startswith(f"wrote into src[0] of SCALE (a): {total} of {total} elements changed, "
                                "first at index 0: ")
     was, now = map(float, r.reason.split("first at index 0: ")[1].split(" -> ")[0:2])
     assert now == pytest.approx(2 * was)   # src became the product
+
+
+@pytest.mark.parametrize("fault, mode", [("scale-into-src", dict(hygiene=Hygiene(inputs=True))),
+                                         ("scale-nondeterministic", dict(repeat=2))])
+def test_a_fail_within_the_metric_keeps_its_calls_and_makes_no_replay(sim, monkeypatch, fault, mode):
+    """The blame judges each call by the NMSE the outputs meet here: a hygiene mode's FAIL
+    takes one traced run's calls, without their data, and no float64 replay."""
+    monkeypatch.setenv("OPS_CANN_FAULT", fault)
+    r = run_test(sim, case_named(SCALE), CaseOptions(**mode))
+    assert r.status == "FAIL" and r.error <= r.threshold, r.reason
+    assert "aclnnMuls" in [c["call"] for c in r.trace]
+    assert r.blame == "" and not any("own_nmse" in c for c in r.trace)
 
 
 # --- no false FAIL: correct cases stay as they were under every mode ---
@@ -111,8 +123,8 @@ def test_a_sample_of_correct_cases_passes_every_mode(name):
     dev = open_device(name)
     try:
         for c in cases:
-            plain = run_test(dev, c, 0)
-            strict = run_test(dev, c, 0, hygiene=ALL, repeat=2)
+            plain = run_test(dev, c)
+            strict = run_test(dev, c, CaseOptions(hygiene=ALL, repeat=2))
             assert strict.status == plain.status, (c.name, plain.reason, strict.reason)
     finally:
         dev.close()
@@ -268,6 +280,22 @@ def test_cann_sim_check_inputs_refuses_an_output_over_an_input(tmp_path):
     # without the fault, the layer's calls pass the check
     p = ops("test", "-b", "CANN-SIM", "-o", SCALE, env={"CANN_SIM_CHECK_INPUTS": "1"}, tmp_path=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_the_layer_makes_no_aliasing_call_on_a_sample_of_the_catalog(tmp_path):
+    """One case of every op on CANN-SIM with CANN_SIM_CHECK_INPUTS=1: no aclnn call of the
+    layer writes its output over an input, but through an operator's documented in-place
+    form (a *Ref parameter). The in-place CLAMP and LEAKY_RELU of v0.20.2 and SWIGLU_OAI's
+    sigmoid once passed out == self to aclnnClamp / aclnnLeakyRelu / aclnnSigmoid."""
+    out = tmp_path / "r.json"
+    p = ops("test", "-b", "CANN-SIM", "--sample", "1", "-j", "2", "--results", str(out),
+            env={"CANN_SIM_CHECK_INPUTS": "1"}, tmp_path=tmp_path)
+    results = json.loads(out.read_text())["results"]
+    refused = [f"{r['name']}: {r['reason']}" for r in results if "CANN_SIM_CHECK_INPUTS" in r["reason"]]
+    assert not refused, "\n".join(refused)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr
+    ran = {r["op"] for r in results if r["status"] == "OK"}
+    assert {"CLAMP", "LEAKY_RELU", "SWIGLU_OAI"} <= ran and len(ran) > 80, sorted(ran)
 
 
 def test_a_bad_switch_value_stops_acl_init():

@@ -231,6 +231,28 @@ def test_a_ggml_cann_abort_leaves_a_program_that_sees_it_again(tmp_path, ggml_ca
     assert run.returncode == 1 and "NOT reproduced" in run.stdout, run.stdout
 
 
+ROPE_OVERRUN_SECOND = ("ROPE(type=f32,ne_a=[256,8,512,1],n_dims=256,mode=2,n_ctx=512,fs=1.000000,ef=0.000000,"
+                       "af=1.000000,ff=0,v=0,inplace=0,n_offs=0)")
+
+
+def test_a_program_sizes_its_buffer_for_any_aligned_base(tmp_path, ggml_cann):
+    """The ROPE cache overrun's second case alone computes (docs/upstream/rope-cache-overrun.md:
+    the overrun needs the first). Its program reproduces it with `make run`, and without the
+    simulator's CANN_SIM_MALLOC_ALIGN=128 too: there aclrtMalloc's base is 64-byte aligned,
+    and a buffer sized as ggml_backend_alloc_ctx_tensors sizes it (as if its base were
+    aligned to ggml-cann's 128) died: 'not enough space in the buffer'."""
+    _, env = ggml_cann
+    out = tmp_path / "rope"
+    p = repro_cann0(ggml_cann, "--catalog", "0.25.3", ROPE_OVERRUN_SECOND, str(out))
+    assert p.returncode == 0 and p.stdout.rstrip().splitlines()[-2].endswith(": OK"), p.stdout + p.stderr
+    run = built_and_run(out)
+    assert run.returncode == 0 and "reproduced: the device's outputs are the stored ones" in run.stdout, run.stdout
+    unaligned = {**BARE, "GGML_NO_BACKTRACE": "1", **{k: v for k, v in env.items() if k != "CANN_SIM_MALLOC_ALIGN"}}
+    run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env=unaligned, timeout=300)
+    assert run.returncode == 0 and "reproduced: the device's outputs are the stored ones" in run.stdout, \
+        run.stdout + run.stderr
+
+
 def test_an_f32_weight_named_like_a_model_weight_aborts_ggml_cann(tmp_path, ggml_cann):
     """docs/upstream/nz-f32-weights.md: with the weight named blk.0.attn_q.weight, ggml-cann
     (GGML_CANN_WEIGHT_NZ on by default) sizes it for NZ with aclnnCalculateMatmulWeightSizeV2,

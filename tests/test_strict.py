@@ -19,7 +19,7 @@ from cannops.backend.cann.sim import ops_unary
 from cannops.backend.reference.glu import halves as glu_halves
 from cannops.cases.catalog import FAMILIES, Tolerance, all_cases
 from cannops.cli.engine import strict
-from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.execute import CaseOptions, test as run_test
 from cannops.cli.engine.results import FAIL, OK
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
@@ -73,9 +73,9 @@ def _f32_cases(op):
 def test_old_gelu_mappings_pass_the_nmse_and_fail_strict(op):
     old, new = OLD_AND_NEW[op]
     for case in _f32_cases(op):
-        assert run_test(Formula(new), case, 0, strict=True).status == OK, case.name
-        loose = run_test(Formula(old), case, 0)
-        tight = run_test(Formula(old), case, 0, strict=True)
+        assert run_test(Formula(new), case, CaseOptions(strict=True)).status == OK, case.name
+        loose = run_test(Formula(old), case)
+        tight = run_test(Formula(old), case, CaseOptions(strict=True))
         if op == "GELU_ERF":   # tanh for erf: only the per-element check sees it
             assert loose.status == OK, (case.name, loose.reason)
         assert tight.status == FAIL and "strict:" in tight.reason, (case.name, tight.reason)
@@ -131,7 +131,7 @@ def run_cases_strict(device_name, cases):
     from cannops.backend.base import open_device
     dev = open_device(device_name)
     try:
-        return [run_test(dev, c, 0, strict=True) for c in cases]
+        return [run_test(dev, c, CaseOptions(strict=True)) for c in cases]
     finally:
         dev.close()
 
@@ -160,7 +160,7 @@ def test_a_strict_failure_in_junit_and_on_the_fail_line():
     from cannops.cli.junit import junit_xml
     from cannops.cli.engine.results import DeviceInfo, Run
     case = _f32_cases("GELU_QUICK")[0]
-    r = run_test(Formula(_erf), case, 0, strict=True)
+    r = run_test(Formula(_erf), case, CaseOptions(strict=True))
     run = Run(mode="test", strict=strict.STANDARD, results=[r], devices=[DeviceInfo("FORMULA")])
     root = ET.fromstring(junit_xml(run).split("\n", 1)[1])
     f = root.find(".//failure")

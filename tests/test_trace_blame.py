@@ -13,7 +13,7 @@ cann = pytest.importorskip("cannops.backend.cann")
 from cannops.backend import trace  # noqa: E402
 from cannops.cases.catalog import all_cases  # noqa: E402
 from cannops.cli.engine import CaseResult  # noqa: E402
-from cannops.cli.engine.execute import test as run_test  # noqa: E402
+from cannops.cli.engine.execute import CaseOptions, test as run_test  # noqa: E402
 
 SOFT_MAX = ("SOFT_MAX(type=f32,ne=[16,16,1,1],mask=1,sinks=0,m_prec=f32,nr23=[1,1],"
             "scale=1.000000,max_bias=0.000000,inplace=0)")
@@ -32,9 +32,9 @@ def sim(dev):
 
 
 def test_a_passing_case_records_no_trace_unless_asked(sim, case):
-    r = run_test(sim, case, 0)
+    r = run_test(sim, case)
     assert r.status == "OK" and r.trace == [] and r.blame == ""
-    r = run_test(sim, case, 0, trace=True)
+    r = run_test(sim, case, CaseOptions(trace=True))
     assert r.status == "OK" and r.blame == ""
     assert [c["call"] for c in r.trace] == ["aclnnMuls", "aclnnInplaceAdd", "aclnnSoftmax"]
     muls = r.trace[0]
@@ -51,7 +51,7 @@ def test_the_planted_wrong_call_is_blamed(sim, case, monkeypatch):
     """softmax-bf16-logits: the aclnnMuls that writes the scaled logits writes BF16. The
     case FAILs; the replay names that aclnnMuls, not the aclnnSoftmax that shows it."""
     monkeypatch.setenv("OPS_CANN_FAULT", "softmax-bf16-logits")
-    r = run_test(sim, case, 0)
+    r = run_test(sim, case)
     assert r.status == "FAIL", r.reason
     assert r.trace[0]["args"]["out"]["dtype"] == "BFLOAT16"
     assert r.blame.startswith("aclnnMuls (call 1 of 3, before aclnnSoftmax) out of tolerance (own NMSE")
@@ -67,7 +67,7 @@ def test_a_refused_call_is_traced_and_blamed_though_the_run_was_not_traced(sim, 
     """softmax-bad-dim: aclnnSoftmax is given dim 4 of a 4-dim tensor. The run raises; it
     is run again traced, and the blame is the refused call with the simulator's rule."""
     monkeypatch.setenv("OPS_CANN_FAULT", "softmax-bad-dim")
-    r = run_test(sim, case, 0)
+    r = run_test(sim, case)
     assert r.status == "FAIL" and "aclnnSoftmaxGetWorkspaceSize" in r.reason
     assert [c["call"] for c in r.trace] == ["aclnnMuls", "aclnnInplaceAdd", "aclnnSoftmax"]
     assert r.trace[2]["args"]["dim"] == 4 and r.trace[2]["rc"] != 0

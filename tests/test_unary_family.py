@@ -283,12 +283,12 @@ def test_every_graph_is_what_ggml_constructors_build(ggml_cpu):
 
 
 def test_one_case_per_op_agrees_with_ggml_cpu(ggml_cpu):
-    from cannops.cli.engine.execute import test as run_test
+    from cannops.cli.engine.execute import CaseOptions, test as run_test
     first = {}
     for c in all_cases("test"):
         if c.family.name in MY_FAMILIES and "1024,1024" not in c.vars:
             first.setdefault((c.family.name, c.op, c.params.get("type")), c)
-    bad = [(c.name, r.reason) for c in first.values() for r in [run_test(ggml_cpu, c, 3)] if r.status != "OK"]
+    bad = [(c.name, r.reason) for c in first.values() for r in [run_test(ggml_cpu, c, CaseOptions(seed=3))] if r.status != "OK"]
     assert len(first) > 80 and not bad
 
 

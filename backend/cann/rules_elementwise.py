@@ -3,12 +3,25 @@
 b's rows by ids, then aclnnAdd."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .rules import ELEMENTS, FLOAT, RULES, Rule, same_type, unary
 
 
 def _src1_converts(node) -> bool:
     s, d = node.src[1].type.name, node.type.name
     return s == d or (s in FLOAT and d in FLOAT)
+
+
+def _in_place(node, soc=None) -> bool:
+    return node.view_src is not None
+
+
+def _in_place_or(rule: Rule, in_place_op: str) -> Rule:
+    """rule, whose operator runs when dst is a tensor of its own, and in_place_op when dst is src."""
+    out_of_place = rule.aclnn[0]
+    return replace(rule, aclnn=(out_of_place, in_place_op),
+                   calls={out_of_place: lambda n, soc: not _in_place(n), in_place_op: _in_place})
 
 
 def _dst_of_a_type(node) -> bool:
@@ -21,8 +34,9 @@ RULES.update({
     "LOG": unary("Log"),
     "SIN": unary("Sin"),
     "COS": unary("Cos"),
-    "CLAMP": unary("Clamp"),
-    "LEAKY_RELU": unary("LeakyRelu"),
+    # dst is src (v0.20.2's clamp, leaky_relu with inplace): the operators' in-place forms
+    "CLAMP": _in_place_or(unary("Clamp"), "InplaceHardtanh"),
+    "LEAKY_RELU": _in_place_or(unary("LeakyRelu"), "InplaceLeakyRelu"),
     # dst = src0 (a device copy), then src1 added into / copied into a view of dst
     "ACC": Rule(("Add", "InplaceAdd", "InplaceCopy"), {"src0": FLOAT, "src1": FLOAT, "dst": FLOAT},
                 ((same_type, "src0 and dst types differ"),)),

@@ -25,8 +25,8 @@ RULES.update({
     "GLU:GEGLU_QUICK": _glu("FastGelu", "InplaceMul"),
     "GLU:SWIGLU": _glu("SwiGlu", "Silu", "InplaceMul"),
     "GLU:SWIGLU_CLAMP": _glu("Clamp", "Silu", "InplaceMul"),
-    "GLU:SWIGLU_OAI": Rule(("Clamp", "Muls", "Sigmoid", "Mul", "InplaceAdds", "InplaceMul"),
+    "GLU:SWIGLU_OAI": Rule(("Clamp", "Muls", "InplaceSigmoid", "Mul", "InplaceAdds", "InplaceMul"),
                            {"src0": FLOAT, "dst": FLOAT}, ((_one_type, "GLU inputs and output must have one type"),),
                            beyond="every case: ggml-cann v0.20.2 has no SWIGLU_OAI; composed of aclnnClamp, "
-                                  "Muls, Sigmoid, Mul, InplaceAdds, InplaceMul, each documented for floats"),
+                                  "Muls, InplaceSigmoid, Mul, InplaceAdds, InplaceMul, each documented for floats"),
 })

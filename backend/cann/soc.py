@@ -78,6 +78,7 @@ PAGES_WITHOUT_310P: dict[str, str] = {
     "InplaceExp": "M math/exp/docs/aclnnExp&aclnnInplaceExp.md",
     "InplaceIndexCopy": "N index/scatter_update/docs/aclnnIndexCopy&aclnnInplaceIndexCopy.md",
     "InplaceIndexFillTensor": "N index/index_fill_d/docs/aclnnIndexFillTensor&aclnnInplaceIndexFillTensor.md",
+    "InplaceLeakyRelu": "N activation/leaky_relu/docs/aclnnLeakyRelu&aclnnInplaceLeakyRelu.md",
     "InplaceSub": "M math/sub/docs/aclnnSub&aclnnInplaceSub.md",
     "InplaceThreshold": "N activation/threshold/docs/aclnnThreshold&aclnnInplaceThreshold.md",
     "LayerNorm": "N norm/layer_norm_v4/docs/aclnnLayerNorm&aclnnLayerNormWithImplMode.md",

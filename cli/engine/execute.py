@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -81,15 +82,29 @@ def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str
 REPLAY_COST = 6
 
 
-def test(device: Device, case: Case, seed: int, strict: bool = False,
-         ref_cache: str | None = None, ctx: WorkerContext = IN_PROCESS, trace: bool = False,
-         timeout: float | None = None, hygiene: Hygiene = NO_HYGIENE, repeat: int = 1) -> CaseResult:
-    """NMSE (the family's metric) on every checked node; with `strict`, a per-element
-    bound too (cli/engine/strict.py). `ref_cache`: the reference cache's directory (None: off).
-    On a device that traces its calls, `trace` keeps every case's, and a FAIL is run again
-    with each call's data kept, for its trace and its blame (`_blame`), where the case's
-    `timeout` (seconds, None: no limit) leaves time for it. `hygiene` (outputs poisoned,
-    inputs compared) and `repeat` (runs that must agree bit for bit): docs/hygiene.md."""
+@dataclass(frozen=True)
+class CaseOptions:
+    """What test() takes of the run for each case, made once per device from its RunSpec
+    (`of`); the defaults are a plain `ops test`'s."""
+    seed: int = 0
+    strict: bool = False                # the per-element bound too (cli/engine/strict.py)
+    ref_cache: str | None = None        # the reference cache's directory (None: off)
+    trace: bool = False                 # every case's calls, on a device that traces them
+    timeout: float | None = None        # seconds the case may take (None: no limit)
+    hygiene: Hygiene = NO_HYGIENE       # outputs poisoned, inputs compared (docs/hygiene.md)
+    repeat: int = 1                     # runs that must agree bit for bit
+
+    @classmethod
+    def of(cls, spec: RunSpec, device: str) -> CaseOptions:
+        return cls(spec.seed, spec.strict, spec.ref_dir, spec.trace, spec.case_timeout(device),
+                   Hygiene(spec.poison, spec.check_inputs), spec.repeat)
+
+
+def test(device: Device, case: Case, opts: CaseOptions = CaseOptions(),
+         ctx: WorkerContext = IN_PROCESS) -> CaseResult:
+    """NMSE (the family's metric) on every checked node, and what `opts` asks besides. On
+    a device that traces its calls, a FAIL is run again with each call's data kept, for
+    its trace and its blame (`_blame`), where the case's timeout leaves time for it."""
     t0 = time.perf_counter()
     g = case.build()
     s = device.supports(case, g)
@@ -100,7 +115,7 @@ def test(device: Device, case: Case, seed: int, strict: bool = False,
         if why:
             return _result(device, case, NOT_SUPPORTED, reason=why, by=reference.NAME)
     with ctx.memory_turn(tensor_bytes(g)):
-        result = _tested(device, case, g, seed, strict, ref_cache, ctx, trace, timeout, t0, hygiene, repeat)
+        result = _tested(device, case, g, opts, ctx, t0)
     if result.by != reference.NAME:
         result.evidence = s.evidence
     return result
@@ -111,22 +126,21 @@ def tensor_bytes(g) -> int:
     return sum(t.nbytes() for t in g.tensors if t.view_src is None)
 
 
-def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: str | None,
-            ctx: WorkerContext, trace: bool, timeout: float | None, t0: float,
-            hygiene: Hygiene, repeat: int) -> CaseResult:
+def _tested(device: Device, case: Case, g, opts: CaseOptions, ctx: WorkerContext, t0: float) -> CaseResult:
     """test() of a case the device and the reference support."""
     check = check_indices(g)
     apart = _apart(g, ctx)
+    repeat, timeout = opts.repeat, opts.timeout
     with apart():
-        inputs = _inputs(case, g, seed, ref_cache, ctx)
+        inputs = _inputs(case, g, opts.seed, opts.ref_cache, ctx)
         try:
-            expected, cached = _reference(case, g, inputs, check, seed, ref_cache)
+            expected, cached = _reference(case, g, inputs, check, opts.seed, opts.ref_cache)
         except NotImplementedError as e:
             return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
-    run = _Runner(device, case, g, inputs, check, hygiene)
+    run = _Runner(device, case, g, inputs, check, opts.hygiene)
     t_run = time.perf_counter()
     try:
-        got = run(traced=trace and device.can_trace)
+        got = run(traced=opts.trace and device.can_trace)
         if repeat > 1:
             got.problems += _repeats(run, got, repeat)
     except DeviceError as e:
@@ -143,13 +157,15 @@ def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: s
     got.problems[:0] = [why for i, left in got.unwritten.items()
                         if (why := unwritten_reason(g.tensors[i], left, expected[i][0]))]
     with apart():
-        result = _judge(device, case, g, check, expected, got, strict)
-    if hygiene and not run.hygienic:
+        result, metric_ok = _judge(device, case, g, check, expected, got, opts.strict)
+    if opts.hygiene and not run.hygienic:
         result.note = "; ".join(filter(None, [result.note, f"{device.name} does not poison outputs nor "
                                                          f"compare inputs (docs/hygiene.md)"]))
     result.trace = got.calls or []
     if result.status == FAIL and device.can_trace:
-        if _fits(REPLAY_COST, t0, t_run, timeout):
+        if metric_ok:
+            _trace_only(run, result)
+        elif _fits(REPLAY_COST, t0, t_run, timeout):
             _blame(run, got, result)
         else:
             result.blame = (f"not replayed: its run took {t_run:.0f} s, the replay would take about "
@@ -206,6 +222,19 @@ def _calls_again(run: _Runner) -> list[dict]:
     return [{"call": "(trace)", "note": "the traced run did not fail"}]
 
 
+def _trace_only(run: _Runner, result: CaseResult) -> None:
+    """A FAIL whose every output is within the family's metric: a hygiene mode's or
+    --strict's. The blame judges each call by that metric, so its replay could only say
+    that no call is out of tolerance: the calls of one traced run (without their data)
+    are kept, where the run was not traced already, and no replay is made."""
+    if not result.trace:
+        try:
+            result.trace = run(traced=True).calls or []
+        except DeviceError as e:
+            result.trace = getattr(e, "calls", [])
+    result.blame = ""
+
+
 def _blame(run: _Runner, got, result: CaseResult) -> None:
     """A FAIL's trace and blame: the case run again with every call's inputs and outputs
     kept, each call evaluated again in float64 (backend/cann/sim/blame.py), and the first
@@ -224,11 +253,14 @@ def _blame(run: _Runner, got, result: CaseResult) -> None:
                         "state-dependent fault): " + result.blame).rstrip(": ")
 
 
-def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got, strict: bool) -> CaseResult:
-    """A test's result from the device's outputs and the reference's."""
+def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
+           strict: bool) -> tuple[CaseResult, bool]:
+    """A test's result from the device's outputs and the reference's, and whether every
+    checked output is within the family's metric (a FAIL then is --strict's or the
+    device's own problems': a hygiene mode's, a guard overwritten)."""
     fam = case.family
     threshold = fam.threshold(case.params)
-    reasons, worst, elems, far = list(got.problems), None, None, []
+    reasons, worst, elems, far, metric_ok = list(got.problems), None, None, [], True
     for i in check:
         node = g.tensors[i]
         ref, srcs = expected[i]
@@ -239,6 +271,7 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
             worst = e if worst is None else max(worst, e)
         if not ok:
             reasons.append(why)
+            metric_ok = False
         if strict and fam.err is None:   # a family's own metric (sets, ties) stays its judge
             s = strict_check(label, ref, got.outputs[i], strict_bound(case, device.implements, node), device.name)
             if elems is None or elems.ok and (not s.ok or s.max_abs > elems.max_abs):
@@ -263,7 +296,7 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
     extra = {} if elems is None else dict(max_abs=elems.max_abs, max_rel=elems.max_rel,
                                           worst_index=elems.worst)
     return _result(device, case, status, reason="; ".join(reasons), error=worst, threshold=threshold,
-                   metric=fam.err_name, note=note, strict=strict, worst=far, **extra)
+                   metric=fam.err_name, note=note, strict=strict, worst=far, **extra), metric_ok
 
 
 def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> tuple[Path, dict] | None:
@@ -475,8 +508,7 @@ def run_one(device: Device, case: Case, spec: RunSpec, ctx: WorkerContext = IN_P
             return perf(device, case, spec.seed, spec.min_seconds, ctx)
         if spec.mode == "grad":
             return grad(device, case, spec.seed, ctx)
-        return test(device, case, spec.seed, spec.strict, spec.ref_dir, ctx, spec.trace,
-                    spec.case_timeout(device.name), Hygiene(spec.poison, spec.check_inputs), spec.repeat)
+        return test(device, case, CaseOptions.of(spec, device.name), ctx)
     except MemoryError:   # the host's, wherever it came from: no verdict on the device
         return _result(device, case, SKIPPED, host_error=True,
                        reason="the host ran out of memory (MemoryError): no verdict on the device")

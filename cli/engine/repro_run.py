@@ -221,7 +221,7 @@ def _run(device, case, graph, seed: int, last: bool, conn) -> tuple:
                             threshold=case.family.threshold(case.params))
     else:
         got = RunResult(program.outputs, [])
-        result = _judge(device, case, graph, check, expected, got, False)
+        result, _ = _judge(device, case, graph, check, expected, got, False)
         if last and result.status == FAIL and device.can_trace:
             _blame(_Runner(device, case, graph, inputs, check, NO_HYGIENE), got, result)   # which call, for the README
     return program, result, getattr(program, "calls", None) or calls

@@ -1,6 +1,10 @@
 /* SQR, SQRT, LOG, SIN, COS, CLAMP, LEAKY_RELU, and the region writes ACC and SET, as
  * ggml-cann realises them: one aclnn operator each (SQR is x * x), ACC / SET copy src0
  * into dst first (unless in place) and then add / copy src1 into a strided view of dst.
+ * Where dst is src (v0.20.2's ggml_clamp, leaky_relu with inplace) CLAMP and LEAKY_RELU
+ * call the operators' documented in-place forms, aclnnInplaceHardtanh (a clamp with scalar
+ * bounds: aclnn has no aclnnInplaceClamp) and aclnnInplaceLeakyRelu: ggml-cann passes
+ * out == self to aclnnClamp / aclnnLeakyRelu, which their pages do not promise to take.
  * ADD_ID, which ggml-cann does not map: aclnnGatherV2 of b's rows by ids, then aclnnAdd. */
 #include "ops_cann.h"
 
@@ -15,17 +19,32 @@ static int op_sqr(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     return 0;
 }
 
+static int in_place(const struct ggml_tensor *dst) {
+    return dst->data == dst->src[0]->data;
+}
+
 static int op_clamp(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
-    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
-    aclScalar *lo = ops_scalar_f32(ctx, ops_param_f32(dst, 0)), *hi = ops_scalar_f32(ctx, ops_param_f32(dst, 1));
-    OPS_ACLNN(ctx, Clamp, x, lo, hi, y);
+    const float min = ops_param_f32(dst, 0), max = ops_param_f32(dst, 1);
+    aclTensor *x = ops_tensor(ctx, dst->src[0]);
+    aclScalar *lo = ops_scalar_f32(ctx, min), *hi = ops_scalar_f32(ctx, max);
+    if (in_place(dst)) {
+        /* Hardtanh refuses min > max; ggml's max(min(x, max), min) is then min everywhere,
+         * which is Hardtanh(min, min) */
+        OPS_ACLNN(ctx, InplaceHardtanh, x, lo, min > max ? lo : hi);
+        return 0;
+    }
+    OPS_ACLNN(ctx, Clamp, x, lo, hi, ops_tensor(ctx, dst));
     return 0;
 }
 
 static int op_leaky_relu(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
-    aclTensor *x = ops_tensor(ctx, dst->src[0]), *y = ops_tensor(ctx, dst);
+    aclTensor *x = ops_tensor(ctx, dst->src[0]);
     aclScalar *slope = ops_scalar_f32(ctx, ops_param_f32(dst, 0));
-    OPS_ACLNN(ctx, LeakyRelu, x, slope, y);
+    if (in_place(dst)) {
+        OPS_ACLNN(ctx, InplaceLeakyRelu, x, slope);
+        return 0;
+    }
+    OPS_ACLNN(ctx, LeakyRelu, x, slope, ops_tensor(ctx, dst));
     return 0;
 }
 

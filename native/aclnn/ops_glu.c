@@ -5,7 +5,7 @@
  * the gate. SWIGLU and GEGLU / GEGLU_ERF on one tensor, unswapped, with an even row
  * length, use the fused aclnnSwiGlu / aclnnGeGluV3 instead (aclnnSwiGlu only where x and
  * out are contiguous, as its documentation requires). SWIGLU_OAI, which ggml-cann does
- * not map, is composed of Clamp / Muls / Sigmoid / Mul / Adds; SWIGLU_CLAMP (ggml 0.25.3)
+ * not map, is composed of Clamp / Muls / InplaceSigmoid / Mul / Adds; SWIGLU_CLAMP (ggml 0.25.3)
  * of Clamp / Silu / Clamp / InplaceMul, as ggml-cann 0.25.3 does.
  */
 #include <math.h>
@@ -112,7 +112,7 @@ static int op_swiglu_oai(struct ops_cann_ctx *ctx, struct ggml_tensor *dst) {
     aclScalar *one = ops_scalar_f32(ctx, 1.0f);
     OPS_ACLNN(ctx, Clamp, x, lo, hi, xc);         /* xc = min(x, limit) */
     OPS_ACLNN(ctx, Muls, xc, k, s);               /* s = sigmoid(alpha * xc) */
-    OPS_ACLNN(ctx, Sigmoid, s, s);
+    OPS_ACLNN(ctx, InplaceSigmoid, s);
     OPS_ACLNN(ctx, Mul, xc, s, y);                /* y = xc * s */
     OPS_ACLNN(ctx, Clamp, g, neg, hi, s);         /* s = clamp(g) + 1 */
     OPS_ACLNN(ctx, InplaceAdds, s, one, one);

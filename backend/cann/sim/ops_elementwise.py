@@ -1,5 +1,6 @@
 """Element-wise aclnn operators of ops-math / ops-nn: sqrt, log, sin, cos (self -> a
-floating out), clamp (scalar bounds), leaky_relu, and the in-place add aclnnInplaceAdd.
+floating out), clamp (scalar bounds) and its in-place kin hardtanh, leaky_relu and its
+in-place form, and the in-place add aclnnInplaceAdd.
 Per operator: the dtypes the docs list for Atlas A2/A3 (the simulated Ascend910B1), the
 relation between self's and out's dtypes, the shape rule, and the formula."""
 from __future__ import annotations
@@ -52,6 +53,11 @@ def cos(self, out):
 CLAMP_TYPES = {"f32", "f16", "f64", "bf16", "s8", "s16", "s32", "s64", "u8"}
 
 
+def _bound(value, work: int):
+    """A scalar bound converted to the type the operator computes in."""
+    return dtypes.convert(np.asarray(value), work).astype(dtypes.compute_dtype(work))
+
+
 @operator("Clamp")
 def clamp(self, clip_min, clip_max, out):
     """out = max(min(self, max), min); either bound may be nullptr, not both. Each bound
@@ -73,8 +79,7 @@ def clamp(self, clip_min, clip_max, out):
     work = y.dtype
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"))
-    lo, hi = (None if b is None else dtypes.convert(np.asarray(b), work).astype(dtypes.compute_dtype(work))
-              for b in bounds)
+    lo, hi = (None if b is None else _bound(b, work) for b in bounds)
 
     def compute(a):
         v = as_compute(a, work)
@@ -86,6 +91,32 @@ def clamp(self, clip_min, clip_max, out):
     return Plan(compute, [x], [y])
 
 
+@operator("InplaceHardtanh")
+def inplace_hardtanh(self_ref, clip_min, clip_max):
+    """selfRef = clipValueMax above it, clipValueMin below it, else itself: a clamp in
+    place (aclnn has no aclnnInplaceClamp). Both bounds are required, each converts to
+    selfRef's type, where it computes; a min above the max is refused (the page's return
+    codes)."""
+    x = tensor(self_ref, "selfRef")
+    need_dtype(x, "selfRef", CLAMP_TYPES)
+    need_dims((x, "selfRef"))   # the page says 1-8 dims, as Clamp's, whose op_api takes 0
+    lo_s, hi_s = scalar(clip_min, "clipValueMin"), scalar(clip_max, "clipValueMax")
+    for s, what in ((lo_s, "clipValueMin"), (hi_s, "clipValueMax")):
+        need_cast(s.dtype, x.dtype, f"{what} -> selfRef")
+    if lo_s.value > hi_s.value:
+        raise invalid(f"clipValueMin {lo_s.value} is greater than clipValueMax {hi_s.value}")
+    lo, hi = _bound(lo_s.value, x.dtype), _bound(hi_s.value, x.dtype)
+    return Plan(lambda a: np.minimum(np.maximum(as_compute(a, x.dtype), lo), hi), [x], [x])
+
+
+def _leaky_plan(x, y, negative_slope, x_name: str):
+    s = scalar(negative_slope, "negativeSlope")
+    need_cast(s.dtype, x.dtype, f"negativeSlope -> {x_name}")
+    k = float(s.value)
+    return Plan(in_type(x.dtype, lambda a: (lambda v: np.where(v > 0, v, v * k))(as_compute(a, x.dtype))),
+                [x], [y])
+
+
 @operator("LeakyRelu")
 def leaky_relu(self, negative_slope, out):
     x, y = tensor(self, "self"), tensor(out, "out")
@@ -95,11 +126,16 @@ def leaky_relu(self, negative_slope, out):
     need_cast(x.dtype, y.dtype, "self -> out")
     need_same_shape(x, y, "self", "out")
     need_dims((x, "self"), (y, "out"))
-    s = scalar(negative_slope, "negativeSlope")
-    need_cast(s.dtype, x.dtype, "negativeSlope -> self")
-    k = float(s.value)
-    return Plan(in_type(x.dtype, lambda a: (lambda v: np.where(v > 0, v, v * k))(as_compute(a, x.dtype))),
-                [x], [y])
+    return _leaky_plan(x, y, negative_slope, "self")
+
+
+@operator("InplaceLeakyRelu")
+def inplace_leaky_relu(self_ref, negative_slope):
+    """selfRef = leaky_relu(selfRef); its page lists DOUBLE for A2 too (LeakyRelu's does not)."""
+    x = tensor(self_ref, "selfRef")
+    need_dtype(x, "selfRef", {"f32", "f16", "bf16", "f64"})
+    need_dims((x, "selfRef"))
+    return _leaky_plan(x, x, negative_slope, "selfRef")
 
 
 @operator("InplaceAdd")

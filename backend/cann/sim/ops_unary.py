@@ -1,5 +1,5 @@
 """Element-wise aclnn operators of one tensor (ops-math / ops-nn: abs, neg, sign, exp,
-tanh, relu, sigmoid, silu, gelu, gelu_v2, fast_gelu, hardsigmoid, hardswish, elu, gt_scalar,
+tanh, relu, sigmoid (and in place), silu, gelu, gelu_v2, fast_gelu, hardsigmoid, hardswish, elu, gt_scalar,
 softplus). Per operator: the dtypes the docs list for Atlas A2/A3 (the simulated
 Ascend910B1), the dtype relation between self and out, and the formula."""
 from __future__ import annotations
@@ -86,9 +86,20 @@ def relu(self, out):
     return _unary(self, out, types, types, "same", lambda v: np.maximum(v, 0))
 
 
+def _sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
 @operator("Sigmoid")
 def sigmoid(self, out):
-    return _unary(self, out, F, F, "cast", lambda v: 1 / (1 + np.exp(-v)))
+    return _unary(self, out, F, F, "cast", _sigmoid)
+
+
+@operator("InplaceSigmoid")
+def inplace_sigmoid(self_ref):
+    """selfRef = sigmoid(selfRef); its page's list is longer than Sigmoid's, 1-8 dims."""
+    types = {"f32", "f16", "f64", "c64", "c128", "bf16"}
+    return _unary(self_ref, self_ref, types, types, "same", _sigmoid, out_name="selfRef")
 
 
 @operator("Silu")

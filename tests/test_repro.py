@@ -351,3 +351,11 @@ def test_the_layers_own_recording_writes_the_same_program_and_it_reproduces(tmp_
         again = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env={**BARE, **toolkit},
                                timeout=300)
         assert again.returncode == 1 and "NOT reproduced" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_death_is_not_explained_by_ggml_cann_s_refused_second_acl_init():
+    from cannops.cli.engine.repro_run import _why
+    start = "CANN-SIM refused: aclInit: only once per process"
+    assert _why([start, "ggml-alloc: not enough space in the buffer"]) == "ggml-alloc: not enough space in the buffer"
+    assert _why([start, "CANN-SIM refused: aclnnSwiGlu: x is not contiguous", "abort"]) == \
+        "CANN-SIM refused: aclnnSwiGlu: x is not contiguous"

@@ -428,9 +428,11 @@ def perf(device: Device, case: Case, seed: int, min_seconds: float = 1.0,
     s = device.supports(case, g)
     if not s:
         return _result(device, case, NOT_SUPPORTED, reason=s.reason, evidence=s.evidence)
+    t0 = time.perf_counter()
     with ctx.memory_turn(tensor_bytes(g)):
         result = _perf_measured(device, case, g, seed, min_seconds, ctx)
     result.evidence = s.evidence
+    result.seconds = time.perf_counter() - t0   # inputs, warm-up and batches: where a run's time goes
     return result
 
 

@@ -33,7 +33,7 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 The selections are taken from the catalog in use: for the same cases and the same ggml on
 both sides, build the bridge against test-backend-ops' ggml (make native GGML_HOME=...);
 the first lines say which ggml each side runs.
-Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [--issue35] [...]
+Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [--issue35] [--perf35] [...]
 """
 from __future__ import annotations
 
@@ -152,18 +152,22 @@ def main() -> int:
     ap.add_argument("--targets", action="store_true", help="only issue 23's target figures (start-up, cold probe)")
     ap.add_argument("--perf-only", action="store_true", help="only the perf comparison (needs --tbo)")
     ap.add_argument("--issue35", action="store_true", help="only issue 35's ratios (needs --tbo)")
+    ap.add_argument("--perf35", action="store_true", help="only issue 35's whole perf run (needs --tbo)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.targets:
         targets(args.runs)
         return 0
-    if (args.perf_only or args.issue35) and not args.tbo:
-        ap.error("--perf-only / --issue35 compare with test-backend-ops: give --tbo")
+    if (args.perf_only or args.issue35 or args.perf35) and not args.tbo:
+        ap.error("--perf-only / --issue35 / --perf35 compare with test-backend-ops: give --tbo")
     if args.perf_only:
         perf_compare(args)
         return 0
     if args.issue35:
         issue35(args)
+        return 0
+    if args.perf35:
+        perf35(args)
         return 0
     print(f"ops' GGML-CPU runs {which_ggml()}")
     if args.tbo:
@@ -394,6 +398,7 @@ def perf35(args) -> None:
                           [args.tbo, "perf", "-b", "CPU", *o], args.pairs)
     label = f"perf {' '.join(o)}"
     print()
+    print(f"ops' GGML-CPU runs {which_ggml()}; test-backend-ops: {args.tbo}")
     print(f"issue 35: {label}, ops -b GGML-CPU / test-backend-ops -b CPU, medians of {args.pairs} "
           f"interleaved pair(s); target: ops' whole run under 15 min on 2 cores")
     print(f"{'':<28} {'cases':>9} {'tool':<8} {'wall':>7} {'CPU':>7} {'largest':>8} {'tree':>7}  load  others")

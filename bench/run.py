@@ -21,7 +21,9 @@ machine wall figures mean little, CPU figures hold up better). Printed:
   14 everyday ops) paired and interleaved runs of test-backend-ops, ops with an empty
   reference cache (cold) and ops again on that cache (warm): wall, CPU, the largest
   process' peak and the tree's; the start-up (`-o ABS`); with --whole the whole catalog
-  cold as well;
+  cold as well; then the whole `ops perf -o MUL_MAT` (--perf35-ops, --perf35-params)
+  against test-backend-ops' perf mode on the same cases, paired: each tool's wall and CPU,
+  whether ops' run is under 15 minutes, and us/run per case;
 * CANN-SIM: a shard of the catalog at -j 2 (--sim-shard, 1/20), its CPU seconds and the
   whole catalog extrapolated (CPU x shards / 2 cores: the wall time on an idle machine);
 * with --whole: the whole catalog on GGML-CPU (--jobs) and the -j 1 / -j 2 scaling on big
@@ -31,7 +33,7 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 The selections are taken from the catalog in use: for the same cases and the same ggml on
 both sides, build the bridge against test-backend-ops' ggml (make native GGML_HOME=...);
 the first lines say which ggml each side runs.
-Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [--issue35] [...]
+Usage: python bench/run.py [--tbo PATH] [--pairs N] [--whole] [--sim-shard K/N] [--targets] [--issue35] [--perf35] [...]
 """
 from __future__ import annotations
 
@@ -138,6 +140,8 @@ def main() -> int:
     ap.add_argument("--perf-params", help="-p of that comparison (both tools)")
     ap.add_argument("--perf-runs", type=int, default=3, help="runs per tool of that comparison (medians)")
     ap.add_argument("--perf-show", type=int, default=40, help="cases printed, the farthest from 1 first")
+    ap.add_argument("--perf35-ops", default="MUL_MAT", help="issue 35's whole perf run: ops of it (default cases)")
+    ap.add_argument("--perf35-params", help="-p of that run, both tools (default: every case)")
     ap.add_argument("--sim-shard", default="1/20", help="CANN-SIM shard to extrapolate from ('' skips it)")
     ap.add_argument("--repeat", type=int, default=2, help="runs per probe / list figure (the best is kept)")
     ap.add_argument("--runs", type=int, default=7, help="runs per issue 23 target figure (medians)")
@@ -148,18 +152,22 @@ def main() -> int:
     ap.add_argument("--targets", action="store_true", help="only issue 23's target figures (start-up, cold probe)")
     ap.add_argument("--perf-only", action="store_true", help="only the perf comparison (needs --tbo)")
     ap.add_argument("--issue35", action="store_true", help="only issue 35's ratios (needs --tbo)")
+    ap.add_argument("--perf35", action="store_true", help="only issue 35's whole perf run (needs --tbo)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.targets:
         targets(args.runs)
         return 0
-    if (args.perf_only or args.issue35) and not args.tbo:
-        ap.error("--perf-only / --issue35 compare with test-backend-ops: give --tbo")
+    if (args.perf_only or args.issue35 or args.perf35) and not args.tbo:
+        ap.error("--perf-only / --issue35 / --perf35 compare with test-backend-ops: give --tbo")
     if args.perf_only:
         perf_compare(args)
         return 0
     if args.issue35:
         issue35(args)
+        return 0
+    if args.perf35:
+        perf35(args)
         return 0
     print(f"ops' GGML-CPU runs {which_ggml()}")
     if args.tbo:
@@ -293,6 +301,7 @@ def issue35(args) -> None:
         if figs["warm"]:
             line += f"; warm: wall {ratio(figs['warm'], 'wall'):.2f} (<= 0.35)"
         print(line, flush=True)
+    perf35(args)
 
 
 def _figures_line(label: str, which: str, runs: list) -> None:
@@ -303,53 +312,111 @@ def _figures_line(label: str, which: str, runs: list) -> None:
           + ("" if all(r.rc == 0 for r in runs) else "  (failed)"), flush=True)
 
 
+def ops_perf_rows(stdout: str) -> dict[str, tuple[float, float | None, bool]]:
+    """`ops perf --output csv`: case -> (us/run, spread, whether ops doubts the figure)."""
+    import csv
+    import io
+    return {f"{r['op']}({r['params']})": (float(r["time_us"]), float(r["spread"]) if r["spread"] else None,
+                                          bool(r["doubts"]))
+            for r in csv.DictReader(io.StringIO(stdout)) if r.get("status") == "OK"}
+
+
+def tbo_perf_rows(stdout: str) -> dict[str, float]:
+    """test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..." -> us/run."""
+    return {m.group(1): float(m.group(2)) for m in
+            re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", ANSI.sub("", stdout), re.M)}
+
+
+class PerfSeries:
+    """Each tool's us/run per case over several runs, and what ops said of its figures."""
+
+    def __init__(self):
+        self.ours: dict[str, list[float]] = {}
+        self.theirs: dict[str, list[float]] = {}
+        self.spreads: dict[str, list[float]] = {}
+        self.marked: dict[str, int] = {}
+
+    def add(self, ops_stdout: str, tbo_stdout: str) -> None:
+        for k, (us, spread, doubted) in ops_perf_rows(ops_stdout).items():
+            self.ours.setdefault(k, []).append(us)
+            self.spreads.setdefault(k, []).extend([] if spread is None else [spread])
+            self.marked[k] = self.marked.get(k, 0) + doubted
+        for k, us in tbo_perf_rows(tbo_stdout).items():
+            self.theirs.setdefault(k, []).append(us)
+
+    def ratios(self) -> dict[str, float]:
+        """ops / test-backend-ops, medians over the runs, per case in both outputs."""
+        return {k: statistics.median(self.ours[k]) / statistics.median(self.theirs[k])
+                for k in sorted(set(self.ours) & set(self.theirs)) if statistics.median(self.theirs[k]) > 0}
+
+    def print(self, title: str, show: int) -> None:
+        ratio = self.ratios()
+        if not ratio:
+            print(f"{title}: no case in both outputs (the same ggml on both sides? make native GGML_HOME=...)")
+            return
+        trusted = [k for k in ratio if not self.marked[k]]
+        within = [k for k in trusted if abs(ratio[k] - 1) <= 0.10]
+        runs = len(next(iter(self.theirs.values())))
+        print(f"{title}, medians of {runs} run(s) per tool: {len(ratio)} cases in both "
+              f"({len(self.ours)} ops, {len(self.theirs)} test-backend-ops), us/run ops/tbo median "
+              f"{statistics.median(ratio.values()):.2f}; {len(trusted)} never marked by ops, "
+              f"{len(within)} of those within 10 %")
+        print(f"  {'case':<80} {'ops us':>10} {'spread':>7} {'ops range':>17} {'tbo us':>10} {'tbo range':>17} {'ratio':>6}")
+        for k in sorted(ratio, key=lambda k: -abs(ratio[k] - 1))[:show]:
+            ours, theirs = self.ours[k], self.theirs[k]
+            spread = f"±{statistics.median(self.spreads[k]):.1%}" if self.spreads[k] else "±?"
+            print(f"  {k[:80]:<80} {statistics.median(ours):>10.2f} {spread:>7} "
+                  f"{min(ours):>8.1f}-{max(ours):<8.1f} {statistics.median(theirs):>10.2f} "
+                  f"{min(theirs):>8.1f}-{max(theirs):<8.1f} {ratio[k]:>6.2f}"
+                  + (f"  [marked {self.marked[k]}x]" if self.marked[k] else ""))
+
+
 def perf_compare(args) -> None:
     """us/run per case, ops' against test-backend-ops', and how many agree within 10 %: each
     tool's median over --perf-runs runs, interleaved (a figure moves between runs of either
     tool by more than its own spread: SOFT_MAX 64x64x20 read 81-110 us in both)."""
-    import csv
-    import io
-    ours: dict[str, list[float]] = {}
-    theirs: dict[str, list[float]] = {}
-    marked: dict[str, int] = {}
-    spreads: dict[str, list[float]] = {}
-    loads, others = [], []
+    series, loads, others = PerfSeries(), [], []
     p = ["-p", args.perf_params] if args.perf_params else []
     for _ in range(max(1, args.perf_runs)):
         ops_f = tree.run([*OPS, "perf", "-b", "GGML-CPU", "-o", args.perf_ops, *p, "--min-time", args.perf_min_time,
                           "--output", "csv"])
-        # test-backend-ops' console lines: "  OP(params):   N runs -   T us/run - ..."
         tbo_f = tree.run([args.tbo, "perf", "-b", "CPU", "-o", args.perf_ops, *p])
-        for r in csv.DictReader(io.StringIO(ops_f.stdout)):
-            if r.get("status") == "OK":
-                k = f"{r['op']}({r['params']})"
-                ours.setdefault(k, []).append(float(r["time_us"]))
-                spreads.setdefault(k, [])
-                if r["spread"]:
-                    spreads[k].append(float(r["spread"]))
-                marked[k] = marked.get(k, 0) + bool(r["doubts"])
-        for m in re.finditer(r"^  (\w+\(.*\)):\s+\d+ runs -\s+([\d.]+) us/run", ANSI.sub("", tbo_f.stdout), re.M):
-            theirs.setdefault(m.group(1), []).append(float(m.group(2)))
+        series.add(ops_f.stdout, tbo_f.stdout)
         loads += [ops_f.load, tbo_f.load]
         others += [ops_f.others, tbo_f.others]
-    both = sorted(k for k in set(ours) & set(theirs) if statistics.median(theirs[k]) > 0)
-    if not both:
-        print("perf mode: no case in both outputs")
-        return
-    ratio = {k: statistics.median(ours[k]) / statistics.median(theirs[k]) for k in both}
-    trusted = [k for k in both if not marked[k]]
-    within = [k for k in trusted if abs(ratio[k] - 1) <= 0.10]
-    print(f"perf ({args.perf_ops}{' -p ' + args.perf_params if args.perf_params else ''}), medians of {args.perf_runs} runs per tool: {len(both)} cases in both, "
-          f"us/run ops/tbo median {statistics.median(ratio.values()):.2f}; {len(trusted)} never marked by ops, "
-          f"{len(within)} of those within 10 % (load {min(loads):.1f}-{max(loads):.1f}, "
-          f"others {max(others):.2f} cores)")
-    print(f"  {'case':<80} {'ops us':>10} {'spread':>7} {'ops range':>17} {'tbo us':>10} {'tbo range':>17} {'ratio':>6}")
-    for k in sorted(both, key=lambda k: -abs(ratio[k] - 1))[:args.perf_show]:
-        spread = f"±{statistics.median(spreads[k]):.1%}" if spreads[k] else "±?"
-        print(f"  {k[:80]:<80} {statistics.median(ours[k]):>10.2f} {spread:>7} "
-              f"{min(ours[k]):>8.1f}-{max(ours[k]):<8.1f} {statistics.median(theirs[k]):>10.2f} "
-              f"{min(theirs[k]):>8.1f}-{max(theirs[k]):<8.1f} {ratio[k]:>6.2f}"
-              + (f"  [marked {marked[k]}x]" if marked[k] else ""))
+    series.print(f"perf ({args.perf_ops}{' -p ' + args.perf_params if args.perf_params else ''}; load "
+                 f"{min(loads):.1f}-{max(loads):.1f}, others {max(others):.2f} cores)", args.perf_show)
+
+
+def perf35(args) -> None:
+    """Issue 35's perf figures: `ops perf -o MUL_MAT` (its default cases and options) and
+    test-backend-ops' perf mode on the same cases, in --pairs paired runs interleaved (the
+    order turning each pair): each tool's wall and CPU (medians, the ratio, the load) and
+    us/run per case (medians)."""
+    o = ["-o", args.perf35_ops] + (["-p", args.perf35_params] if args.perf35_params else [])
+    ours, theirs = paired([*OPS, "perf", "-b", "GGML-CPU", *o, "--output", "csv"],
+                          [args.tbo, "perf", "-b", "CPU", *o], args.pairs)
+    label = f"perf {' '.join(o)}"
+    print()
+    print(f"ops' GGML-CPU runs {which_ggml()}; test-backend-ops: {args.tbo}")
+    print(f"issue 35: {label}, ops -b GGML-CPU / test-backend-ops -b CPU, medians of {args.pairs} "
+          f"interleaved pair(s); target: ops' whole run under 15 min on 2 cores")
+    print(f"{'':<28} {'cases':>9} {'tool':<8} {'wall':>7} {'CPU':>7} {'largest':>8} {'tree':>7}  load  others")
+    for which, runs in (("tbo", theirs), ("ops", ours)):
+        n = len(tbo_perf_rows(runs[-1].stdout) if which == "tbo" else ops_perf_rows(runs[-1].stdout))
+        loads = [r.load for r in runs]
+        print(f"{label[:28] if which == 'tbo' else '':<28} {n:>9} {which:<8} {med(runs, 'wall'):>7.1f} "
+              f"{med(runs, 'cpu'):>7.1f} {med(runs, 'largest_mib'):>8.0f} {med(runs, 'peak_mib'):>7.0f}  "
+              f"{min(loads):.1f}-{max(loads):.1f}  {max(r.others for r in runs):.2f}"
+              + ("" if all(r.rc == 0 for r in runs) else "  (failed)"), flush=True)
+    wall = med(ours, "wall")
+    print(f"{'':<28} {'':>9} {'ratio':<8} wall {wall / max(med(theirs, 'wall'), 1e-9):.2f}, CPU "
+          f"{med(ours, 'cpu') / max(med(theirs, 'cpu'), 1e-9):.2f}; ops' wall {wall / 60:.1f} min "
+          f"(< 15: {'met' if wall < 900 else 'NOT met'})", flush=True)
+    series = PerfSeries()
+    for a, b in zip(ours, theirs):
+        series.add(a.stdout, b.stdout)
+    series.print(f"  per case ({label})", args.perf_show)
 
 
 def sim_catalog(shard: str) -> None:

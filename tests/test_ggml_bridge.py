@@ -176,6 +176,25 @@ def test_time_runs_the_output_node_n_times(cpu):
     assert cpu.run(None, g, inputs, [g.out.index]).problems == []
 
 
+def test_time_prepares_a_case_graph_once_for_every_batch_size(cpu, monkeypatch):
+    # the probe run and batches of other sizes compute over the tensors allocated, uploaded
+    # and warmed up once; another graph is prepared afresh
+    g, inputs = broadcast_add_graph()
+    allocated, computed = [], []
+    allocate, compute = cpu._allocate, cpu._compute
+    monkeypatch.setattr(cpu, "_allocate", lambda r: (allocated.append(r), allocate(r))[1])
+    monkeypatch.setattr(cpu, "_compute", lambda gf: (computed.append(ggml.lib.ggml_graph_n_nodes(gf)), compute(gf))[1])
+    for n in (1, 50, 50, 7, 1):
+        cpu.time(None, g, inputs, n)
+    assert len(allocated) == 1
+    k = computed[0] - 1                              # the graph's other nodes
+    assert computed == [k + 1, k + 1, k + 50, k + 50, k + 7, k + 1]   # the warm-up, then each batch
+    g2, inputs2 = broadcast_add_graph()
+    cpu.time(None, g2, inputs2, 3)
+    assert len(allocated) == 2 and computed[-2:] == [k + 1, k + 3]
+    cpu.close()
+
+
 def test_deferred_node_is_bound_through_the_later_constructor(cpu, numpy_dev, monkeypatch):
     # as if ggml_cont built its own transpose: TRANSPOSE defers, CONT builds both
     from cannops.backend.ggml.ops import DEFER, REPLAYS, built

@@ -48,6 +48,20 @@ def test_a_long_graph_is_cut_to_batches_of_their_share():
     assert sizes[0] == 1 and set(sizes[1:]) == {1000}
 
 
+def test_batches_shrink_when_the_machine_slows_down_mid_case():
+    # the probe run says 100 runs fit a batch share; then every run takes 50 times longer:
+    # the next batch is cut to the share at the new speed, and never grows back
+    sizes = []
+    slow = iter([False] + [True] * 1000)
+    m = pm.measure(lambda n: (sizes.append(n), n * (5e-3 if next(slow) else 1e-4))[1],
+                   n_runs=100, min_seconds=0.5)
+    assert sizes[:3] == [1, 100, 20]                  # 0.1 s share / 5 ms a run
+    assert set(sizes[2:]) == {20} and m.seconds_per_run == pytest.approx(5e-3)
+    assert pm.batch_runs(100, 1e-4, 0.5) == 100       # 10 ms a graph: test-backend-ops' graph
+    assert pm.batch_runs(100, 0.01, 0.5) == 10        # 1 s a graph: a tenth of it
+    assert pm.batch_runs(100, 5.0, 0.5) == 1
+
+
 def test_a_batch_longer_than_the_cap_leaves_the_spread_unknown():
     m = pm.measure(lambda n: 2.0, n_runs=1, min_seconds=0.1)
     assert len(m.per_run) == 1 and m.spread is None

@@ -390,31 +390,42 @@ class GGMLDevice(Device):
         return v
 
     def time(self, case, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> float:
-        """Seconds for one compute of a graph holding the output node n_runs times (after a
-        warm-up of the single node). The prepared graph is kept for the next call with the
-        same graph and n_runs, so the runner's loop to one second costs one compute a call."""
+        """Seconds for one compute of a graph holding the output node n_runs times. A case
+        graph is allocated, uploaded and warmed up (one compute of the single node) once: a
+        call with another n_runs rebuilds only the measured graph over the same tensors, so
+        the runner's probe run and its batches cost one compute a call."""
+        n_runs = max(1, int(n_runs))
         perf = self._perf
-        if perf is None or perf[0] is not graph or perf[1] != n_runs:
+        if perf is None or perf[0] is not graph or n_runs + 2 * len(graph.tensors) + 16 > perf[2].graph_size:
             self._drop_perf()
-            n_runs = max(1, int(n_runs))
-            r = self.replay(graph, graph_size=max(PERF_GRAPH_NODES, 2 * len(graph.tensors) + n_runs + 16))
-            try:
-                self._allocate(r)
-                self._upload(r, graph, inputs)
-                out = r.ptrs[graph.out.index]
-                r.gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
-                G.ggml_build_forward_expand(r.gf, out)
-                self._compute(r.gf)  # warm-up
-                add = G.ggml_graph_add_node
-                for _ in range(n_runs - 1):
-                    add(r.gf, out)
-            except BaseException:
-                r.free()
-                raise
-            self._perf = perf = (graph, n_runs, r)
+            perf = self._perf = (graph, 0, self._perf_replay(graph, inputs, n_runs))
+        r = perf[2]
+        if perf[1] != n_runs:
+            out = r.ptrs[graph.out.index]
+            G.ggml_graph_clear(r.gf)
+            G.ggml_build_forward_expand(r.gf, out)
+            add = G.ggml_graph_add_node
+            for _ in range(n_runs - 1):
+                add(r.gf, out)
+            self._perf = (graph, n_runs, r)
         t0 = _time.perf_counter()
-        self._compute(perf[2].gf)
+        self._compute(r.gf)
         return _time.perf_counter() - t0
+
+    def _perf_replay(self, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> Replay:
+        """The case graph allocated, its leaves uploaded, its output node computed once
+        (test-backend-ops' warm-up), with room for a graph of n_runs of it."""
+        r = self.replay(graph, graph_size=max(PERF_GRAPH_NODES, 2 * len(graph.tensors) + n_runs + 16))
+        try:
+            self._allocate(r)
+            self._upload(r, graph, inputs)
+            r.gf = G.ggml_new_graph_custom(r.ctx, r.graph_size, False)
+            G.ggml_build_forward_expand(r.gf, r.ptrs[graph.out.index])
+            self._compute(r.gf)  # warm-up
+        except BaseException:
+            r.free()
+            raise
+        return r
 
     def grad(self, case, graph: Graph, inputs: dict[int, np.ndarray]) -> list[ParamGrad]:
         """test-backend-ops' eval_grad: the backward graph computed here, and finite

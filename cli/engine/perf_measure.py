@@ -119,30 +119,41 @@ def _stable(per_run: list[float]) -> bool:
     return abs(now - before) <= max(STABLE_ABS, STABLE * now)
 
 
+def batch_runs(n_runs: int, per_run: float, min_seconds: float) -> int:
+    """Runs per batch: test-backend-ops' n_runs where that graph takes at most two batch
+    shares (min_seconds / MIN_BATCHES), else as many runs as fill one share (at least one),
+    so that a spread can be had within the time (test-backend-ops' graph for a big op
+    takes seconds, and it times that graph once)."""
+    share = min_seconds / MIN_BATCHES
+    if per_run * n_runs <= 2 * share:
+        return n_runs
+    return max(1, min(n_runs, int(share / per_run)))
+
+
 def measure(batch: Callable[[int], float], n_runs: int, min_seconds: float = 1.0,
             max_seconds: float | None = None) -> Measurement:
     """Time `batch` (seconds for the n runs it is given) until at least min_seconds are
     measured over MIN_BATCHES batches and their spread is stable, or max_seconds have
-    passed. One run is timed first: where n_runs of them would take more than
-    min_seconds, the batches are cut to their share (min_seconds / MIN_BATCHES), so that
-    a spread can be had within the time (test-backend-ops' graph for a big op takes
-    seconds, and it times that graph once)."""
+    passed. One run is timed first, and the runs per batch follow each batch's time
+    (batch_runs; they only shrink): a machine that slows down mid-case does not stretch
+    a batch of test-backend-ops' n_runs to seconds (138 runs of q4_0 took 4 s a batch at a
+    load of 9, two batches and the case was over with no spread)."""
     cap = MAX_TIME_FACTOR * min_seconds if max_seconds is None else max_seconds
     watch = Watch()
     per_run: list[float] = []
-    total, runs = 0.0, 0
+    total, runs, n = 0.0, 0, n_runs
     if n_runs > 1:
         one = batch(1)
-        if one * n_runs > min_seconds:
-            n_runs = max(1, int(min_seconds / MIN_BATCHES / one))
-        if n_runs == 1:   # that run was the first batch
+        n = batch_runs(n_runs, one, min_seconds)
+        if n == 1:   # that run was the first batch
             total, runs = one, 1
             per_run.append(one)
     while total < cap:
-        s = batch(n_runs)
+        s = batch(n)
         total += s
-        runs += n_runs
-        per_run.append(s / n_runs)
+        runs += n
+        per_run.append(s / n)
         if total >= min_seconds and len(per_run) >= MIN_BATCHES and _stable(per_run):
             break
+        n = min(n, batch_runs(n_runs, s / n, min_seconds))
     return Measurement(per_run, runs, watch.stop())

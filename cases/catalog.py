@@ -147,11 +147,12 @@ class Since:
     perf_add: Callable[[], Iterable[Params]] | None = None
 
 
-def new_params(version: str, vars: tuple[str, ...], add=None, **defaults) -> Since:
+def new_params(version: str, vars: tuple[str, ...], add=None, perf_add=None, **defaults) -> Since:
     """A version whose struct prints new params after the old ones (`vars` + their names,
-    in order): every older name comes back with them at their defaults; `add`: the new
-    grid points."""
-    return Since(version, add=add, defaults=defaults, fields=dict(vars=tuple(vars) + tuple(defaults)))
+    in order): every older name comes back with them at their defaults; `add` / `perf_add`:
+    the new grid points of the eval / perf grid."""
+    return Since(version, add=add, perf_add=perf_add, defaults=defaults,
+                 fields=dict(vars=tuple(vars) + tuple(defaults)))
 
 
 def _accepting(build: Callable[..., Tensor], defaults: Mapping[str, Any]) -> Callable[..., Tensor]:

@@ -179,6 +179,11 @@ def perf_grid():
     return c
 
 
+def _perf_0_25_3():
+    # q4_K mat-vec over several columns (n = 1..8), at the shapes of 7-8B models' projections
+    return [mm("q4_K", "f32", m, n, 4096, (1, 1), (1, 1)) for m in (4096, 6144, 6272, 14336) for n in (1, 2, 3, 4, 8)]
+
+
 def mul_mat_flops(out, p):
     return 2 * p["m"] * p["n"] * p["k"] * p["bs"][0] * p["nr"][0] * p["bs"][1] * p["nr"][1]
 
@@ -193,7 +198,8 @@ register(Family(
     name="mul_mat",
     build=build_mul_mat,
     vars=VARS,
-    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=0, pad=0, add=_grid_0_25_3),),
+    changes=(new_params("0.25.3", VARS, src_overlap=False, m_v=0, pad=0, add=_grid_0_25_3,
+                       perf_add=_perf_0_25_3),),
     op="MUL_MAT",
     eval_grid=lambda: unique_params(p for p in _grid_all() if p["o"] == 1),
     perf_grid=perf_grid,

@@ -41,7 +41,9 @@ def test_since_deltas_add_points_and_params_with_their_defaults():
     def build(g, a, b=0):
         return None
     fam = Family(name="x", build=build, vars=("a",), op="X", eval_grid=lambda: [dict(a=1), dict(a=2)],
-                 changes=(new_params("9.0.0", ("a",), c=0, add=lambda: [dict(a=3, c=5)]),
+                 perf_grid=lambda: [dict(a=7)],
+                 changes=(new_params("9.0.0", ("a",), c=0, add=lambda: [dict(a=3, c=5)],
+                                     perf_add=lambda: [dict(a=8)]),
                           Since("9.1.0", drop=lambda p: p["a"] == 2)))
     from cannops.cases import catalog
     catalog.FAMILIES.__class__.__setitem__(catalog.FAMILIES, "x", fam)
@@ -52,6 +54,9 @@ def test_since_deltas_add_points_and_params_with_their_defaults():
         assert old == [dict(a=1), dict(a=2)]
         assert [at_9.vars_str(p) for p in at_9.eval_grid()] == ["a=1,c=0", "a=2,c=0", "a=3,c=5"]
         assert [p["a"] for p in at_version("x", "9.1.0").eval_grid()] == [1, 3]
+        # the perf grid takes its own new points, with the new params' defaults
+        assert list(at_version("x", "0.20.2").perf_grid()) == [dict(a=7)]
+        assert [at_9.vars_str(p) for p in at_9.perf_grid()] == ["a=7,c=0", "a=8,c=0"]
         at_9.build(None, a=1, c=0)                      # c at its default: dropped
         with pytest.raises(NotImplementedError, match="c=5"):
             at_9.build(None, a=3, c=5)                  # a value build() does not model

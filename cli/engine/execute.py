@@ -155,6 +155,8 @@ def _tested(device: Device, case: Case, g, seed: int, strict: bool, ref_cache: s
             result.blame = (f"not replayed: its run took {t_run:.0f} s, the replay would take about "
                             f"{REPLAY_COST}x that (give it a longer --timeout)")
     result.seconds = time.perf_counter() - t0
+    # the device's compute call of run 1, where the device times it apart, else its whole run
+    result.device_seconds = t_run if got.compute_seconds is None else got.compute_seconds
     result.ref_cached = cached is True
     result.ref_rejected = cached == REJECTED
     return result

@@ -194,7 +194,10 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
             continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            conn.send(("result", seq, run_one(device, case, spec, ctx)))
+            t0 = time.perf_counter()
+            result = run_one(device, case, spec, ctx)
+            result.seconds = time.perf_counter() - t0   # its whole time here, building it included
+            conn.send(("result", seq, result))
     device.close()
 
 

@@ -180,7 +180,8 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
     os.dup2(log_fd, 2)
     faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
     from .execute import probe, run_one
-    ctx = _InWorker(conn, os.path.join(os.path.dirname(log_path), "memory-turn.lock"), spec.jobs)
+    turn = spec.turn_lock or os.path.join(os.path.dirname(log_path), "memory-turn.lock")
+    ctx = _InWorker(conn, turn, spec.jobs)
     device = _open_in_worker(conn, device_name, spec, prober)
     if device is None:
         return

@@ -40,6 +40,10 @@ class RunResult:
     calls: list[dict] | None = None
     # --poison: checked node index -> its elements left holding the poison (backend/hygiene.py)
     unwritten: dict[int, np.ndarray] = field(default_factory=dict)
+    # seconds of the device's compute call alone (ggml_backend_graph_compute; the queued aclnn
+    # calls and the stream's synchronisation), without building, uploading and reading back;
+    # None: the device does not time it apart (the whole `run` is then its time)
+    compute_seconds: float | None = None
 
 
 @dataclass

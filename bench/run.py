@@ -21,9 +21,11 @@ machine wall figures mean little, CPU figures hold up better). Printed:
   14 everyday ops) paired and interleaved runs of test-backend-ops, ops with an empty
   reference cache (cold) and ops again on that cache (warm): wall, CPU, the largest
   process' peak and the tree's; the start-up (`-o ABS`); with --whole the whole catalog
-  cold as well; then the whole `ops perf -o MUL_MAT` (--perf35-ops, --perf35-params)
-  against test-backend-ops' perf mode on the same cases, paired: each tool's wall and CPU,
-  whether ops' run is under 15 minutes, and us/run per case;
+  cold as well; then the last warm run's `--timings` table (per op, the device's compute
+  seconds against the tool's overhead) and the start-up's CPU by part; then the whole
+  `ops perf -o MUL_MAT` (--perf35-ops, --perf35-params) against test-backend-ops' perf mode
+  on the same cases, paired: each tool's wall and CPU, whether ops' run is under 15
+  minutes, and us/run per case;
 * CANN-SIM: a shard of the catalog at -j 2 (--sim-shard, 1/20), its CPU seconds and the
   whole catalog extrapolated (CPU x shards / 2 cores: the wall time on an idle machine);
 * with --whole: the whole catalog on GGML-CPU (--jobs) and the -j 1 / -j 2 scaling on big
@@ -280,6 +282,7 @@ def issue35(args) -> None:
     rows = [("-o ABS (start-up)", ["-o", "ABS"], False), (f"every 9th case ({len(names)})", ["-o", sel], True)]
     if args.whole:
         rows.append(("whole catalog", [], False))
+    overheads: list = []   # the last warm run of the selection: its --timings table
     for label, o, warm in rows:
         figs: dict[str, list] = {"tbo": [], "cold": [], "warm": []}
         for i in range(args.pairs):
@@ -290,10 +293,12 @@ def issue35(args) -> None:
                 for which, cmd, env in (runs if i % 2 == 0 else runs[::-1]):
                     figs[which].append(tree.run(cmd, env))
                 if warm:
-                    figs["warm"].append(tree.run(ops_cmd, {"OPS_REF_CACHE": refs}))
+                    figs["warm"].append(tree.run([*ops_cmd, "--timings"], {"OPS_REF_CACHE": refs}))
         for which in ("tbo", "cold", "warm"):
             if figs[which]:
                 _figures_line(label if which == "tbo" else "", which, figs[which])
+        if warm:
+            overheads.append(figs["warm"][-1])
         t, c = figs["tbo"], figs["cold"]
         ratio = lambda runs, k: med(runs, k) / max(med(t, k), 1e-9)  # noqa: E731
         line = (f"{'':<28} {'':>9} {'ratio':<8} cold: wall {ratio(c, 'wall'):.2f}, CPU {ratio(c, 'cpu'):.2f} "
@@ -301,7 +306,42 @@ def issue35(args) -> None:
         if figs["warm"]:
             line += f"; warm: wall {ratio(figs['warm'], 'wall'):.2f} (<= 0.35)"
         print(line, flush=True)
+    for f in overheads:
+        warm_overhead(f)
+    startup_parts(args.runs)
     perf35(args)
+
+
+def warm_overhead(f) -> None:
+    """The warm run's own --timings table: per op, the device's compute time against the
+    tool's overhead per case (the target: under 10 % where the device time is not tiny)."""
+    at = f.stdout.find("Timings on ")
+    if at < 0:
+        print("warm run: no timings table" + ("" if f.rc == 0 else " (failed)"))
+        return
+    print(f"issue 35, warm (load {f.load:.1f}, others {f.others:.2f} cores): " + f.stdout[at:].rstrip(), flush=True)
+
+
+# what an `ops test -o ABS -b GGML-CPU` spends its CPU on, one part at a time (each a fresh
+# process: the first figure is Python's own start-up, each later one includes those above)
+STARTUP_PARTS = [
+    ("python -c pass", "pass"),
+    ("import cannops.cli.main (ops itself)", "import cannops.cli.main"),
+    ("+ the worker's imports (preload)", "import cannops.cli.main\nfrom cannops.cli.engine.worker import preload\npreload()"),
+    ("+ GGML-CPU opened", "import cannops.cli.main\nfrom cannops.cli.engine.worker import preload\npreload()\n"
+                          "from cannops.backend.base import open_device\nopen_device('GGML-CPU')"),
+]
+
+
+def startup_parts(runs: int) -> None:
+    """Issue 35, 2: the start-up's CPU by part (medians of `runs` processes each), against
+    the whole `ops test -o ABS -b GGML-CPU` (main process and its worker)."""
+    parts = [(label, statistics.median(tree.run([sys.executable, "-c", code]).cpu for _ in range(runs)))
+             for label, code in STARTUP_PARTS]
+    whole = statistics.median(tree.run([*OPS, "test", "-o", "ABS", "-b", "GGML-CPU"]).cpu for _ in range(runs))
+    print(f"start-up CPU by part, medians of {runs}: " + "; ".join(f"{label} {s * 1e3:.0f} ms" for label, s in parts)
+          + f"; the whole ops test -o ABS -b GGML-CPU {whole * 1e3:.0f} ms (its cases, the pipe, the "
+          f"printing and the exit: the rest)", flush=True)
 
 
 def _figures_line(label: str, which: str, runs: list) -> None:

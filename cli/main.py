@@ -200,10 +200,13 @@ def cli():
 @click.option("--check-inputs", is_flag=True,
               help="Compare every input after the run with what it held: a device that wrote into one "
                    "its op does not write by definition is a FAIL (CANN and ggml devices; docs/hygiene.md).")
+@click.option("--timings", is_flag=True,
+              help="After each device, print per op the device's time (its compute call alone) "
+                   "and the tool's overhead around it (docs/perf.md#warm-runs).")
 @report_options
-def test(log_dir, summary_file, baseline, **kw):
+def test(log_dir, summary_file, baseline, timings, **kw):
     """Compare every case with the NumPy reference: OK / not supported / FAIL."""
-    _run_and_report("test", log_dir, summary_file, baseline, **kw)
+    _run_and_report("test", log_dir, summary_file, baseline, timings=timings, **kw)
 
 
 @cli.command()
@@ -215,13 +218,19 @@ def grad(log_dir, summary_file, baseline, **kw):
     _run_and_report("grad", log_dir, summary_file, baseline, **kw)
 
 
-def _run_and_report(mode, log_dir, summary_file, baseline, **kw):
+def _run_and_report(mode, log_dir, summary_file, baseline, timings=False, **kw):
     """test and grad: the report options checked first, then the run, its outputs and
-    reports; the exit status is the run's."""
+    reports (with `timings`, each device's time against the tool's: on stderr unless the
+    output is the console); the exit status is the run's."""
     check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
                            log_dir)
     base = check_report_options(log_dir, summary_file, baseline)
     run = run_mode(mode, **kw)
+    if timings:
+        from .timings import timing_lines
+        for d in run.devices:
+            for ln in timing_lines(d.name, run.by_device(d.name)):
+                click.echo(ln, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
     sys.exit(_Stdout.status(run.exit_status))

@@ -29,3 +29,22 @@ def test_infinities_and_flt_max_must_match_in_place_and_sign():
     assert not ok and "inf mismatch" in why and "NUMPY=-340282346638528859811704183484516925440.000000" in why
     ok, why, _ = compare("[X]", ref, np.array([1.0, np.inf, -np.inf, np.nan], np.float32), 1e-7)
     assert not ok and why.startswith("[X] NaN at index 3")
+
+
+def test_the_quick_check_of_plain_values_changes_no_verdict(monkeypatch):
+    """compare() skips its NaN and infinity checks where the minima and maxima show there is
+    nothing for them (compare._plain): every verdict, reason and error is the full checks'."""
+    from cannops.cli.engine import compare as cmp
+    rng = np.random.default_rng(2)
+    ref = rng.uniform(-3, 3, 1000).astype(np.float32)
+    outs = [ref + np.float32(1e-2), ref.copy()]
+    for i, bad in ((7, np.nan), (9, FLT_MAX), (11, -np.inf), (0, np.inf)):
+        o = ref.copy()
+        o[i] = bad
+        outs.append(o)
+    pairs = [(ref, o) for o in outs] + [(o, ref) for o in outs[2:]]
+    quick = [compare("[X]", r, o, 1e-7) for r, o in pairs]
+    monkeypatch.setattr(cmp, "_plain", lambda a: False)
+    assert quick == [compare("[X]", r, o, 1e-7) for r, o in pairs]
+    assert [q[0] for q in quick[:2]] == [False, True] and all(not q[0] for q in quick[2:])
+    assert "NaN at index 7" in quick[2][1] and "inf mismatch" in quick[3][1]

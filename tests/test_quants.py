@@ -239,3 +239,17 @@ def test_perf_leaves_repeat_their_first_rows():
     assert len({r.tobytes() for r in rows[:5]}) == 5
     np.testing.assert_array_equal(inputs.init_leaf(f, np.random.default_rng(3), distinct_rows=5),
                                   inputs.init_leaf(f, np.random.default_rng(3)))
+
+
+@pytest.mark.parametrize("lo,hi", [(-1.0, 1.0), (0.0, 1.0), (-150.0, 150.0), (-0.9, 1.1), (-3.14159, 3.14159),
+                                   (-0.02, -0.005), (0.1, 1.0), (0.0, 0.0), (-100, 100)])
+def test_a_uniform_leaf_is_numpys_uniform_bit_for_bit(monkeypatch, lo, hi):
+    """cases/inputs.py draws uniform leaves as lo + (hi - lo) * random() itself: the bytes of
+    NumPy's own uniform, converted to float32, over a million draws and across chunks."""
+    from cannops.cases import inputs
+    monkeypatch.setattr(inputs, "DRAW_CHUNK", 300_007)
+    expect = np.random.default_rng(11).uniform(lo, hi, 1_000_003).astype(np.float32)
+    rng = np.random.default_rng(11)
+    got = inputs.uniform_f32(rng, lo, hi, (1_000_003,))
+    assert got.tobytes() == expect.tobytes()
+    assert rng.random() == np.random.default_rng(11).random(1_000_004)[-1]   # the stream goes on alike

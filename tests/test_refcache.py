@@ -14,13 +14,14 @@ from cannops.cli.engine import refcache
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 # quantized inputs whose libggml tables are costly (iq2_xxs, iq3_s: cli/engine/pool.py's lanes),
 # a metric that takes the sources (TOP_K), a plain op, a fused case
-CASES = ",".join([
+NAMES = [
     "MUL_MAT(type_a=iq2_xxs,type_b=f32,m=16,n=1,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1)",
     "GET_ROWS(type=iq3_s,n=256,m=5,r=4,be1=1,be2=1,v=0)",
     "TOP_K(type=f32,ne=[16,10,10,10],k=2,ties=0)",
     "ABS(type=f32,ne_a=[128,2,2,2],v=0)",
     "RMS_NORM_MUL_ADD(type=f32,ne=[64,5,4,3],eps=0.000000,broadcast=0,multi_add=0)",
-])
+]
+CASES = ",".join(NAMES)
 FIELDS = ("device", "name", "status", "reason", "error", "threshold", "by", "note")
 
 
@@ -188,15 +189,16 @@ def test_a_changed_entry_is_a_miss_never_a_verdict(tmp_path):
     args = ["-b", "GGML-CPU", "-j", "1", "-o", "ABS,RMS_NORM_MUL_ADD", "-p", r"ne_a=\[128|ne=\[64,5"]
     first, counts = run(tmp_path, *args, OPS_REF_CACHE=str(where))
     entries = sorted(where.rglob("*.pickle"))
-    assert len(entries) >= 2 and counts["computed"] == len(first)
+    refs = [p for p in entries if not p.name.endswith(".inputs.pickle")]   # inputs: garbled too
+    assert len(refs) >= 2 and counts["computed"] == len(first)
     for p in entries:
         _tamper(p)
     again, counts = run(tmp_path, *args, OPS_REF_CACHE=str(where))
     assert again == first and {r[2] for r in again} == {"OK"}
-    assert counts["rejected"] == len(entries) and counts["hits"] == 0
+    assert counts["rejected"] == len(refs) and counts["hits"] == 0
     # computed again and kept whole (or, not worth their disk this time, removed): the next
     # run takes every entry there
-    kept = len(list(where.rglob("*.pickle")))
+    kept = len([p for p in where.rglob("*.pickle") if not p.name.endswith(".inputs.pickle")])
     _, counts = run(tmp_path, *args, OPS_REF_CACHE=str(where))
     assert counts["hits"] == kept and counts["rejected"] == 0
 
@@ -222,13 +224,37 @@ def test_location_follows_the_environment(monkeypatch, tmp_path, value):
     assert refcache.location(enabled=False) is None
 
 
+def _kept_inputs(where) -> set[str]:
+    """The cases whose inputs the cache holds, read from the entries' headers."""
+    return {json.loads(p.read_bytes().split(b"\n")[1])["case"] for p in where.rglob("*.inputs.pickle")}
+
+
 def test_inputs_needing_a_costly_table_are_kept_beside_the_reference(tmp_path):
     where = tmp_path / "refs"
     cold, _ = run(tmp_path, "-b", "GGML-CPU", OPS_REF_CACHE=str(where))
     # the iq2_xxs MUL_MAT and the iq3_s GET_ROWS: a re-run builds no quantizer table
-    assert len(list(where.rglob("*.inputs.pickle"))) == 2
+    assert {c for c in NAMES if "iq" in c} <= _kept_inputs(where)
     warm, counts = run(tmp_path, "-b", "GGML-CPU", OPS_REF_CACHE=str(where))
     assert warm == cold and counts["hits"] >= 3
+
+
+def test_inputs_costlier_to_draw_than_to_read_are_kept_and_read_back(tmp_path, monkeypatch):
+    """A warm run draws and quantizes nothing it kept: a q4_K MUL_MAT's weights take a
+    second to quantize, a read of them milliseconds (test_entries_are_kept_only_where_worth_their_disk:
+    the rule)."""
+    import numpy as np
+
+    from cannops.cases.catalog import Case
+    from cannops.cli.engine import execute
+    from cannops.cli.engine.selection import select_cases
+    slow = "MUL_MAT(type_a=q4_K,type_b=f32,m=1024,n=1,k=1024,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1)"
+    (_, case), = select_cases("test", slow)
+    g = case.build()
+    first = execute._inputs(case, g, 5, str(tmp_path))
+    assert _kept_inputs(tmp_path) == {case.name}
+    monkeypatch.setattr(Case, "init_inputs", lambda *a, **k: pytest.fail("drawn again"))
+    again = execute._inputs(case, g, 5, str(tmp_path))
+    assert sorted(again) == sorted(first) and all(np.array_equal(first[i], again[i]) for i in first)
 
 
 def test_the_key_follows_the_librarys_content_not_its_path_or_time(tmp_path, monkeypatch):

@@ -252,7 +252,7 @@ def test_an_option_of_ops_test_reaches_the_workers_as_a_run_spec_field():
     for command in (main.test, main.perf):
         names = {p.name for p in command.params if p.expose_value}
         assert names - own - fields <= {"log_dir", "summary_file", "baseline", "threshold_pct", "markdown",
-                                         "plot_path"}, command.name
+                                         "plot_path", "timings"}, command.name
         assert names & fields   # strict / ref_cache, min_seconds / threads: to the spec
     spec = RunSpec(strict=True, seed=7)
     pool = WorkerPool("NUMPY", spec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -222,15 +223,17 @@ class CANNDevice(CANNRules):
                 placed.upload(inputs)
                 if hygiene.poison:
                     placed.poison()
+                t0 = time.perf_counter()
                 placed.compute()
                 self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                compute = time.perf_counter() - t0
                 cache: dict[int, np.ndarray] = {}
                 outputs = {i: placed.read(graph.tensors[i], cache) for i in check}
                 raw = lambda t: cache[t.index] if t.index in cache else placed.raw(t)   # noqa: E731
                 problems = hyg.problems(graph, hygiene, placed.images, placed.image,
                                         lambda t, b: layout.from_device(t.type, b))
                 result = RunResult(outputs, placed.overruns() + problems,
-                                   unwritten=hyg.unwritten(graph, hygiene, check, raw))
+                                   unwritten=hyg.unwritten(graph, hygiene, check, raw), compute_seconds=compute)
                 bases = {i: int(ffi.cast("uintptr_t", placed.structs[graph.tensors[i].base.index].data))
                          for i in check}
                 return result, bases

@@ -326,7 +326,9 @@ class GGMLDevice(Device):
             guards = self._sentinel_data(len(r.sentinels))
             for (s, _), data in zip(r.sentinels, guards):
                 lib.ggml_backend_tensor_set(s, ffi.from_buffer(data), 0, data.nbytes)
+            t0 = _time.perf_counter()
             self._forward(r, graph)
+            compute = _time.perf_counter() - t0
             if self.after_compute is not None:
                 self.after_compute(r)
             outputs = {i: self._download(graph.tensors[i], r.ptrs[i]) for i in check}
@@ -338,7 +340,8 @@ class GGMLDevice(Device):
                     problems.append(f"sentinel mismatch: {after}")
             raw = lambda t: _raw(r.ptrs[t.index])   # noqa: E731
             problems += hyg.problems(graph, hygiene, inputs, raw)
-            return RunResult(outputs, problems, unwritten=hyg.unwritten(graph, hygiene, check, raw))
+            return RunResult(outputs, problems, unwritten=hyg.unwritten(graph, hygiene, check, raw),
+                             compute_seconds=compute)
         finally:
             r.free()
 

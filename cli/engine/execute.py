@@ -171,6 +171,8 @@ def _tested(device: Device, case: Case, g, opts: CaseOptions, ctx: WorkerContext
             result.blame = (f"not replayed: its run took {t_run:.0f} s, the replay would take about "
                             f"{REPLAY_COST}x that (give it a longer --timeout)")
     result.seconds = time.perf_counter() - t0
+    # the device's compute call of run 1, where the device times it apart, else its whole run
+    result.device_seconds = t_run if got.compute_seconds is None else got.compute_seconds
     result.ref_cached = cached is True
     result.ref_rejected = cached == REJECTED
     return result
@@ -300,10 +302,9 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
 
 
 def inputs_cached(case: Case, seed: int, ref_cache: str | None) -> tuple[Path, dict] | None:
-    """The cache entry of the case's inputs where they are worth keeping (their quantizing
-    needs a costly libggml table: cli/engine/refcache.py), and its key; None where not."""
-    from cannops.cases.tables import quantizer_table
-    if not ref_cache or quantizer_table(case.vars) is None:
+    """The cache entry of the case's inputs (cli/engine/refcache.py: kept where making them
+    costs more than reading them back), and its key; None without a cache."""
+    if not ref_cache:
         return None
     from . import refcache
     args = (case.family.version or current(), case.name, seed, "inputs")
@@ -322,9 +323,14 @@ def _inputs(case: Case, g, seed: int, ref_cache: str | None, ctx: WorkerContext 
     inputs, _ = refcache.load(*entry)
     if inputs is not None and set(inputs) == {t.index for t in g.leaves}:
         return inputs
+    from cannops.cases.tables import quantizer_table
+    t0 = time.perf_counter()
     inputs = case.init_inputs(g, seed)
-    # worth keeping however fast this was: the table behind it took seconds to build
-    refcache.store(entry[0], entry[1], inputs, float("inf"))
+    # kept where drawing (and quantizing) took longer than a read would: a warm run then
+    # draws nothing (MUL_MAT q4_K 4096 x 1024: 0.8 s to quantize, 3 ms to read); always
+    # where a costly table is behind them: it took seconds to build
+    seconds = float("inf") if quantizer_table(case.vars) else time.perf_counter() - t0
+    refcache.store(entry[0], entry[1], inputs, seconds)
     return inputs
 
 

@@ -12,7 +12,7 @@ directory (cases/cache.py: `OPS_CACHE_DIR`), in `reference/`; `OPS_REF_CACHE=off
 temporary directory of its own, removed at the end), `OPS_REF_CACHE=DIR` moves it. Entries
 of outputs over MAX_ENTRY_BYTES are not kept: reading them back would cost about what
 computing them does, for the disk they take; nor those whose computation took less than
-reading them back would (at READ_BYTES_PER_S). The cache holds at most `OPS_REF_CACHE_MAX_MB`
+reading them back would (READ_SECONDS, then READ_BYTES_PER_S). The cache holds at most `OPS_REF_CACHE_MAX_MB`
 (default MAX_MB): past that, a run that added entries removes the least recently written
 first. An unreadable or unwritable entry only costs the speed.
 
@@ -23,9 +23,11 @@ XX/<38 hex>.inputs.pickle); a folder of other things is refused. Each entry says
 and carries a digest of its bytes, all checked on every read: an entry that fails is a miss,
 computed again and counted (`rejected` in the run's reference_cache figures), never a verdict.
 
-The inputs of a case whose quantized leaves need one of libggml's costly quantizer tables
-(cases/tables.py QUANTIZER_TABLES: seconds to build, once per process) are kept too, beside
-its reference: a re-run then builds no table at all.
+A case's inputs are kept too, beside its reference, by the same rule (drawing and
+quantizing them took longer than reading them back would: a warm run then draws nothing,
+and quantizes nothing), and always where its quantized leaves need one of libggml's costly
+quantizer tables (cases/tables.py QUANTIZER_TABLES: seconds to build, once per process): a
+re-run then builds no table at all.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from cannops.cases.cache import STALE_TMP_S, ForeignFolder, claim, seal, sweep_t
 
 MAX_ENTRY_BYTES = 32 << 20
 READ_BYTES_PER_S = 200e6   # reading an entry back, unpickling included, on a busy machine
+READ_SECONDS = 1e-4        # ... and opening it, its header and digest: 70-140 us for a small one
 MAX_MB = 2048
 _identity: str | None = None
 _SUB = re.compile(r"[0-9a-f]{2}")
@@ -168,7 +171,7 @@ def store(path: Path, key: dict, refs: dict, seconds: float) -> bool:
     entry there, rejected by load, goes). Written atomically: a reader sees the whole entry
     or none."""
     size = sum(map(_nbytes, refs.values()))
-    if size > MAX_ENTRY_BYTES or seconds < size / READ_BYTES_PER_S:
+    if size > MAX_ENTRY_BYTES or seconds < READ_SECONDS + size / READ_BYTES_PER_S:
         _unlink(str(path))
         return False
     try:

@@ -23,7 +23,7 @@ _OPT = type(None)
 RESULT_FIELDS = {
     "device": _STR, "op": _STR, "params": _STR, "status": _STR, "reason": _STR,
     "error": (*_NUM, _OPT), "threshold": (*_NUM, _OPT), "metric": _STR, "note": _STR,
-    "seconds": _NUM, "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
+    "seconds": _NUM, "device_seconds": (*_NUM, _OPT), "n_runs": _INT, "time_us": _NUM, "flops": _NUM, "bandwidth_gb_s": _NUM,
     "memory_kb": _INT, "batches": _INT, "spread": (*_NUM, _OPT), "load": (*_NUM, _OPT),
     "contention": (*_NUM, _OPT), "steal": (*_NUM, _OPT), "doubts": _STR, "clock": _STR, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
     "strict": (bool,), "max_abs": (*_NUM, _OPT), "max_rel": (*_NUM, _OPT), "worst_index": (int, _OPT),
@@ -82,6 +82,9 @@ class CaseResult:
     metric: str = ""
     note: str = ""              # a family's recorded note on this device
     seconds: float = 0.0        # wall time of the case in its worker
+    # test: seconds of the device's compute call alone (backend/base.py RunResult.compute_seconds),
+    # without building, inputs, reference, upload, read-back and comparison; None: not run
+    device_seconds: float | None = None
     # perf
     n_runs: int = 0
     time_us: float = 0.0

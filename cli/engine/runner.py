@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -85,6 +86,8 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
     old = {s: signal.signal(s, _raise_interrupt) for s in STOP_SIGNALS}
     n_ok = 0
     spec, scratch = _references(spec, len(devices))
+    turns = tempfile.TemporaryDirectory(prefix="ops-run-")   # the run's memory turn, one for its pools
+    spec = replace(spec, turn_lock=os.path.join(turns.name, "memory-turn.lock"))
     if spec.mode == "test":
         run.reference_cache = {"hits": 0, "computed": 0, "rejected": 0}
     probers, riders = _probe_plan(devices) if spec.mode == "support" else ({}, {})
@@ -116,6 +119,7 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        turns.cleanup()
         if scratch is not None:
             scratch.cleanup()
         elif spec.ref_dir is not None and run.reference_cache["computed"]:
@@ -149,7 +153,6 @@ def _references(spec: RunSpec, n_devices: int):
     from . import refcache
     ref_dir, scratch = refcache.location(spec.ref_cache), None
     if ref_dir is None and n_devices > 1:
-        import tempfile
         scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
         ref_dir = scratch.name
     return replace(spec, ref_dir=None if ref_dir is None else str(ref_dir)), scratch

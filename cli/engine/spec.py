@@ -41,6 +41,10 @@ class RunSpec:
     # directory of the run's own where the cache is off and several devices share them);
     # set by the runner (runner.run_cases), None: none kept
     ref_dir: str | None = None
+    # the big cases' memory turn (engine/worker.py): the lock file every pool of the run shares,
+    # so that pools open at once (several devices, the pytest plugin's) take turns too; set by
+    # the runner (runner.run_cases), None: each pool's own, beside its workers' logs
+    turn_lock: str | None = None
 
     def case_timeout(self, device: str) -> float:
         """The per-case limit on `device` (a label: CANN-SIM, CANN-SIM:310P); without

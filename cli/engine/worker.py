@@ -180,7 +180,8 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
     os.dup2(log_fd, 2)
     faulthandler.enable()  # a fatal signal leaves its Python traceback in the log
     from .execute import probe, run_one
-    ctx = _InWorker(conn, os.path.join(os.path.dirname(log_path), "memory-turn.lock"), spec.jobs)
+    turn = spec.turn_lock or os.path.join(os.path.dirname(log_path), "memory-turn.lock")
+    ctx = _InWorker(conn, turn, spec.jobs)
     device = _open_in_worker(conn, device_name, spec, prober)
     if device is None:
         return
@@ -194,7 +195,10 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
             continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
-            conn.send(("result", seq, run_one(device, case, spec, ctx)))
+            t0 = time.perf_counter()
+            result = run_one(device, case, spec, ctx)
+            result.seconds = time.perf_counter() - t0   # its whole time here, building it included
+            conn.send(("result", seq, result))
     device.close()
 
 

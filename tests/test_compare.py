@@ -29,3 +29,16 @@ def test_infinities_and_flt_max_must_match_in_place_and_sign():
     assert not ok and "inf mismatch" in why and "NUMPY=-340282346638528859811704183484516925440.000000" in why
     ok, why, _ = compare("[X]", ref, np.array([1.0, np.inf, -np.inf, np.nan], np.float32), 1e-7)
     assert not ok and why.startswith("[X] NaN at index 3")
+
+
+@pytest.mark.parametrize("bad,why", [(np.nan, "NaN at index 2"), (FLT_MAX, "inf mismatch"),
+                                     (-np.inf, "inf mismatch")])
+def test_one_special_value_among_finite_ones_is_found_in_either_array(bad, why):
+    """The finite-only shortcut (four reductions) must not hide a lone NaN, inf or FLT_MAX."""
+    ref = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    out = ref.copy()
+    out[2] = bad
+    for r, o in ((ref, out), (out, ref)):
+        ok, reason, _ = compare("[X]", r, o, 1e-7)
+        assert not ok and why in reason
+    assert compare("[X]", ref, ref.copy(), 1e-7) == (True, "", 0.0)

@@ -140,37 +140,49 @@ def _tree_peak(figs: dict, cases: list[dict]) -> None:
 
 
 def _cpu_by_family(figs: dict, cases: list[dict]) -> None:
-    by_op: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for c in cases:
-        for k, p in c["phases"].items():
-            by_op[c["op"]][k] += p["cpu"]
-    total = sum(sum(v.values()) for v in by_op.values())
+    by_op = _family_cpu(cases)
+    total = sum(sum(v for k, v in p.items() if k != "n") for p in by_op.values())
     print(f"\ncold CPU in the workers' cases, by family (s): {total:.0f} of the tree's {figs['ops']['cpu']:.0f} "
           f"(the rest: the main process, worker start-up, pickling between them)")
     print(f"  {'op':<24} {'total':>7} " + " ".join(f"{k:>9}" for k in PHASES) + "  cases")
-    count = defaultdict(int)
-    for c in cases:
-        count[c["op"]] += 1
-    for op, v in sorted(by_op.items(), key=lambda kv: -sum(kv[1].values()))[:20]:
-        print(f"  {op:<24} {sum(v.values()):>7.1f} " + " ".join(f"{v.get(k, 0):>9.1f}" for k in PHASES)
-              + f"  {count[op]}")
+    for op, v in sorted(by_op.items(), key=lambda kv: -(sum(kv[1].values()) - kv[1]["n"]))[:20]:
+        print(f"  {op:<24} {sum(v.values()) - v['n']:>7.1f} " + " ".join(f"{v.get(k, 0):>9.1f}" for k in PHASES)
+              + f"  {v['n']:.0f}")
 
 
 def compare(before: str, after: str) -> None:
-    """The before / after table (markdown), of two saved runs."""
-    rows = []
-    for label, out in (("before", before), ("after", after)):
-        figs, cases = _load(out)
-        top = max(cases, key=lambda c: c["peak_mib"])
-        for k in ("tbo", "ops"):
-            if k in figs:
-                f = figs[k]
-                rows.append(f"| {label} | {'test-backend-ops' if k == 'tbo' else 'ops, cold'} | {f['wall']:.0f} | "
-                            f"{f['cpu']:.0f} | {f['largest_mib']:.0f} | {f['peak_mib']:.0f} | "
-                            f"{f['load']:.1f} | {re.sub(r'[(].*', '', top['case']) if k == 'ops' else ''} |")
-    print("| | tool | wall s | CPU s | largest MiB | tree MiB | load | largest case's op |")
+    """The before / after table (markdown) of two saved runs, each against the
+    test-backend-ops figures of the first of them that has some."""
+    runs = [(label, *_load(out)) for label, out in (("before", before), ("after", after))]
+    tbo = next((figs["tbo"] for _, figs, _ in runs if "tbo" in figs), None)
+    print("| | wall s | CPU s | largest MiB | tree MiB | load | largest case | x tbo (wall / CPU / largest / tree) |")
     print("|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    if tbo:
+        print(f"| test-backend-ops | {tbo['wall']:.0f} | {tbo['cpu']:.0f} | {tbo['largest_mib']:.0f} | "
+              f"{tbo['peak_mib']:.0f} | {tbo['load']:.1f} | | |")
+    for label, figs, cases in runs:
+        f, top = figs["ops"], max(cases, key=lambda c: c["peak_mib"])
+        ratios = " / ".join(f"{f[k] / tbo[k]:.2f}" for k in ("wall", "cpu", "largest_mib", "peak_mib")) if tbo else ""
+        print(f"| ops cold, {label} | {f['wall']:.0f} | {f['cpu']:.0f} | {f['largest_mib']:.0f} | {f['peak_mib']:.0f} | "
+              f"{f['load']:.1f} | {re.sub(r'[(].*', '', top['case'])} {top['peak_mib']:.0f} MiB | {ratios} |")
+    print("\n| family | cases | CPU before: inputs / reference / run / judge | after |")
+    print("|---|---|---|---|")
+    fam = [_family_cpu(cases) for _, _, cases in runs]
+    for op in sorted(fam[0], key=lambda op: fam[0][op]["n"] - sum(fam[0][op].values()))[:12]:
+        cells = [" / ".join(f"{f.get(op, {}).get(k, 0):.0f}" for k in PHASES[:4]) for f in fam]
+        print(f"| {op} | {fam[0][op]['n']:.0f} | {cells[0]} | {cells[1]} |")
+    totals = [" / ".join(f"{sum(f[op].get(k, 0) for op in f):.0f}" for k in PHASES[:4]) for f in fam]
+    print(f"| all | {sum(f['n'] for f in fam[0].values()):.0f} | {totals[0]} | {totals[1]} |")
+
+
+def _family_cpu(cases: list[dict]) -> dict[str, dict[str, float]]:
+    """op -> CPU seconds by phase of its cases, and their count ('n')."""
+    by_op: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for c in cases:
+        by_op[c["op"]]["n"] += 1
+        for k, p in c["phases"].items():
+            by_op[c["op"]][k] += p["cpu"]
+    return by_op
 
 
 def main() -> int:

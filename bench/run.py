@@ -20,12 +20,13 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 * with TBO, issue 35's ratios (--issue35 alone): on its selection (every 9th case of the
   14 everyday ops) paired and interleaved runs of test-backend-ops, ops with an empty
   reference cache (cold) and ops again on that cache (warm): wall, CPU, the largest
-  process' peak and the tree's; the start-up (`-o ABS`); with --whole the whole catalog
-  cold as well; then the last warm run's `--timings` table (per op, the device's compute
-  seconds against the tool's overhead) and the start-up's CPU by part; then the whole
-  `ops perf -o MUL_MAT` (--perf35-ops, --perf35-params) against test-backend-ops' perf mode
-  on the same cases, paired: each tool's wall and CPU, whether ops' run is under 15
-  minutes, and us/run per case;
+  process' peak and the tree's; the start-up (`-o ABS`); then the last warm run's
+  `--timings` table (per op, the device's compute seconds against the tool's overhead) and
+  the start-up's CPU by part; with --whole the whole catalog (bench/catalog35.py: both tools
+  once, and where ops' peak and cold CPU go, case by case; saved in build/bench-catalog35);
+  then the whole `ops perf -o MUL_MAT` (--perf35-ops, --perf35-params) against
+  test-backend-ops' perf mode on the same cases, paired: each tool's wall and CPU, whether
+  ops' run is under 15 minutes, and us/run per case;
 * CANN-SIM: a shard of the catalog at -j 2 (--sim-shard, 1/20), its CPU seconds and the
   whole catalog extrapolated (CPU x shards / 2 cores: the wall time on an idle machine);
 * with --whole: the whole catalog on GGML-CPU (--jobs) and the -j 1 / -j 2 scaling on big
@@ -56,6 +57,7 @@ EVERYDAY = ["MUL_MAT", "CPY", "SOFT_MAX", "CONCAT", "GET_ROWS", "ADD", "MUL", "R
             "ARGSORT", "CONT", "SUM_ROWS", "ROPE", "SET_ROWS"]
 CASE_LINE = re.compile(r"^  [A-Z0-9_]+\(.*\): ", re.M)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CATALOG35_DIR = "build/bench-catalog35"   # issue 35's whole-catalog run, its per-case log
 
 
 def timed(cmd: list[str], repeat: int = 1, env: dict | None = None) -> tuple[float, str]:
@@ -268,7 +270,8 @@ def compare(args) -> None:
 def issue35(args) -> None:
     """Issue 35's ratios, ops / test-backend-ops, in paired runs interleaved (the order
     turning each pair): ops cold (an empty reference cache of its own) and warm (that cache
-    again), on its selection, -j 2; the start-up; with --whole the whole catalog, cold."""
+    again), on its selection, -j 2; the start-up; with --whole the whole catalog, cold, and
+    where its peak and CPU go (bench/catalog35.py)."""
     every = list_cases(EVERYDAY)
     by_op: dict[str, list[str]] = {}
     for name in every:
@@ -280,8 +283,6 @@ def issue35(args) -> None:
           f"largest process' peak and the process tree's; cold: an empty reference cache, warm: that cache again")
     print(f"{'selection':<28} {'cases':>9} {'tool':<8} {'wall':>7} {'CPU':>7} {'largest':>8} {'tree':>7}  load  others")
     rows = [("-o ABS (start-up)", ["-o", "ABS"], False), (f"every 9th case ({len(names)})", ["-o", sel], True)]
-    if args.whole:
-        rows.append(("whole catalog", [], False))
     overheads: list = []   # the last warm run of the selection: its --timings table
     for label, o, warm in rows:
         figs: dict[str, list] = {"tbo": [], "cold": [], "warm": []}
@@ -309,6 +310,11 @@ def issue35(args) -> None:
     for f in overheads:
         warm_overhead(f)
     startup_parts(args.runs)
+    if args.whole:
+        import catalog35
+        print()
+        catalog35.measure(CATALOG35_DIR, args.tbo, None)
+        catalog35.report(CATALOG35_DIR)
     perf35(args)
 
 

@@ -45,18 +45,24 @@ def tree_rss(root: int) -> int:
 def tree_memory(root: int) -> tuple[int, int]:
     """Bytes resident in `root` and all its descendants now, and the largest peak of one of
     them so far (its VmHWM: exact, however short the peak was)."""
-    kids, total, largest, todo = _children(), 0, 0, [root]
+    procs = tree_processes(root)
+    return sum(rss for rss, _ in procs.values()), max((hwm for _, hwm in procs.values()), default=0)
+
+
+def tree_processes(root: int) -> dict[int, tuple[int, int]]:
+    """pid -> (bytes resident now, its VmHWM) of `root` and all its descendants."""
+    kids, out, todo = _children(), {}, [root]
     while todo:
         pid = todo.pop()
         try:
             with open(f"/proc/{pid}/status", "rb") as f:
                 status = f.read()
-            total += int(status.split(b"VmRSS:")[1].split()[0]) * 1024
-            largest = max(largest, int(status.split(b"VmHWM:")[1].split()[0]) * 1024)
+            out[pid] = (int(status.split(b"VmRSS:")[1].split()[0]) * 1024,
+                        int(status.split(b"VmHWM:")[1].split()[0]) * 1024)
         except (OSError, ValueError, IndexError):
             pass
         todo += kids.get(pid, [])
-    return total, largest
+    return out
 
 
 def _busy_seconds() -> float:
@@ -77,7 +83,8 @@ class Figures:
     stdout: str = ""
 
 
-def run(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Figures:
+def run(cmd: list[str], env: dict | None = None, cwd: str | None = None, watch=None) -> Figures:
+    """`watch(t, root, {pid: (rss, hwm)})`, where given, sees every sample (t: time.time())."""
     load = os.getloadavg()[0]
     r0, busy0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _busy_seconds(), time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -87,7 +94,10 @@ def run(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Figu
 
     def sample():
         while not done.wait(SAMPLE_S):
-            total, largest = tree_memory(p.pid)
+            procs = tree_processes(p.pid)
+            if watch is not None:
+                watch(time.time(), p.pid, procs)
+            total, largest = sum(r for r, _ in procs.values()), max((h for _, h in procs.values()), default=0)
             peak[0], peak[1] = max(peak[0], total), max(peak[1], largest)
     th = threading.Thread(target=sample, daemon=True)
     th.start()

@@ -451,21 +451,48 @@ SEARCHED = frozenset({"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"
 
 # --- one entry point per direction, on rows of blocks ---
 
+# elements (de)coded at a time by gguf's block codecs: their temporaries stay a few times this
+CODEC_CHUNK = 1 << 20
+
+
 def _gguf(type, step):
-    """gguf's codec of `type` for `step`, or None when it has none."""
+    """gguf's codec of `type` for `step`, or None when it has none. Its block functions run
+    on CODEC_CHUNK elements of whole rows at a time, not on gguf's groups of 16 rows, whose
+    Python overhead was most of a decode (FLASH_ATTN_EXT's q4_0 K/V rows of 64-576
+    elements: 14 of a reference's 20 s); each block is (de)coded on its own either way, so
+    the values are gguf.quants.(de)quantize's, bit for bit."""
     import gguf.quants as gq
     try:
         qtype = type.qtype
     except NotImplementedError:
         return None
-    fn = gq.dequantize if step == "dequantize" else gq.quantize
+    codec = gq._type_traits.get(qtype)   # block types: their row codecs
+    if codec is None:   # f32, f16: gguf's own entry points
+        fn = gq.dequantize if step == "dequantize" else gq.quantize
+        whole = lambda a: fn(a, qtype)   # noqa: E731
+    else:
+        codec.init_grid()
+        fn = codec.dequantize_rows if step == "dequantize" else codec.quantize_rows
+        whole = lambda a: _by_rows(fn, a, type, step)   # noqa: E731
     probe = (np.zeros((1, type.type_size), np.uint8) if step == "dequantize"
              else np.zeros((1, type.blck_size), np.float32))
     try:
-        fn(probe, qtype)
+        whole(probe)
     except NotImplementedError:
         return None
-    return lambda a: fn(a, qtype)
+    return whole
+
+
+def _by_rows(fn, a: np.ndarray, type, step: str) -> np.ndarray:
+    """fn (a gguf row codec) over a's rows, CODEC_CHUNK elements of whole rows at a time."""
+    rows = a.reshape(-1, a.shape[-1])
+    n_per_row = rows.shape[1] // type.type_size * type.blck_size if step == "dequantize" else rows.shape[1]
+    width = n_per_row if step == "dequantize" else type.row_size(n_per_row)
+    out = np.empty((rows.shape[0], width), np.float32 if step == "dequantize" else np.uint8)
+    step_rows = max(1, CODEC_CHUNK // max(1, n_per_row))
+    for r in range(0, rows.shape[0], step_rows):
+        out[r:r + step_rows] = fn(rows[r:r + step_rows])
+    return out.reshape(a.shape[:-1] + (width,))
 
 
 _CODECS: dict = {}

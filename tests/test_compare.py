@@ -48,3 +48,16 @@ def test_the_quick_check_of_plain_values_changes_no_verdict(monkeypatch):
     assert quick == [compare("[X]", r, o, 1e-7) for r, o in pairs]
     assert [q[0] for q in quick[:2]] == [False, True] and all(not q[0] for q in quick[2:])
     assert "NaN at index 7" in quick[2][1] and "inf mismatch" in quick[3][1]
+
+
+@pytest.mark.parametrize("bad,why", [(np.nan, "NaN at index 2"), (FLT_MAX, "inf mismatch"),
+                                     (-np.inf, "inf mismatch")])
+def test_one_special_value_among_finite_ones_is_found_in_either_array(bad, why):
+    """The finite-only shortcut (four reductions) must not hide a lone NaN, inf or FLT_MAX."""
+    ref = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    out = ref.copy()
+    out[2] = bad
+    for r, o in ((ref, out), (out, ref)):
+        ok, reason, _ = compare("[X]", r, o, 1e-7)
+        assert not ok and why in reason
+    assert compare("[X]", ref, ref.copy(), 1e-7) == (True, "", 0.0)

@@ -76,6 +76,31 @@ def test_gguf_codecs_round_trip_one_block(name, peak):
     np.testing.assert_array_equal(quants.dequantize(quants.quantize(x, t), t), x)
 
 
+def test_gguf_codecs_by_chunks_of_rows_are_gguf_bit_for_bit(monkeypatch):
+    """quants.py runs gguf's block codecs on chunks of whole rows, not its groups of 16 rows:
+    the same values bit for bit (NaN payloads of random scales included), also where a
+    tensor spans several chunks and the last is short."""
+    import gguf.quants as gq
+    from cannops.cases.types import TYPES
+    monkeypatch.setattr(quants, "CODEC_CHUNK", 1000)
+    monkeypatch.setattr(quants, "_CODECS", {})
+    rng = np.random.default_rng(1)
+    checked = 0
+    for t in (t for t in TYPES.values() if t.is_quantized):
+        if quants.missing(t, "dequantize") or t.name in quants.OWN_DEQUANT:
+            continue
+        n = t.blck_size * 3
+        raw = rng.integers(0, 256, (37, t.row_size(n)), dtype=np.uint8)
+        with np.errstate(all="ignore"):
+            ours, theirs = quants.dequantize(raw, t), gq.dequantize(raw, t.qtype)
+        assert ours.shape == theirs.shape and np.array_equal(ours.view(np.uint32), theirs.view(np.uint32)), t.name
+        if t.name not in quants.OWN_QUANT and not quants.missing(t, "quantize"):
+            x = rng.uniform(-1, 1, (37, n)).astype(np.float32)
+            np.testing.assert_array_equal(quants.quantize(x, t), gq.quantize(x, t.qtype), err_msg=t.name)
+        checked += 1
+    assert checked >= 15
+
+
 def test_every_matmul_type_decodes_and_the_missing_encoders_say_why():
     from cannops.cases.matmul import ALL_TYPES
     for name in ALL_TYPES:

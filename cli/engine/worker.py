@@ -12,6 +12,7 @@ import time
 from contextlib import contextmanager
 
 from .context import WorkerContext
+from .memlog import MemoryLog
 from .results import DeviceInfo
 from .spec import RunSpec
 
@@ -99,6 +100,11 @@ class _InWorker(WorkerContext):
         self.turn_path = turn_path
         avail = _available_bytes()
         self.turn_bytes = MEMORY_TURN_BYTES if avail is None else min(MEMORY_TURN_BYTES, avail // (4 * max(1, jobs)))
+        self.memory = MemoryLog.from_env()   # OPS_MEMORY_LOG: each case's memory and CPU by phase
+
+    def phase(self, name: str, nbytes: int = 0) -> None:
+        if self.memory:
+            self.memory.phase(name, nbytes)
 
     @contextmanager
     def memory_turn(self, nbytes: int):
@@ -195,9 +201,13 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
             continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered
             os.ftruncate(log_fd, 0)  # the log holds only the current case's output
+            if ctx.memory:
+                ctx.memory.start()
             t0 = time.perf_counter()
             result = run_one(device, case, spec, ctx)
             result.seconds = time.perf_counter() - t0   # its whole time here, building it included
+            if ctx.memory:
+                ctx.memory.end(result)
             conn.send(("result", seq, result))
     device.close()
 

@@ -8,7 +8,7 @@ import sys
 
 from cannops.backend.base import open_device
 from cannops.cases import all_cases
-from cannops.cli.engine.execute import test as run_test
+from cannops.cli.engine.execute import CaseOptions, test as run_test
 from cannops.cli.engine.memlog import ENV
 from cannops.cli.engine.worker import _InWorker
 
@@ -28,7 +28,7 @@ def test_a_case_logs_its_phases_with_their_arrays_and_peaks(tmp_path, monkeypatc
     dev = open_device("GGML-CPU")
     try:
         ctx.memory.start()
-        result = run_test(dev, case, 0, ctx=ctx)
+        result = run_test(dev, case, CaseOptions(seed=0), ctx=ctx)
         ctx.memory.end(result)
     finally:
         dev.close()

@@ -235,12 +235,12 @@ ROPE_OVERRUN_SECOND = ("ROPE(type=f32,ne_a=[256,8,512,1],n_dims=256,mode=2,n_ctx
                        "af=1.000000,ff=0,v=0,inplace=0,n_offs=0)")
 
 
-def test_a_program_sizes_its_buffer_for_any_aligned_base(tmp_path, ggml_cann):
+def test_the_rope_overrun_s_second_case_alone_reproduces_and_its_program_allocates_as_ggml_does(tmp_path, ggml_cann):
     """The ROPE cache overrun's second case alone computes (docs/upstream/rope-cache-overrun.md:
-    the overrun needs the first). Its program reproduces it with `make run`, and without the
-    simulator's CANN_SIM_MALLOC_ALIGN=128 too: there aclrtMalloc's base is 64-byte aligned,
-    and a buffer sized as ggml_backend_alloc_ctx_tensors sizes it (as if its base were
-    aligned to ggml-cann's 128) died: 'not enough space in the buffer'."""
+    the overrun needs the first); its program reproduces it with `make run`. Without the
+    Makefile's CANN_SIM_MALLOC_ALIGN=128 it dies in ggml-alloc as test-backend-ops would:
+    ggml_backend_alloc_ctx_tensors sizes the buffer as if its base were aligned to ggml-cann's
+    128 bytes (docs/upstream/buffer-alignment-128.md), and the program keeps that call."""
     _, env = ggml_cann
     out = tmp_path / "rope"
     p = repro_cann0(ggml_cann, "--catalog", "0.25.3", ROPE_OVERRUN_SECOND, str(out))
@@ -249,8 +249,7 @@ def test_a_program_sizes_its_buffer_for_any_aligned_base(tmp_path, ggml_cann):
     assert run.returncode == 0 and "reproduced: the device's outputs are the stored ones" in run.stdout, run.stdout
     unaligned = {**BARE, "GGML_NO_BACKTRACE": "1", **{k: v for k, v in env.items() if k != "CANN_SIM_MALLOC_ALIGN"}}
     run = subprocess.run(["./repro"], cwd=out, capture_output=True, text=True, env=unaligned, timeout=300)
-    assert run.returncode == 0 and "reproduced: the device's outputs are the stored ones" in run.stdout, \
-        run.stdout + run.stderr
+    assert run.returncode != 0 and "not enough space in the buffer" in run.stdout + run.stderr, run.stdout + run.stderr
 
 
 def test_an_f32_weight_named_like_a_model_weight_aborts_ggml_cann(tmp_path, ggml_cann):

@@ -68,33 +68,6 @@ static inline int check(const char *what, struct ggml_tensor *t, const char *dev
     return same;
 }
 
-/* The context's tensors in one buffer of the backend's default type, as
- * ggml_backend_alloc_ctx_tensors places them (the same alloc sizes, alignment and
- * init_tensor calls), in a buffer one alignment larger: ggml sizes it as if its base were
- * aligned to the type's alignment, which a device allocator need not give (ggml-cann asks
- * 128 bytes, aclrtMalloc promises 64: docs/upstream/buffer-alignment-128.md), and the
- * case should not die of that. */
-static ggml_backend_buffer_t alloc_tensors(struct ggml_context *ctx, ggml_backend_t backend) {
-    ggml_backend_buffer_type_t buft = ggml_backend_get_default_buffer_type(backend);
-    size_t align = ggml_backend_buft_get_alignment(buft), size = align;
-    struct ggml_tensor *t;
-    for (t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t))
-        if (!t->data && !t->view_src) size += GGML_PAD(ggml_backend_buft_get_alloc_size(buft, t), align);
-    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(buft, size);
-    if (!buf) return NULL;
-    struct ggml_tallocr talloc = ggml_tallocr_new(buf);
-    for (t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
-        enum ggml_status status = GGML_STATUS_SUCCESS;
-        if (!t->data && !t->view_src) status = ggml_tallocr_alloc(&talloc, t);
-        else if (t->view_src && !t->buffer) status = ggml_backend_view_init(t);
-        if (status != GGML_STATUS_SUCCESS) {
-            ggml_backend_buffer_free(buf);
-            return NULL;
-        }
-    }
-    return buf;
-}
-
 static void compute(ggml_backend_t backend, struct ggml_cgraph *gf, const char *name) {
     enum ggml_status status = ggml_backend_graph_compute(backend, gf);
     if (status != GGML_STATUS_SUCCESS) {
@@ -178,7 +151,7 @@ def _case(k: int, n: int, step: Step, prog: GraphProgram) -> str:
             "    struct ggml_context * ctx = ggml_init(params);",
             "    /* the graph, as ops built it through ggml's constructors */"]
     body += ["    " + line for line in prog.lines]
-    body += ["    ggml_backend_buffer_t buf = alloc_tensors(ctx, backend);",
+    body += ["    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);",
              "    if (!buf) { fprintf(stderr, \"repro: cannot allocate the tensors\\n\"); exit(2); }",
              "    ggml_backend_buffer_clear(buf, 0);   /* op outputs start at zero, as in ops' run */"]
     body += [f"    upload({var}, {c_string(path)});" for var, path in step.inputs.items()]

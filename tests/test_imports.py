@@ -137,3 +137,12 @@ def test_the_engines_api_names_no_module_of_its_own():
     assert not modules & set(engine._API)
     for name in engine.__all__:
         assert getattr(engine, name) is not None
+
+
+def test_no_source_loads_c_through_ctypes():
+    """C is reached through cffi only (the project's rule): no module imports ctypes."""
+    import re
+    root = pathlib.Path(__file__).resolve().parents[1]
+    users = [str(f.relative_to(root)) for d in ("cli", "backend", "cases", "native", "bench")
+             for f in (root / d).rglob("*.py") if re.search(r"^\s*(import ctypes|from ctypes\b)", f.read_text(), re.M)]
+    assert users == []

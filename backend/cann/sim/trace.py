@@ -82,13 +82,17 @@ def start_stream(hello: dict) -> None:
 
 
 @functools.cache
-def _c_fflush():
-    import ctypes
-    return ctypes.CDLL(None).fflush   # the client's C stdio: printf'd text not yet written
+def _c_stdio():
+    """The client's C stdio (cffi, ABI mode): its printf'd text not yet written."""
+    import cffi
+    c = cffi.FFI()
+    c.cdef("int fflush(void *stream);")
+    return c, c.dlopen(None)
 
 
 def _send(record: dict) -> None:
-    _c_fflush()(None)
+    c, libc = _c_stdio()
+    libc.fflush(c.NULL)
     for f in (sys.stdout, sys.stderr):
         if f is not None:
             f.flush()

@@ -615,20 +615,15 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
 
     def keep(r: CaseResult) -> None:
         nonlocal extra
-        if r.params not in order:
-            k = len(listed) + extra
-            extra += 1
-        else:
-            k = order[r.params]
+        k = order.get(r.params, len(listed) + extra)
+        extra += r.params not in order
         r.index = op_no * INDEX_STRIDE + k
         got[r.params] = r
         out.append(r)
         emit(r)
 
     def on_case(line: Line) -> None:
-        if line.op != op or line.params in got:
-            return
-        if line.params not in order and rx is not None and not rx.search(line.params):
+        if line.op != op or line.params in got or (line.params not in order and rx and not rx.search(line.params)):
             return
         keep(_traced(line.result(device), spec.trace))
 

@@ -29,9 +29,10 @@ class WorkerContext:
         add up (their peak is 2-3 times their tensors: inputs, reference, device, output)."""
         return contextlib.nullcontext()
 
-    def phase(self, name: str, nbytes: int = 0) -> None:
-        """The end of one phase of a case (engine/memlog.py PHASES), which made arrays of
-        `nbytes`: a worker with OPS_MEMORY_LOG set logs its peak memory and CPU."""
+    def phase(self, name: str, arrays=()) -> None:
+        """The end of one phase of a case (engine/memlog.py PHASES), which made `arrays` (an
+        iterable, read only where OPS_MEMORY_LOG is set: a worker then logs the phase's peak
+        memory, CPU and the arrays' size)."""
 
 
 IN_PROCESS = WorkerContext()

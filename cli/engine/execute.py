@@ -121,10 +121,6 @@ def test(device: Device, case: Case, opts: CaseOptions = CaseOptions(),
     return result
 
 
-def _nbytes(arrays) -> int:
-    return sum(getattr(a, "nbytes", 0) for a in arrays)
-
-
 def tensor_bytes(g) -> int:
     """Bytes of the graph's tensors that own memory (leaves and op nodes, not views)."""
     return sum(t.nbytes() for t in g.tensors if t.view_src is None)
@@ -137,12 +133,12 @@ def _tested(device: Device, case: Case, g, opts: CaseOptions, ctx: WorkerContext
     repeat, timeout = opts.repeat, opts.timeout
     with apart():
         inputs = _inputs(case, g, opts.seed, opts.ref_cache, ctx)
-        ctx.phase("inputs", _nbytes(inputs.values()))
+        ctx.phase("inputs", inputs.values())
         try:
             expected, cached = _reference(case, g, inputs, check, opts.seed, opts.ref_cache)
         except NotImplementedError as e:
             return _result(device, case, NOT_SUPPORTED, reason=str(e), by=reference.NAME)
-        ctx.phase("reference", _nbytes(a for ref, srcs in expected.values() for a in (ref, *srcs)))
+        ctx.phase("reference", (a for ref, srcs in expected.values() for a in (ref, *srcs)))
     run = _Runner(device, case, g, inputs, check, opts.hygiene)
     t_run = time.perf_counter()
     try:
@@ -160,7 +156,7 @@ def _tested(device: Device, case: Case, g, opts: CaseOptions, ctx: WorkerContext
         result.seconds = time.perf_counter() - t0
         return result
     t_run = (time.perf_counter() - t_run) / repeat
-    ctx.phase("run", _nbytes(got.outputs[i] for i in check))
+    ctx.phase("run", (got.outputs[i] for i in check))
     got.problems[:0] = [why for i, left in got.unwritten.items()
                         if (why := unwritten_reason(g.tensors[i], left, expected[i][0]))]
     with apart():

@@ -52,9 +52,10 @@ class MemoryLog:
                     "exact": exact, "phases": {}}
         self._last = cpu
 
-    def phase(self, name: str, nbytes: int = 0) -> None:
+    def phase(self, name: str, arrays=()) -> None:
         if self.rec is None:
             return
+        nbytes = sum(getattr(a, "nbytes", 0) for a in arrays)
         _, cpu = self._mark()
         self.rec["phases"][name] = {"peak_mib": round(_status_kib(b"VmHWM:") / 1024, 1),
                                     "cpu": round(cpu - self._last, 4), "mib": round(nbytes / 2**20, 1)}

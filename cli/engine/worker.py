@@ -102,9 +102,9 @@ class _InWorker(WorkerContext):
         self.turn_bytes = MEMORY_TURN_BYTES if avail is None else min(MEMORY_TURN_BYTES, avail // (4 * max(1, jobs)))
         self.memory = MemoryLog.from_env()   # OPS_MEMORY_LOG: each case's memory and CPU by phase
 
-    def phase(self, name: str, nbytes: int = 0) -> None:
+    def phase(self, name: str, arrays=()) -> None:
         if self.memory:
-            self.memory.phase(name, nbytes)
+            self.memory.phase(name, arrays)
 
     @contextmanager
     def memory_turn(self, nbytes: int):

@@ -7,7 +7,7 @@ import math
 from .binding import ffi, lib
 
 from . import dtypes
-from .descriptors import ScalarDesc, TensorDesc
+from .descriptors import ScalarDesc, TensorDesc, reach
 from .entries import entry
 from .memory import host_bytes
 from .refusals import SimError
@@ -41,8 +41,7 @@ def aclCreateTensor(view_dims, n_dims, dtype, stride, offset, fmt, storage_dims,
     # the elements the view reaches must all lie inside the storage
     n_storage_elems = math.prod(storage)
     if all(dims):
-        lo = offset + sum((d - 1) * s for d, s in zip(dims, strides) if s < 0)
-        hi = offset + sum((d - 1) * s for d, s in zip(dims, strides) if s > 0)
+        lo, hi = reach(offset, dims, strides)
         if lo < 0 or hi >= n_storage_elems:
             message = (f"aclCreateTensor: view dims {list(dims)} strides {list(strides)} "
                        f"offset {offset} reach element {hi if hi >= n_storage_elems else lo}, "

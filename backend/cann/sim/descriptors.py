@@ -33,6 +33,13 @@ class _cached:
         return value
 
 
+def reach(offset: int, dims, strides) -> tuple[int, int]:
+    """The first and last element (inclusive) a view of non-empty `dims` reaches from the
+    storage's start: negative strides reach below `offset`, positive ones above it."""
+    return (offset + sum((d - 1) * s for d, s in zip(dims, strides) if s < 0),
+            offset + sum((d - 1) * s for d, s in zip(dims, strides) if s > 0))
+
+
 @dataclass(eq=False)
 class TensorDesc:
     """An aclTensor: view dims / strides (elements, outermost first), storage offset,

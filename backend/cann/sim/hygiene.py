@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from .binding import ffi, lib
-from .descriptors import TensorDesc
+from .descriptors import TensorDesc, reach
 from .refusals import SimError
 from .state import STATE
 
@@ -36,10 +36,10 @@ def flag_from_env(name: str) -> bool:
 def span(t: TensorDesc) -> tuple[int, int]:
     """The bytes [lo, hi) a tensor's view reaches (hi == lo: empty)."""
     size = t.np_dtype.itemsize
-    lo = t.addr + t.offset * size
     if any(d == 0 for d in t.dims):
-        return lo, lo
-    return lo, lo + (1 + sum((d - 1) * abs(s) for d, s in zip(t.dims, t.strides))) * size
+        return t.addr + t.offset * size, t.addr + t.offset * size
+    lo, hi = reach(t.offset, t.dims, t.strides)
+    return t.addr + lo * size, t.addr + (hi + 1) * size
 
 
 def check_overlap(name: str, params, plan) -> None:

@@ -196,12 +196,21 @@ def test_an_integer_output_whose_reference_is_minus_one_is_written():
     assert unwritten_reason(g.out, left, ref) == ""
 
 
-def test_no_mode_costs_a_plain_run_anything(cpu):
-    """Off, the device neither fills nor reads back anything more."""
+def test_no_mode_costs_a_plain_run_anything(cpu, monkeypatch):
+    """Off, the device neither fills nor reads back anything more: no poison, and one read
+    of device memory per checked output (with --poison and --check-inputs, more)."""
+    from cannops.backend.ggml import device as ggml_device
     case = case_named(SCALE)
     g = case.build()
+    reads = []
+    raw = ggml_device._raw
+    monkeypatch.setattr(ggml_device, "_raw", lambda p: reads.append(p) or raw(p))
+    res = cpu.run(case, g, case.init_inputs(g, 0), [g.out.index], hygiene=ALL)
+    assert len(reads) > 1   # the modes read back the inputs and the output again
+    reads.clear()
+    monkeypatch.setattr(cpu, "_poison", lambda *a: pytest.fail("poisoned with no mode on"))
     res = cpu.run(case, g, case.init_inputs(g, 0), [g.out.index], hygiene=NONE)
-    assert res.problems == [] and res.unwritten == {}
+    assert res.problems == [] and res.unwritten == {} and len(reads) == 1
 
 
 # --- end to end, from the ops command ---
@@ -301,3 +310,17 @@ def test_the_layer_makes_no_aliasing_call_on_a_sample_of_the_catalog(tmp_path):
 def test_a_bad_switch_value_stops_acl_init():
     p = sim_process(SIM_SCRIPT, CANN_SIM_POISON="yes")
     assert "CANN_SIM_POISON='yes' is not 0 or 1" in p.stdout + p.stderr
+
+
+def test_the_overlap_check_reaches_below_the_offset_with_a_negative_stride():
+    """CANN_SIM_CHECK_INPUTS' byte span of a view: a reversed row of 4 f32 at offset 3 reads
+    elements 0..3, the same span aclCreateTensor checks against the storage."""
+    from types import SimpleNamespace
+    from cannops.backend.cann.sim.hygiene import span
+    f32 = np.dtype(np.float32)
+    view = SimpleNamespace(np_dtype=f32, addr=0x1000, offset=3, dims=(4,), strides=(-1,))
+    assert span(view) == (0x1000, 0x1010)
+    rows = SimpleNamespace(np_dtype=f32, addr=0x1000, offset=2, dims=(2, 3), strides=(4, 1))
+    assert span(rows) == (0x1008, 0x1008 + 7 * 4)
+    empty = SimpleNamespace(np_dtype=f32, addr=0x1000, offset=2, dims=(0, 3), strides=(4, 1))
+    assert span(empty) == (0x1008, 0x1008)

@@ -14,9 +14,10 @@ machine wall figures mean little, CPU figures hold up better). Printed:
 * with TBO=<a test-backend-ops binary> (environment or --tbo), issue 23's figures as ratios
   ops / test-backend-ops measured in the same run, in paired runs (--pairs, interleaved,
   the order alternating; medians), both tools on the same selections at -j 2:
-  `-o ABS` (start-up), the 404-case sample of 15 everyday ops, the 4,422-case selection,
-  and with --whole the whole catalog; then `perf` per case (us/run of both, how many agree
-  within 10 %, and how many of ops' figures say they are not to be trusted);
+  `-o ABS` (start-up), the 404-case sample of 15 everyday ops, the 4,422-case selection
+  (the whole catalog is issue 35's, below); then `perf` per case of --perf-ops (us/run of
+  both, how many agree within 10 %, and how many of ops' figures say they are not to be
+  trusted; MUL_MAT is issue 35's, below);
 * with TBO, issue 35's ratios (--issue35 alone): on its selection (every 9th case of the
   14 everyday ops) paired and interleaved runs of test-backend-ops, ops with an empty
   reference cache (cold) and ops again on that cache (warm): wall, CPU, the largest
@@ -89,7 +90,7 @@ def list_cases(ops: list[str]) -> list[str]:
     return f.stdout.split()
 
 
-def selections(whole: bool) -> list[tuple[str, str]]:
+def selections() -> list[tuple[str, str]]:
     """(label, -o argument) of issue 23's selections, from the catalog in use."""
     every = list_cases(EVERYDAY)
     fa = list_cases(["FLASH_ATTN_EXT"])
@@ -101,9 +102,7 @@ def selections(whole: bool) -> list[tuple[str, str]]:
     out = [("-o ABS (start-up)", "ABS"),
            (f"{len(sample)}-case sample", ",".join(sample)),
            (f"{len(every) + len(big)}-case selection", ",".join(EVERYDAY + big))]
-    if whole:
-        out.append(("whole catalog", ""))
-    return out
+    return out   # the whole catalog through both tools: issue35() (bench/catalog35.py)
 
 
 def n_cases(stdout: str) -> int:
@@ -138,8 +137,9 @@ def main() -> int:
                     help="paired runs per selection (issue 23's figures: 3); the medians are printed")
     ap.add_argument("--whole", action="store_true", default=bool(os.environ.get("WHOLE")),
                     help="also the whole catalog (long): against test-backend-ops, -j scaling")
-    ap.add_argument("--perf-ops", default="ADD,MUL_MAT,CPY,SOFT_MAX,RMS_NORM",
-                    help="ops of the perf comparison with test-backend-ops")
+    ap.add_argument("--perf-ops", default="ADD,CPY,SOFT_MAX,RMS_NORM",
+                    help="ops of the perf comparison with test-backend-ops (MUL_MAT's whole perf "
+                         "grid is issue 35's, --perf35-ops)")
     ap.add_argument("--perf-min-time", default="0.5", help="ops perf --min-time of that comparison")
     ap.add_argument("--perf-params", help="-p of that comparison (both tools)")
     ap.add_argument("--perf-runs", type=int, default=3, help="runs per tool of that comparison (medians)")
@@ -251,7 +251,7 @@ def compare(args) -> None:
           f"medians of {args.pairs} paired run(s); ratio < 1: ops is faster")
     print(f"{'selection':<26} {'cases':>11} {'ops wall/cpu/MiB':>20} {'tbo wall/cpu/MiB':>20} "
           f"{'ratio wall/cpu/MiB':>19}  load  others")
-    for label, sel in selections(args.whole):
+    for label, sel in selections():
         o = ["-o", sel] if sel else []
         ours, theirs = paired([*OPS, "test", "-b", "GGML-CPU", "-j", "2", *o],
                               [args.tbo, "test", "-b", "CPU", "-j", "2", *o], args.pairs)

@@ -37,16 +37,6 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
-def tree_rss(root: int) -> int:
-    """Bytes resident in `root` and all its descendants now."""
-    return tree_memory(root)[0]
-
-
-def tree_memory(root: int) -> tuple[int, int]:
-    """Bytes resident in `root` and all its descendants now, and the largest peak of one of
-    them so far (its VmHWM: exact, however short the peak was)."""
-    procs = tree_processes(root)
-    return sum(rss for rss, _ in procs.values()), max((hwm for _, hwm in procs.values()), default=0)
 
 
 def tree_processes(root: int) -> dict[int, tuple[int, int]]:

@@ -340,10 +340,11 @@ def _code_place(fn: Callable) -> Place:
     return code_place(fn)
 
 
-def _callable_part(name: str, fn: Callable | None, what: str = "") -> Part:
+def _callable_part(name: str, fn: Callable | None, what: str) -> Part:
+    """The part a registered callable is (`what`: what is missing without one)."""
     if fn is None:
         return Part(name, what, None)
-    return Part(name, what or getattr(fn, "__name__", repr(fn)), _code_place(fn))
+    return Part(name, f"{what}: {getattr(inspect.unwrap(fn), '__qualname__', '?')}", _code_place(fn))
 
 
 def op_parts(op: str, seen: _Seen, reg: Registries) -> OpParts:

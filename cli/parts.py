@@ -185,10 +185,10 @@ def _soc_notes() -> dict[str, tuple[tuple[str, Place], ...]]:
     for fam, table in soc.UNOFFERED.items():
         lines = literal_keys(soc.__file__, "UNOFFERED")
         for op in table:
-            notes.setdefault(op, []).append((f"{fam}: not offered ({table[op]})", place(soc.__file__, lines[op])))
+            notes.setdefault(op, []).append((f"{fam}: not offered ({table[op]})", place(soc.__file__, lines.get(op, 0))))
     lines = literal_keys(soc.__file__, "PAGES_WITHOUT_310P")
     for op, page in soc.PAGES_WITHOUT_310P.items():
-        notes.setdefault(op, []).append((f"310P: its page does not offer it ({page})", place(soc.__file__, lines[op])))
+        notes.setdefault(op, []).append((f"310P: its page does not offer it ({page})", place(soc.__file__, lines.get(op, 0))))
     try:
         from cannops.backend.cann.sim import aclnn
     except ImportError:
@@ -199,7 +199,7 @@ def _soc_notes() -> dict[str, tuple[tuple[str, Place], ...]]:
             for op, out in table.items():
                 if op != "*":
                     notes.setdefault(op, []).append((f"{fam}: no {', '.join(sorted(out))} (its page)",
-                                                     place(aclnn.__file__, lines[op])))
+                                                     place(aclnn.__file__, lines.get(op, 0))))
     for op, (support, line) in _page_records().items():
         notes.setdefault(op, []).append((f"its page: 310P {support}", place(TABLES, line)))
     return {op: tuple(n) for op, n in notes.items()}
@@ -212,7 +212,7 @@ def _page_records() -> dict[str, tuple[str, int]]:
     text = TABLES.read_text()
     records = json.loads(text)["operators"]
     lines = {m[1]: text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'^  "(\w+)": \{', text, re.M)}
-    return {op: (r.get("support", {}).get("310P", "not documented"), lines[op])
+    return {op: (r.get("support", {}).get("310P", "not documented"), lines.get(op, 0))
             for op, r in records.items() if op in lines}
 
 
@@ -223,7 +223,7 @@ def _evidence_entries() -> dict[tuple[str, str], tuple[tuple[str, Place], ...]]:
     def add(kind, table_name, label):
         lines = literal_keys(ev.__file__, table_name)
         for key in getattr(ev, table_name):
-            out.setdefault((kind, key), []).append((label(key), place(ev.__file__, lines[key])))
+            out.setdefault((kind, key), []).append((label(key), place(ev.__file__, lines.get(key, 0))))
     add("op", "CI_SUPPORTED", lambda op: f"910B: the Ascend CI's report passes {op}")
     add("op", "CI_PARTIAL_RAN", lambda op: f"910B: the Ascend CI's report passes the cases of {op} it runs")
     add("op", "CI_PARTIAL_NONE", lambda op: f"910B: the Ascend CI's report runs no case of {op}")
@@ -236,7 +236,7 @@ def _evidence_entries() -> dict[tuple[str, str], tuple[tuple[str, Place], ...]]:
 def _unmapped() -> dict[str, tuple[str, Place]]:
     from cannops.backend.cann import unmapped
     lines = literal_keys(unmapped.__file__, "UNMAPPED")
-    return {k: (why, place(unmapped.__file__, lines[k])) for k, why in unmapped.UNMAPPED.items()}
+    return {k: (why, place(unmapped.__file__, lines.get(k, 0))) for k, why in unmapped.UNMAPPED.items()}
 
 
 @functools.lru_cache(maxsize=None)
@@ -459,7 +459,7 @@ def _line(p: Part, indent: str) -> str:
         where, what = str(p.declared or "-"), f"none: {p.why_none}"
     else:
         where, what = "MISSING", p.what
-    return f"{indent}{p.name:<12} {where:<44} {what}"
+    return f"{indent}{p.name:<{16 - len(indent)}} {where:<44} {what}"
 
 
 def known_ops() -> list[str]:

@@ -267,33 +267,51 @@ class _Seen:
     versions: list[str] = field(default_factory=list)
     families: list[str] = field(default_factory=list)
     fused: bool = False
-    nodes: dict[str, Any] = field(default_factory=dict)   # op_key -> the first case with such a node
+    # op_key -> how to build again the first graph with such a node (for its constructor)
+    nodes: dict[str, Callable[[], Any]] = field(default_factory=dict)
 
 
 def gather(ops: Iterable[str] | None = None) -> dict[str, _Seen]:
     """op -> its cases' families, versions and op nodes, over every catalog version (test
     mode: its grids hold every node that perf and grad build too); `ops` None: every op."""
-    from cannops.cases.cache import case_names, case_refs
     from cannops.cases.versions import VERSIONS
-    wanted = None if ops is None else set(ops)
     seen: dict[str, _Seen] = {}
     for version in VERSIONS:
-        names = case_names("test", version)
-        refs = case_refs("test", [i for i, n in enumerate(names) if wanted is None or n.op in wanted], version)
-        for ref in refs:
-            case = ref.resolve()
-            s = seen.setdefault(case.op, _Seen())
+        for fam, params in _grid_points(version, ops):
+            op = fam.op_name(params)
+            s = seen.setdefault(op, _Seen())
             s.versions += [version] if version not in s.versions else []
-            s.families += [case.family.name] if case.family.name not in s.families else []
-            s.fused |= case.family.fused
-            for node in case.build().nodes():
+            s.families += [fam.name] if fam.name not in s.families else []
+            s.fused |= fam.fused
+            build = functools.partial(_graph, fam, params)
+            for node in build().nodes():
                 if not node.is_view() and not node.is_leaf():
-                    s.nodes.setdefault(node.op_key, case)
+                    s.nodes.setdefault(node.op_key, build)
     return seen
 
 
-def constructors(case) -> dict[str, tuple[str, Place]]:
-    """op_key -> (the function that made such a node while the case's graph was built, where
+def _grid_points(version: str, ops: Iterable[str] | None):
+    """(family, params) of each test-mode case of a catalog version: of `ops` only, found by
+    the names cache, or every one (without formatting 40,000 names)."""
+    from cannops.cases.catalog import families
+    from cannops.cases.cache import case_names, case_refs
+    if ops is None:
+        return ((fam, p) for fam in families(version) for p in fam.eval_grid())
+    wanted = set(ops)
+    refs = case_refs("test", [i for i, n in enumerate(case_names("test", version)) if n.op in wanted], version)
+    return ((case.family, case.params) for case in (ref.resolve() for ref in refs))
+
+
+def _graph(fam, params):
+    """The graph of a case (catalog.Case.build's, without the case's name)."""
+    from cannops.cases.graph import Graph
+    g = Graph(fam.version)
+    g.out = fam.build(g, **params)
+    return g
+
+
+def constructors(build: Callable[[], Any]) -> dict[str, tuple[str, Place]]:
+    """op_key -> (the function that made such a node while build() made a graph, where
     it is defined): the caller of new_op or view_of (an in-place node is a view of its
     destination), or the caller's caller where that one is named after the op (`rms_norm`
     calling a helper shared by the norms): the constructor that mirrors ggml's."""
@@ -314,7 +332,7 @@ def constructors(case) -> dict[str, tuple[str, Place]]:
                 made[arg.op_key] = (code.co_name, place(code.co_filename, code.co_firstlineno))
     sys.setprofile(profile)
     try:
-        case.build()
+        build()
     finally:
         sys.setprofile(None)
     return made
@@ -353,8 +371,8 @@ def op_parts(op: str, seen: _Seen, reg: Registries) -> OpParts:
         fam = reg.families.get(name)
         out.parts.append(Part("family", name, reg.family_places.get(name) if fam else None))
         out.parts.append(_callable_part("builder", fam and fam.build, f"{name}.build"))
-    for key, case in seen.nodes.items():
-        made = constructors(case).get(key)
+    for key, build in seen.nodes.items():
+        made = constructors(build).get(key)
         node = NodeParts(key, [Part("enum", key, reg.enum.get(key)),
                                Part("constructor", made[0] if made else "new_op's caller", made and made[1])])
         node.parts += node_parts(op, key, reg)

@@ -576,9 +576,9 @@ def repro(args, device, after, seed, tensor_names):
 @parts_option
 def list_(what, ops, params, sample, mode, parts):
     """List the ops (or their parts), the cases or the devices."""
-    if what == "ops" and parts is not None:
+    if parts is not None:
         from .parts import print_parts
-        print_parts(parts, click.echo)
+        print_parts(what, parts, click.echo)
     elif what == "ops":
         from cannops.cases.cache import op_names
         click.echo("\n".join(op_names()))

@@ -9,13 +9,13 @@ declarations of the rule's operators (native/aclnn/api/*.def), their simulator o
 (backend/cann/sim/), the SoC notes on them (soc.py, the simulator's SoC dtypes, their
 pages' records) and the evidence the CANN verdicts rest on (evidence.py). Every place is
 found from the registered thing itself (a callable's code, the statement that registered
-an entry, a C table entry), never from a list kept here. `check` says which op lacks a
-part without a declared reason (backend/cann/unmapped.py declares why an op has no rule).
+an entry, a C table entry), never from a list kept here. `problems` says which op lacks a
+part without a declared reason (backend/cann/unmapped.py declares why an op has no rule),
+`stale` which declared reason no longer holds.
 """
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import inspect
 import json
@@ -109,6 +109,7 @@ def _tree(path: str) -> ast.Module:
     return ast.parse(Path(path).read_text(), path)
 
 
+@functools.lru_cache(maxsize=None)
 def literal_keys(path: str, name: str | None = None, call: str | None = None) -> dict[str, int]:
     """String keys (of dicts, nested dicts included) and elements (of sets) -> line, in the
     literal assigned to `name`, or passed to `call` ("RULES.update"), in module `path`."""
@@ -125,27 +126,33 @@ def literal_keys(path: str, name: str | None = None, call: str | None = None) ->
 
 
 def _collect(value: ast.AST, found: dict[str, int]) -> None:
-    for node in ast.walk(value):
-        if isinstance(node, ast.Dict):
-            keys = [k for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-        elif isinstance(node, ast.Set):
-            keys = [k for k in node.elts if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-        else:
-            continue
-        for k in keys:
-            found.setdefault(k.value, k.lineno)
+    """The string keys of a dict literal (and of the dicts that are its values) or the
+    elements of a set literal (frozenset({...}) too), each at its line."""
+    if isinstance(value, ast.Call) and len(value.args) == 1:
+        value = value.args[0]
+    if isinstance(value, ast.Dict):
+        for k, v in zip(value.keys, value.values):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                found.setdefault(k.value, k.lineno)
+            if isinstance(v, ast.Dict):
+                _collect(v, found)
+    elif isinstance(value, ast.Set):
+        for e in value.elts:
+            if isinstance(e, ast.Constant) and isinstance(e.value, str):
+                found.setdefault(e.value, e.lineno)
 
 
 def _enum_places() -> dict[str, Place]:
     """op_key -> its line in cases/graph.py's OPS, UNARY_OPS or GLU_OPS (ggml's enums)."""
     from cannops.cases import graph
+    source = Path(graph.__file__).read_text()
     out = {}
     for node in _tree(graph.__file__).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             prefix = {"OPS": "", "UNARY_OPS": "UNARY:", "GLU_OPS": "GLU:"}.get(node.targets[0].id)
-            text = ast.get_source_segment(Path(graph.__file__).read_text(), node.value) if prefix is not None else None
-            for k, line in enumerate((text or "").splitlines()):
-                for word in re.findall(r"\b[A-Z][A-Z0-9_]*\b", line.split("#")[0]):
+            text = ast.get_source_segment(source, node.value) if prefix is not None else ""
+            for k, line in enumerate(text.splitlines()):
+                for word in re.findall(r"\b[A-Z][A-Z0-9_]*\b", line):
                     out.setdefault(prefix + word, place(graph.__file__, node.value.lineno + k))
     return out
 
@@ -182,24 +189,22 @@ def _soc_notes() -> dict[str, tuple[tuple[str, Place], ...]]:
     offer and pages without the 310P, the simulator's dtypes out per SoC, the page's record."""
     from cannops.backend.cann import soc
     notes: dict[str, list] = {}
+
+    def note(module, table: str, op: str, text: str) -> None:
+        notes.setdefault(op, []).append((text, place(module.__file__, literal_keys(module.__file__, table).get(op, 0))))
     for fam, table in soc.UNOFFERED.items():
-        lines = literal_keys(soc.__file__, "UNOFFERED")
-        for op in table:
-            notes.setdefault(op, []).append((f"{fam}: not offered ({table[op]})", place(soc.__file__, lines.get(op, 0))))
-    lines = literal_keys(soc.__file__, "PAGES_WITHOUT_310P")
+        for op, page in table.items():
+            note(soc, "UNOFFERED", op, f"{fam}: not offered ({page})")
     for op, page in soc.PAGES_WITHOUT_310P.items():
-        notes.setdefault(op, []).append((f"310P: its page does not offer it ({page})", place(soc.__file__, lines.get(op, 0))))
+        note(soc, "PAGES_WITHOUT_310P", op, f"310P: its page does not offer it ({page})")
     try:
         from cannops.backend.cann.sim import aclnn
-    except ImportError:
+    except ImportError:   # no native layer: the listing says so at the simulator part
         aclnn = None
-    if aclnn is not None:
-        lines = literal_keys(aclnn.__file__, "SOC_DTYPES_OUT")
-        for fam, table in aclnn.SOC_DTYPES_OUT.items():
-            for op, out in table.items():
-                if op != "*":
-                    notes.setdefault(op, []).append((f"{fam}: no {', '.join(sorted(out))} (its page)",
-                                                     place(aclnn.__file__, lines.get(op, 0))))
+    for fam, table in (aclnn.SOC_DTYPES_OUT.items() if aclnn else ()):
+        for op, out in table.items():
+            if op != "*":
+                note(aclnn, "SOC_DTYPES_OUT", op, f"{fam}: no {', '.join(sorted(out))} (its page)")
     for op, (support, line) in _page_records().items():
         notes.setdefault(op, []).append((f"its page: 310P {support}", place(TABLES, line)))
     return {op: tuple(n) for op, n in notes.items()}
@@ -392,7 +397,7 @@ def node_parts(op: str, key: str, reg: Registries) -> list[Part]:
         return parts + cann_parts(op, key, rule, reg)
     why, where = reg.unmapped.get(key, ("", None))
     # the other CANN parts follow from the rule: one reason (or one missing part) for all
-    return parts + [Part("rule", "no rule", None, why, where)] + [
+    return parts + [Part("rule", "a RULES entry, or its reason in backend/cann/unmapped.py", None, why, where)] + [
         Part(name, "no rule", None, "no rule") for name in CANN_PARTS[1:]]
 
 
@@ -403,8 +408,8 @@ def cann_parts(op: str, key: str, rule, reg: Registries) -> list[Part]:
     parts = [Part("rule", "runs " + ", ".join(f"aclnn{o}" for o in rule.aclnn), rule_place)]
     h = reg.handlers.get(key)
     from cannops.native.build_aclnn import SRC
-    parts.append(Part("handler", f"{h.fn} (table entry {h.source}:{h.line})", place(SRC / h.source, h.fn_line or h.line))
-                 if h else Part("handler", "OPS_FAMILY entry", None))
+    parts.append(Part("handler", f"{h.fn} (table entry {h.source}:{h.line})",
+                      place(SRC / h.source, h.fn_line or h.line)) if h else Part("handler", "OPS_FAMILY entry", None))
     for o in rule.aclnn:
         parts.append(Part("api", f"aclnn{o}", reg.api.get(o)))
     for o in rule.aclnn:
@@ -487,12 +492,16 @@ def known_ops() -> list[str]:
     return sorted({n.op for v in VERSIONS for n in case_names("test", v)})
 
 
-def print_parts(text: str, echo: Callable[[str], None]) -> None:
+def print_parts(what: str, text: str, echo: Callable[[str], None]) -> None:
     """`ops list ops --parts [OPS]`: each op's parts (OPS: a comma list; empty: every op),
     then a line per part missing without a declared reason."""
     from .engine import BadInput
+    if what != "ops":
+        raise BadInput(f"--parts lists the parts of ops (`ops list ops --parts OP`), not of {what}")
     known = known_ops()
     wanted = [w.strip() for w in text.split(",") if w.strip()] if text else None
+    if wanted == []:
+        raise BadInput(f"--parts {text[:80]!r} names no op")
     for w in wanted or ():
         if w not in known:
             raise BadInput(f"--parts: unknown op {w[:80]!r} (`ops list ops` lists them)")
@@ -500,5 +509,7 @@ def print_parts(text: str, echo: Callable[[str], None]) -> None:
     found = all_parts(reg, wanted)
     for o in found:
         echo("\n".join(lines(o)))
-    for line in problems(found) + (stale(found, reg) if wanted is None else []):
+    for line in problems(found):
         echo(f"missing: {line}")
+    for line in stale(found, reg) if wanted is None else ():
+        echo(f"stale: {line}")

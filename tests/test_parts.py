@@ -165,8 +165,12 @@ def test_the_command_prints_each_part_with_its_file_and_line(reg, solve_tri):
     assert "MISSING" not in p.stdout and "missing:" not in p.stdout
 
 
-def test_an_unknown_op_is_one_line_and_status_2():
-    p = subprocess.run([sys.executable, "-m", "cannops.cli.main", "list", "ops", "--parts", "SOLVE_TRI,NOPE"],
+@pytest.mark.parametrize("args, error", [
+    (("ops", "--parts", "SOLVE_TRI,NOPE"), "--parts: unknown op 'NOPE' (`ops list ops` lists them)"),
+    (("ops", "--parts", ","), "--parts ',' names no op"),
+    (("cases", "--parts", "SOLVE_TRI"), "--parts lists the parts of ops (`ops list ops --parts OP`), not of cases")])
+def test_bad_parts_input_is_one_line_and_status_2(args, error):
+    p = subprocess.run([sys.executable, "-m", "cannops.cli.main", "list", *args],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.strip().splitlines() == ["ops: error: --parts: unknown op 'NOPE' (`ops list ops` lists them)"]
+    assert p.stderr.strip().splitlines() == [f"ops: error: {error}"]

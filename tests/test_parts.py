@@ -130,17 +130,20 @@ def test_the_check_fails_when_one_part_of_one_op_is_removed(reg, solve_tri, part
     assert all(line.startswith("SOLVE_TRI:") for line in found)
 
 
-def test_a_node_made_without_a_constructor_has_none():
-    """A graph whose node no new_op / view_of made (its op set by hand) lacks its constructor."""
+def test_a_node_made_without_a_constructor_fails_the_check(reg, solve_tri):
+    """SOLVE_TRI's node made by hand (no new_op, no view_of): the check names its constructor."""
     from cannops.cases.graph import Graph, Tensor
 
-    class HandMade:
-        def build(self):
-            g = Graph()
-            t = Tensor(g, g.new_tensor("f32", [4]).type, [4])
-            t.op = "SOLVE_TRI"
-            return g
-    assert parts.constructors(HandMade().build) == {}
+    def by_hand():
+        g = Graph()
+        t = Tensor(g, g.new_tensor("f32", [4]).type, [4])
+        t.op = "SOLVE_TRI"
+        g.out = t
+        return g
+    assert parts.constructors(by_hand) == {}
+    planted = dataclasses.replace(solve_tri["SOLVE_TRI"], nodes={"SOLVE_TRI": by_hand})
+    assert parts.problems([parts.op_parts("SOLVE_TRI", planted, reg)]) == [
+        "SOLVE_TRI: node SOLVE_TRI: no constructor (new_op's caller)"]
 
 
 def test_a_declared_reason_stands_for_a_missing_rule_and_goes_stale_with_one(reg, solve_tri):

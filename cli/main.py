@@ -578,7 +578,7 @@ def list_(what, ops, params, sample, mode, parts):
     """List the ops (or their parts), the cases or the devices."""
     if parts is not None:
         from .parts import print_parts
-        print_parts(what, parts, click.echo)
+        return print_parts(what, parts, click.echo)
     elif what == "ops":
         from cannops.cases.cache import op_names
         click.echo("\n".join(op_names()))

@@ -95,7 +95,8 @@ def at_least_one(ctx, param, value):
 parts_option = click.option(
     "--parts", is_flag=False, flag_value="", default=None, metavar="[OPS]",
     help="With `ops`: where each part of these ops (a comma list; alone: every op) lives, by "
-         "file and line: family, builder, reference, replay, rule, C handler, ... (cli/parts.py).")
+         "file and line: family, builder, reference, replay, rule, C handler, ... (cli/parts.py); "
+         "exit status 1 where a part is missing.")
 
 sample_option = click.option(
     "--sample", type=int, metavar="N", callback=at_least_one,

@@ -492,9 +492,10 @@ def known_ops() -> list[str]:
     return sorted({n.op for v in VERSIONS for n in case_names("test", v)})
 
 
-def print_parts(what: str, text: str, echo: Callable[[str], None]) -> None:
+def print_parts(what: str, text: str, echo: Callable[[str], None]) -> int:
     """`ops list ops --parts [OPS]`: each op's parts (OPS: a comma list; empty: every op),
-    then a line per part missing without a declared reason."""
+    then a line per part missing without a declared reason (and, for every op, per reason
+    that no longer holds); the exit status: 1 where there is such a line, else 0."""
     from .engine import BadInput
     if what != "ops":
         raise BadInput(f"--parts lists the parts of ops (`ops list ops --parts OP`), not of {what}")
@@ -509,7 +510,9 @@ def print_parts(what: str, text: str, echo: Callable[[str], None]) -> None:
     found = all_parts(reg, wanted)
     for o in found:
         echo("\n".join(lines(o)))
-    for line in problems(found):
+    missing, loose = problems(found), stale(found, reg) if wanted is None else []
+    for line in missing:
         echo(f"missing: {line}")
-    for line in stale(found, reg) if wanted is None else ():
+    for line in loose:
         echo(f"stale: {line}")
+    return 1 if missing or loose else 0

@@ -177,3 +177,15 @@ def test_bad_parts_input_is_one_line_and_status_2(args, error):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip().splitlines() == [f"ops: error: {error}"]
+
+
+def test_the_listing_says_what_is_missing_and_exits_1(reg, monkeypatch):
+    monkeypatch.setattr(parts, "registries", lambda: dataclasses.replace(
+        reg, references=_without(reg.references, "SOLVE_TRI")))
+    printed = []
+    assert parts.print_parts("ops", "SOLVE_TRI", printed.append) == 1
+    text = "\n".join(printed)
+    assert "    reference    MISSING" in text
+    assert printed[-1] == "missing: SOLVE_TRI: node SOLVE_TRI: no reference (SOLVE_TRI)"
+    monkeypatch.setattr(parts, "registries", lambda: reg)
+    assert parts.print_parts("ops", "SOLVE_TRI", printed.append) == 0

@@ -419,7 +419,8 @@ def cann_parts(op: str, key: str, rule, reg: Registries) -> list[Part]:
     for o in rule.aclnn:
         notes = reg.soc.get(o, ())
         parts += [Part("soc", f"aclnn{o}: {text}", at) for text, at in notes] or [Part("soc", f"aclnn{o}", None)]
-    parts += [Part("soc", f"{fam}: {reason}", rule_place) for fam, checks in rule.soc.items() for _, reason in checks]
+    parts += [Part("soc", reason if fam in reason else f"{fam}: {reason}", rule_place)
+              for fam, checks in rule.soc.items() for _, reason in checks]
     entries = [e for k in [("op", op), ("node", key)] + [("operator", o) for o in rule.aclnn]
                for e in reg.evidence.get(k, ())]
     if rule.beyond:

@@ -38,6 +38,16 @@ def test_every_op_of_every_catalog_has_each_part_or_a_declared_reason(every_op, 
     assert parts.stale(every_op, reg) == []
 
 
+def test_the_test_grids_hold_every_op_node_of_perf_and_grad(every_op):
+    """gather() reads the test-mode grids only: those of perf and grad build no other node."""
+    from cannops.cases.catalog import all_cases
+    listed = {o.op: {n.op_key for n in o.nodes} for o in every_op}
+    beyond = {(c.op, n.op_key) for mode in ("perf", "grad") for v in VERSIONS for c in all_cases(mode, v)
+              for n in c.build().nodes()
+              if not n.is_view() and not n.is_leaf() and n.op_key not in listed.get(c.op, ())}
+    assert beyond == set()
+
+
 def test_ops_of_one_catalog_and_fused_ops_are_listed_with_their_nodes(every_op):
     by_op = {o.op: o for o in every_op}
     printed = {v: {n.op for n in case_names("test", v)} for v in VERSIONS}

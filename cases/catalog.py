@@ -300,11 +300,19 @@ def at_version(name: str, version: str) -> Family:
 # (defining module, registration count) of each family: the catalog's order, the same in
 # every process whichever family module was imported first (a test, a tool)
 _ORDER: dict[str, tuple[str, int]] = {}
+# family name -> (source file, line) of the statement of its module that registered it: the
+# register() call, or the module-level call of the helper that made it (`ops list ops --parts`)
+PLACES: dict[str, tuple[str, int]] = {}
 
 
 def register(family: Family) -> Family:
     assert family.name not in FAMILIES, f"duplicate family {family.name}"
-    _ORDER[family.name] = (sys._getframe(1).f_globals.get("__name__", ""), len(_ORDER))
+    caller = frame = sys._getframe(1)
+    module = caller.f_globals.get("__name__", "")
+    while frame.f_back is not None and frame.f_back.f_globals.get("__name__") == module:
+        frame = frame.f_back
+    PLACES[family.name] = (frame.f_code.co_filename, frame.f_lineno)
+    _ORDER[family.name] = (module, len(_ORDER))
     FAMILIES[family.name] = family
     return family
 

@@ -1,7 +1,7 @@
 """Every op the catalog builds has its NumPy reference and its ggml replay, so that a
 family added without one fails here at once instead of as `not supported` in a run
 (the CANN rules, handlers and simulator operators are checked against each other in
-test_cann_backend.py)."""
+test_cann_backend.py; every part of every op, with where it lives, in test_parts.py)."""
 import pytest
 
 from cannops.backend import reference

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from . import callsite
+
 # The blame names a call whose own error both exceeds the case's tolerance and is at
 # least this share of the case's error: an error that small cannot have made the FAIL,
 # however many calls it passed through (a softmax amplifies its logits' error by their
@@ -69,7 +71,8 @@ def call_text(c: dict) -> str:
         text += f" warning: {'; '.join(c['warnings'])}"
     if c.get("own_nmse") is not None:
         text += f" own NMSE {c['own_nmse']:.3g}"
-    return text
+    site = callsite.text(c)
+    return f"{text} {site}" if site else text
 
 
 def compact(calls: list[dict], blamed: int | None = None, limit: int = 40) -> list[str]:
@@ -102,9 +105,13 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
     def where(i: int) -> str:
         k = ops.index(i) + 1 if i in ops else None
         return f"call {k} of {n}" if k else f"call #{i + 1}"
+
+    def named(i: int, what: str) -> str:   # the call, what it did, where the client made it
+        site = callsite.text(calls[i])
+        return f"{calls[i]['call']} ({what})" + (f" {site}" if site else "")
     for i, c in enumerate(calls):
         if c.get("rc"):   # its message is the FAIL's reason already, and on its trace line
-            return i, f"{c['call']} ({where(i)}) returned {c['rc']}"
+            return i, f"{named(i, where(i))} returned {c['rc']}"
     judged = [i for i in ops if calls[i].get("own_nmse") is not None]
     if not judged:
         return None, ""
@@ -120,7 +127,7 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
             floor = calls[i].get("floor_nmse")
             if floor and own <= 2 * floor:
                 why += f": its output type's rounding, {floor:.3g}"
-            return i, f"{calls[i]['call']} ({where(i)}{before}) out of tolerance ({why})"
+            return i, f"{named(i, where(i) + before)} out of tolerance ({why})"
     worst = max(judged, key=lambda i: calls[i]["own_nmse"])
     return None, (f"no aclnn call out of tolerance on its own inputs (largest own NMSE "
                   f"{calls[worst]['own_nmse']:.3g}, {calls[worst]['call']}, {where(worst)}): the "

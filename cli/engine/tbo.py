@@ -710,7 +710,9 @@ def _traced(r: CaseResult, every: bool) -> CaseResult:
     if r.status != FAIL:
         if not every:
             r.trace = []
-    elif r.trace:
+    from cannops.backend import callsite
+    callsite.resolve(r.trace)   # the kept calls' sites: function, file, line
+    if r.status == FAIL and r.trace:
         from cannops.backend.trace import blame
         i, why = blame(r.trace, None, None)
         if i is not None:

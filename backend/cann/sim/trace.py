@@ -76,9 +76,33 @@ def start_stream(hello: dict) -> None:
     after: test-backend-ops prints a case's line once its calls are made, and `ops tbo`
     gives each case the records that came before its line. `hello` goes first: the
     simulator's settings, by which a reader knows its records will come."""
+    global SITES
     start()
     _REC.stream = True
+    # the toolkit's entry points keep each caller's stack from now on (callsite.py)
+    SITES = hasattr(lib, "cannsim_sites")
+    if SITES:
+        lib.cannsim_sites_on = 1
     _send(hello)
+
+
+SITES = False          # records carry their caller's `site` (a toolkit client's, streamed)
+SITE_FRAMES = 4        # frames outside the toolkit kept per record
+
+
+@functools.cache
+def _site_buffer():
+    return ffi.new("char[]", 4096)
+
+
+def _site(call: dict) -> None:
+    """The client's frames that made the call (the toolkit's forwarder took them): each as
+    [object path, hex offset in it], resolved when the record is shown (callsite.py)."""
+    if not SITES:
+        return
+    buf = _site_buffer()
+    if lib.cannsim_sites(buf, len(buf), SITE_FRAMES) > 0:
+        call["site"] = [line.split("\t") for line in ffi.string(buf).decode(errors="replace").splitlines()]
 
 
 @functools.cache
@@ -205,6 +229,7 @@ def operator_call(name: str, args) -> dict:
     while the descriptors they name are live)."""
     params = args[:-2]    # without workspaceSize and executor
     call = {"call": f"aclnn{name}", "args": _args(f"aclnn{name}GetWorkspaceSize", params)}
+    _site(call)
     cube = call["args"].get("cubeMathType")
     if isinstance(cube, int):
         call["cube"] = CUBE_MODES[cube] if 0 <= cube < len(CUBE_MODES) else str(cube)
@@ -239,8 +264,9 @@ def launched(plan, stream) -> None:
 
 def launch_failed(name: str, stream, code: int, message: str) -> None:
     """A launch refused (its executor already ran, a short workspace): its own record."""
-    _REC.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
-                       "error": message})
+    call = {"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code), "error": message}
+    _site(call)
+    _REC.calls.append(call)
     _done(len(_REC.calls) - 1)
 
 
@@ -249,6 +275,7 @@ def runtime_call(name: str, args, code: int, message: str = "") -> None:
     if name.startswith("aclnn") or _REC is None:
         return
     call = {"call": name, "args": _args(name, args), "rc": int(code)}
+    _site(call)
     if message:
         call["error"] = message
     elif _REC.repro:

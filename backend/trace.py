@@ -129,10 +129,9 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
                 why += f": its output type's rounding, {floor:.3g}"
             return i, f"{named(i, where(i) + before)} out of tolerance ({why})"
     worst = max(judged, key=lambda i: calls[i]["own_nmse"])
-    return None, (f"no aclnn call out of tolerance on its own inputs (largest own NMSE "
-                  f"{calls[worst]['own_nmse']:.3g}, {calls[worst]['call']}, {where(worst)}): the "
-                  f"fault is in what the calls are given (a view, a scalar, their order) or "
-                  f"builds up over them")
+    return None, (f"every call computed what it was asked (no aclnn call out of tolerance on its own "
+                  f"inputs; largest own NMSE {calls[worst]['own_nmse']:.3g}, {named(worst, where(worst))}): "
+                  f"the fault is in the calls' arguments or their order")
 
 
 # --- records framed in a toolkit client's stdout (CANN_SIM_TRACE=1) ----------------------

@@ -148,6 +148,9 @@ class Reader:
             self.simulator = rec
         elif "call" in rec:
             self.calls.append(rec)
+        elif "replay" in rec:   # CANN_SIM_BLAME: a call's own error, once it ran (tbo_replay.py)
+            from .tbo_replay import replayed_call
+            replayed_call(self.calls, rec)
 
     def feed(self, raw: str) -> None:
         line = ANSI.sub("", raw.rstrip("\r\n"))
@@ -625,7 +628,8 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
     def on_case(line: Line) -> None:
         if line.op != op or line.params in got or (line.params not in order and rx and not rx.search(line.params)):
             return
-        keep(_traced(line.result(device), spec.trace))
+        from .tbo_replay import replay
+        keep(replay(spec, procs, device, _traced(line.result(device), spec.trace)))
 
     unnamed = any(r.params.startswith("#") and r.status == FAIL for r in known.values())
     if unnamed and all(p in got for p in listed):

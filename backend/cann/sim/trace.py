@@ -68,16 +68,18 @@ def start(data: bool = False, repro: bool = False) -> None:
     RECORDED = REPRO_WORK if repro else STREAM_WORK
 
 
-def start_stream(hello: dict) -> None:
+def start_stream(hello: dict, data: bool = False) -> None:
     """CANN_SIM_TRACE=1 in a toolkit client: record every call until the process ends,
     each record written to stdout (framed: backend/trace.py) as soon as it is complete
     (launched, refused, or a runtime call), after the client's own buffered output. So it
     falls after the lines the client printed before the call and before those it prints
     after: test-backend-ops prints a case's line once its calls are made, and `ops tbo`
     gives each case the records that came before its line. `hello` goes first: the
-    simulator's settings, by which a reader knows its records will come."""
+    simulator's settings, by which a reader knows its records will come. With `data`
+    (CANN_SIM_BLAME=1) each operator call carries its index `i`, and once it has run, its
+    own error in float64 follows as a record of its own (`replay`: that index)."""
     global SITES
-    start()
+    start(data)
     _REC.stream = True
     # the toolkit's entry points keep each caller's stack from now on (callsite.py)
     SITES = hasattr(lib, "cannsim_sites")
@@ -230,6 +232,8 @@ def operator_call(name: str, args) -> dict:
     params = args[:-2]    # without workspaceSize and executor
     call = {"call": f"aclnn{name}", "args": _args(f"aclnn{name}GetWorkspaceSize", params)}
     _site(call)
+    if _REC.stream and _REC.data:
+        call["i"] = len(_REC.calls)
     cube = call["args"].get("cubeMathType")
     if isinstance(cube, int):
         call["cube"] = CUBE_MODES[cube] if 0 <= cube < len(CUBE_MODES) else str(cube)
@@ -334,5 +338,13 @@ def _nbytes(t) -> int:
 
 
 def ran(r: Ran | None, plan) -> None:
-    if r is not None:
-        r.outputs = [np.array(t.array()) for t in plan.outputs]
+    if r is None:
+        return
+    r.outputs = [np.array(t.array()) for t in plan.outputs]
+    if _REC.stream:   # evaluated now and let go: a process runs many calls
+        from .blame import evaluate_one
+        own = {"replay": plan.call}
+        evaluate_one(r, own)
+        del _REC.ran[plan.call]
+        _REC.kept -= sum(a.nbytes for a in r.inputs) + sum(a.nbytes for a in r.outputs)
+        _send(own)

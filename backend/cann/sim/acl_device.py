@@ -21,6 +21,9 @@ TRACE_SWITCH = "CANN_SIM_TRACE"
 # CANN_SIM_BLAME=1 (with CANN_SIM_TRACE=1): each operator call evaluated again in float64 on
 # its inputs as it runs, its own error framed after its record (one case's rerun: ops tbo)
 BLAME_SWITCH = "CANN_SIM_BLAME"
+# CANN_SIM_SITES=0: the records without their call sites (trace._site), to measure what
+# taking them costs
+SITES_SWITCH = "CANN_SIM_SITES"
 
 
 @entry
@@ -36,6 +39,7 @@ def aclInit(config_path):
         STATE.memory.fresh = POISON if poison else FRESH
         stream = flag_from_env(TRACE_SWITCH)
         data = flag_from_env(BLAME_SWITCH)
+        sites = flag_from_env(SITES_SWITCH, default="1")
         STATE.fault = faults.fault_from_env()
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
@@ -44,7 +48,7 @@ def aclInit(config_path):
         trace.start_stream({"simulator": "CANN-SIM", "soc": STATE.soc, "poison": poison,
                             "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed),
                             **({"blame": True} if data else {}), **({"fault": STATE.fault} if STATE.fault else {})},
-                           data)
+                           data, sites)
     return 0
 
 

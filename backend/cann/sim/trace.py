@@ -68,7 +68,7 @@ def start(data: bool = False, repro: bool = False) -> None:
     RECORDED = REPRO_WORK if repro else STREAM_WORK
 
 
-def start_stream(hello: dict, data: bool = False) -> None:
+def start_stream(hello: dict, data: bool = False, sites: bool = True) -> None:
     """CANN_SIM_TRACE=1 in a toolkit client: record every call until the process ends,
     each record written to stdout (framed: backend/trace.py) as soon as it is complete
     (launched, refused, or a runtime call), after the client's own buffered output. So it
@@ -82,7 +82,7 @@ def start_stream(hello: dict, data: bool = False) -> None:
     start(data)
     _REC.stream = True
     # the toolkit's entry points keep each caller's stack from now on (callsite.py)
-    SITES = hasattr(lib, "cannsim_sites")
+    SITES = sites and hasattr(lib, "cannsim_sites")
     if SITES:
         lib.cannsim_sites_on = 1
     _send(hello)

@@ -14,8 +14,10 @@ a node whose handler would call an operator the SoC does not offer (soc.UNOFFERE
 its page and kernel registration; `calls` says which operators a handler calls only for
 some nodes).
 
-Each answer carries its evidence level (evidence.py: a device run, a device path, a page,
-a build's claim), which `supports` returns and `explain` prints with its source.
+A refusal is data (refusal.py's Refusal: the check that failed, its SoC, argument or aclnn
+operator, and its reason), printed by its str(). Each answer carries its evidence level
+(evidence.py, which weighs a refusal's fields: a device run, a device path, a page, a
+build's claim), which `supports` returns and `explain` prints with its source.
 
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.

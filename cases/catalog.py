@@ -378,13 +378,10 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
     return case
 
 
-# the case model and its caches, not families
-_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames", "cache", "tables")
-
-
 def load_all() -> None:
-    """Import every family module of this package (each registers its families)."""
-    load_plugins(__package__, skip=_NOT_FAMILIES)
+    """Import every family module of this package: each calls `register(Family(...))` at
+    module level, which is how the loader tells it from the case model's modules."""
+    load_plugins(__package__, registers="register")
 
 
 def family(name: str, version: str | None = None) -> Family:

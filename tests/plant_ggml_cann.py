@@ -28,21 +28,24 @@ PLANTS = {
 
 
 def plant(src: pathlib.Path, dest: pathlib.Path) -> dict[str, int]:
-    """DEST made from SRC's ggml/ and tests/, the faults planted: fault -> its line."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    for part in ("ggml", "tests"):
-        shutil.copytree(src / part, dest / part, symlinks=True)
-    path = dest / FILE
-    lines = path.read_text().split("\n")
+    """DEST made from SRC's ggml/ and tests/, the faults planted: fault -> its line. The
+    copies keep their times, and the planted file is written only where it changed, so
+    that a build of DEST done before recompiles nothing."""
+    lines = (src / FILE).read_text().split("\n")
     where = {}
     for name, (old, new) in PLANTS.items():
         hits = [i for i, s in enumerate(lines) if s == old]
         if len(hits) != 1:
-            raise SystemExit(f"plant {name}: {len(hits)} lines of {FILE} match, not 1")
+            raise SystemExit(f"plant {name}: {len(hits)} lines of {src / FILE} match, not 1")
         lines[hits[0]] = new
         where[name] = hits[0] + 1
-    path.write_text("\n".join(lines))
+    planted = dest / FILE
+    for part in ("ggml", "tests"):
+        shutil.copytree(src / part, dest / part, symlinks=True, dirs_exist_ok=True,
+                        ignore=lambda d, names: [n for n in names if pathlib.Path(d, n) == src / FILE])
+    text = "\n".join(lines)
+    if not planted.exists() or planted.read_text() != text:
+        planted.write_text(text)
     return where
 
 

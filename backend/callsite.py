@@ -155,6 +155,10 @@ def shown(c: dict) -> list[tuple[str, str, int]]:
         return []
     for k, (fn, _, _) in enumerate(frames[:MAX_SHOWN]):
         if fn.startswith(HANDLER):
+            # addr2line names an inlined clone (aclnn_muls.constprop) by the function it is
+            # inlined into: the handler's frames that follow hold the line that called it
+            while k + 1 < len(frames) and frames[k + 1][0] == fn:
+                k += 1
             return frames[:k + 1]
     return frames[:1]
 

@@ -93,6 +93,11 @@ def test_a_trace_line_and_the_blame_name_the_site():
               "at": [["ggml_cann_softmax(ggml_backend_cann_context&, ggml_tensor*)", "/s/aclnn_ops.cpp", 1990]]}]
     assert call_text(calls[0]).endswith(
         "aclnnMuls(other=2) in aclnn_muls, aclnn_ops.cpp:1520 < ggml_cann_softmax, aclnn_ops.cpp:1955")
+    # an inlined helper that addr2line names by its caller: the caller's line too
+    twice = {"call": "aclnnMuls", "at": [["ggml_cann_softmax(a&)", "/s/aclnn_ops.cpp", 427],
+                                         ["ggml_cann_softmax(a&)", "/s/aclnn_ops.cpp", 1955],
+                                         ["ggml_backend_cann_graph_compute(b*)", "/s/ggml-cann.cpp", 1957]]}
+    assert callsite.text(twice) == "in ggml_cann_softmax, aclnn_ops.cpp:427 < ggml_cann_softmax, aclnn_ops.cpp:1955"
     i, why = blame(calls, None, None)
     assert i == 1 and why == "aclnnSoftmax (call 2 of 2) in ggml_cann_softmax, aclnn_ops.cpp:1990 returned 161002"
 

@@ -53,8 +53,9 @@ def arg_text(v) -> str:
     return str(v)
 
 
-def call_text(c: dict) -> str:
-    """One call on one line: aclnnMuls(self=FLOAT[2,3], other=0.5, out=FLOAT[2,3]) ws 0."""
+def call_text(c: dict, site: bool = True) -> str:
+    """One call on one line: aclnnMuls(self=FLOAT[2,3], other=0.5, out=FLOAT[2,3]) ws 0, then
+    where the client made it (`site`, where known)."""
     if "note" in c:
         return f"{c['call']} {c['note']}"
     args = c.get("args") or {}
@@ -71,8 +72,8 @@ def call_text(c: dict) -> str:
         text += f" warning: {'; '.join(c['warnings'])}"
     if c.get("own_nmse") is not None:
         text += f" own NMSE {c['own_nmse']:.3g}"
-    site = callsite.text(c)
-    return f"{text} {site}" if site else text
+    where = callsite.text(c) if site else ""
+    return f"{text} {where}" if where else text
 
 
 def compact(calls: list[dict], blamed: int | None = None, limit: int = 40) -> list[str]:

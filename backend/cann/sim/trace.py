@@ -61,11 +61,22 @@ class Recording:
     open: list[int] = field(default_factory=list)          # stream: prepared calls not launched yet
 
 
-def start(data: bool = False, repro: bool = False) -> None:
+def start(data: bool = False, repro: bool = False, sites: bool = True) -> None:
+    """A recording from now on; in a client of the simulated toolkit (ggml-cann, in its own
+    process or in ops' through the bridge), each record with its call site (`sites`)."""
     global ON, _REC, RECORDED
     STATE.tolerated, STATE.warnings = [], []
     _REC, ON = Recording(data, repro), True
     RECORDED = REPRO_WORK if repro else STREAM_WORK
+    _sites(sites)
+
+
+def _sites(on: bool) -> None:
+    """The toolkit's entry points keep each caller's stack while on (callsite.py)."""
+    global SITES
+    SITES = on and hasattr(lib, "cannsim_sites")
+    if hasattr(lib, "cannsim_sites"):
+        lib.cannsim_sites_on = int(SITES)
 
 
 def start_stream(hello: dict, data: bool = False, sites: bool = True) -> None:
@@ -78,13 +89,8 @@ def start_stream(hello: dict, data: bool = False, sites: bool = True) -> None:
     simulator's settings, by which a reader knows its records will come. With `data`
     (CANN_SIM_BLAME=1) each operator call carries its index `i`, and once it has run, its
     own error in float64 follows as a record of its own (`replay`: that index)."""
-    global SITES
-    start(data)
+    start(data, sites=sites)
     _REC.stream = True
-    # the toolkit's entry points keep each caller's stack from now on (callsite.py)
-    SITES = sites and hasattr(lib, "cannsim_sites")
-    if SITES:
-        lib.cannsim_sites_on = 1
     _send(hello)
 
 
@@ -142,6 +148,7 @@ def _done(i: int) -> None:
 def stop() -> Recording:
     global ON, _REC, RECORDED
     rec, _REC, ON, RECORDED = _REC or Recording(), None, False, STREAM_WORK
+    _sites(False)
     return rec
 
 

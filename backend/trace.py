@@ -137,6 +137,19 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
 
 # --- records framed in a toolkit client's stdout (CANN_SIM_TRACE=1) ----------------------
 
+OWN_KEYS = ("own_nmse", "floor_nmse", "exact_error")
+
+
+def replayed(calls: list[dict], rec: dict) -> None:
+    """A `replay` record (CANN_SIM_BLAME=1: a call's own error, framed once it ran): onto
+    the call among `calls` that carries its index `i`."""
+    k = rec.get("replay")
+    for c in reversed(calls):
+        if isinstance(k, int) and c.get("i") == k:
+            c.update({key: rec[key] for key in OWN_KEYS if isinstance(rec.get(key), (int, float, str))})
+            return
+
+
 # A frame: this, one JSON object (ASCII: json escapes every control byte), a newline. The
 # record separator byte never appears in what test-backend-ops prints, and a frame may
 # fall in the middle of a line (the checks a FAIL prints before its name): a reader takes

@@ -13,9 +13,9 @@ import textwrap
 
 import pytest
 
+from cannops.backend.trace import replayed
 from cannops.cli.engine.results import FAIL, CaseResult
-from cannops.cli.engine.tbo import TboSpec
-from cannops.cli.engine.tbo_replay import replayed_call, wanted
+from cannops.cli.engine.tbo_replay import wanted
 from tests.test_tbo_trace import OPS
 
 # SOFT_MAX: aclnnSoftmax on 64 floats, checked in double (NMSE, as test-backend-ops);
@@ -152,21 +152,20 @@ def test_a_bad_fault_name_is_refused(client, tmp_path):
 
 
 def test_only_a_fail_by_a_check_is_run_again():
-    spec = TboSpec(binary="x", devices=("CANN0",), ops=("SCALE",), simulated=True)
     check = CaseResult(device="CANN0", op="SCALE", params="n=1", status=FAIL, reason="[SCALE] ERR = 1 > 0",
                        metric="ERR", error=1.0, trace=[{"call": "aclnnMuls", "rc": 0}])
-    assert wanted(spec, check)
-    assert not wanted(TboSpec(binary="x", devices=("CANN0",), ops=("SCALE",)), check)   # not the simulator
-    died = CaseResult(device="CANN0", op="SCALE", params="n=1", status=FAIL, reason="aborted (killed by SIGABRT)")
+    assert wanted(True, check, False)
+    assert not wanted(False, check, False)   # not on the simulator
+    assert not wanted(True, check, True)     # a death
     refused = CaseResult(device="CANN0", op="SCALE", params="n=1", status=FAIL, reason="[SCALE] ERR = 1 > 0",
                          metric="ERR", trace=[{"call": "aclnnMuls", "rc": 161002}])
-    assert not wanted(spec, died) and not wanted(spec, refused)
+    assert not wanted(True, refused, False)
 
 
 def test_a_replay_record_goes_to_the_call_it_names():
     calls = [{"call": "aclnnMuls", "i": 3}, {"call": "aclrtMemcpyAsync"}, {"call": "aclnnSoftmax", "i": 5}]
-    replayed_call(calls, {"replay": 5, "own_nmse": 0.25, "floor_nmse": 1e-8, "junk": 1})
-    replayed_call(calls, {"replay": 9, "own_nmse": 1.0})
-    replayed_call(calls, {"replay": "3", "own_nmse": 1.0})
+    replayed(calls, {"replay": 5, "own_nmse": 0.25, "floor_nmse": 1e-8, "junk": 1})
+    replayed(calls, {"replay": 9, "own_nmse": 1.0})
+    replayed(calls, {"replay": "3", "own_nmse": 1.0})
     assert calls[2] == {"call": "aclnnSoftmax", "i": 5, "own_nmse": 0.25, "floor_nmse": 1e-8}
     assert "own_nmse" not in calls[0]

@@ -42,6 +42,7 @@ from typing import Callable
 from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 from .runner import STOP_SIGNALS, leave_hung_up_terminal
 from .selection import BadInput, parse_shard
+from . import tbo_replay
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # a case line: optional check fragments, the two-space indent, the name, the status
@@ -149,8 +150,8 @@ class Reader:
         elif "call" in rec:
             self.calls.append(rec)
         elif "replay" in rec:   # CANN_SIM_BLAME: a call's own error, once it ran (tbo_replay.py)
-            from .tbo_replay import replayed_call
-            replayed_call(self.calls, rec)
+            from cannops.backend.trace import replayed
+            replayed(self.calls, rec)
 
     def feed(self, raw: str) -> None:
         line = ANSI.sub("", raw.rstrip("\r\n"))
@@ -628,8 +629,10 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
     def on_case(line: Line) -> None:
         if line.op != op or line.params in got or (line.params not in order and rx and not rx.search(line.params)):
             return
-        from .tbo_replay import replay
-        keep(replay(spec, procs, device, _traced(line.result(device), spec.trace)))
+        r = _traced(line.result(device), spec.trace)
+        if tbo_replay.wanted(spec.simulated, r, is_death(r)):
+            r = tbo_replay.replay(r, lambda env: _rerun(spec, procs, device, r, env))
+        keep(r)
 
     unnamed = any(r.params.startswith("#") and r.status == FAIL for r in known.values())
     if unnamed and all(p in got for p in listed):
@@ -684,6 +687,17 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
             for r in _unprinted(device, op, listed, got, [], why):
                 keep(r)
             return out
+
+
+def _rerun(spec: TboSpec, procs: Processes, device: str, r: CaseResult, env: dict) -> tuple | None:
+    """One case run again alone, `env` added: (its Line or None, the exit status); None
+    where the run was interrupted."""
+    lines: list[Line] = []
+    reader = Reader(lambda line: lines.append(line) if line.op == r.op and line.params == r.params else None)
+    cmd = [spec.binary, "test", "-b", device, "-o", r.op, "-p", exact_params([r.params])] + \
+        _test_file_args(spec.test_file)
+    proc = procs.run(cmd, spec.timeout, reader, None, {**spec.environment(), **env})
+    return None if proc.interrupted else (lines[0] if lines else None, proc.rc)
 
 
 def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str) -> CaseResult:

@@ -8,7 +8,7 @@ import threading
 
 from .binding import ffi, lib
 
-from . import faults, trace
+from . import blame, faults, trace
 from .entries import entry
 from .hygiene import flag_from_env, switches_from_env
 from .memory import FRESH, POISON
@@ -45,6 +45,7 @@ def aclInit(config_path):
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
     if stream and "_cannsim" in sys.modules:   # a toolkit client; ops' own layer records per case
+        trace.EVALUATE = blame.evaluate_one
         trace.start_stream({"simulator": "CANN-SIM", "soc": STATE.soc, "poison": poison,
                             "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed),
                             **({"blame": True} if data else {}), **({"fault": STATE.fault} if STATE.fault else {})},

@@ -94,7 +94,10 @@ def start_stream(hello: dict, data: bool = False, sites: bool = True) -> None:
     _send(hello)
 
 
-SITES = False          # records carry their caller's `site` (a toolkit client's, streamed)
+SITES = False          # records carry their caller's `site` (in a toolkit client)
+# a streamed recording with data: how each call is evaluated once it ran (blame.evaluate_one,
+# set by acl_device: blame reads this module's records)
+EVALUATE = None
 SITE_FRAMES = 4        # frames outside the toolkit kept per record
 
 
@@ -348,10 +351,9 @@ def ran(r: Ran | None, plan) -> None:
     if r is None:
         return
     r.outputs = [np.array(t.array()) for t in plan.outputs]
-    if _REC.stream:   # evaluated now and let go: a process runs many calls
-        from .blame import evaluate_one
+    if _REC.stream and EVALUATE is not None:   # evaluated now and let go: a process runs many calls
         own = {"replay": plan.call}
-        evaluate_one(r, own)
+        EVALUATE(r, own)
         del _REC.ran[plan.call]
         _REC.kept -= sum(a.nbytes for a in r.inputs) + sum(a.nbytes for a in r.outputs)
         _send(own)

@@ -1,0 +1,239 @@
+"""The estimated device time of counted aclnn work on an Ascend SoC: a launch overhead plus a
+roofline (FLOPs over the unit's peak, bytes over the memory bandwidth) of published figures,
+each figure with its source (docs/perf-model.md). An estimate, never a measurement."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import soc as socs
+
+# Bumped whenever a figure or an equation changes, so that two estimates compare only
+# where they were made by the same model.
+MODEL_VERSION = "roofline-1"
+
+# Figure kinds: "vendor" (a datasheet or a vendor's own configuration), "measured" (a
+# published measurement on a device), "derived" (computed from figures of the other kinds,
+# the computation in the source), "assumed" (no published figure found: listed as such in
+# docs/perf-model.md, and the first thing to replace when one turns up).
+KINDS = ("vendor", "measured", "derived", "assumed")
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    kind: str
+    source: str
+
+
+# The sources, named once: the table below cites them by key.
+SOURCES = {
+    "hw-b234": "Huawei's own performance-model configuration HWConf (public GitHub file, "
+               "'vendor-published hardware specifications': per die cube FP16/INT8 and "
+               "vector FP16/INT8 TFLOPS, HBM bandwidth) for Ascend_910b2 / 910b3 / 910b4",
+    "hw-clock": "the same authors' earlier HWConf (Copyright 2025 Huawei): cube 16x16x16x2 "
+                "ops per cycle per AI core; vector 128 FP16 elements per cycle",
+    "duo": "Atlas 300I Duo (two Ascend 310P3 per card): 280 TOPS INT8, 96 GB LPDDR4X, "
+           "408 GB/s per card (avalanchenoticias.com.br report of the card's datasheet, "
+           "Gamers Nexus / ComputerBase)",
+    "limulidae": "limulidae (public GitHub README): measured matmul on a 910B, BF16 328 "
+                 "TFLOPS, FP32 87 TFLOPS",
+    "tbo-floor": "hipudding/llama.cpp#2 (ggml-cann's TODO list, 2024): test-backend-ops perf "
+                 "on CANN0, GELU and SILU f32 ne=[7,13,19,23] (310 kB) and [128,10,10,10] "
+                 "(1000 kB) both 11.08-11.09 us/run: one aclnn call per op, host-bound",
+    "ascend-rs": "ascend-rs.org appendix F: one kernel launch + aclrtSynchronizeStream, "
+                 "wall clock, median of 10: gelu/relu/sigmoid 256..16384 elements 19-31 us "
+                 "on a 910B3, 75-89 us on a 310P",
+    "pcie4": "PCIe 4.0 x16 (Atlas 800T A2 / Atlas 300I Duo host link): 31.5 GB/s per "
+             "direction theoretical",
+}
+
+
+def _f(value: float, kind: str, *keys: str, note: str = "") -> Figure:
+    text = "; ".join(SOURCES[k] for k in keys)
+    return Figure(value, kind, f"{note} [{text}]" if note else text)
+
+
+def _b_series(cube_fp16: float, cube_int8: float, vector_fp16: float,
+              hbm_gbs: float) -> dict[str, Figure]:
+    """The Atlas A2 (910B) figures of one variant from its cube and vector FP16 peaks and
+    its HBM bandwidth; the shared per-call figures are the same on every variant."""
+    return {
+        "cube_fp16_tflops": _f(cube_fp16, "vendor", "hw-b234"),
+        "cube_bf16_tflops": _f(cube_fp16, "vendor", "hw-b234",
+                               note="the A2 cube runs BF16 at its FP16 rate"),
+        "cube_int8_tops": _f(cube_int8, "vendor", "hw-b234"),
+        # FP32 on the cube: limulidae measured 87 FP32 against 328 BF16 TFLOPS (0.27)
+        "cube_fp32_tflops": _f(cube_fp16 / 4, "derived", "limulidae",
+                               note="FP16 peak / 4 (measured FP32/BF16 = 87/328)"),
+        "vector_fp16_tflops": _f(vector_fp16, "vendor", "hw-b234"),
+        "vector_bf16_tflops": _f(vector_fp16, "derived", "hw-b234",
+                                 note="as FP16: same element width"),
+        "vector_fp32_tflops": _f(vector_fp16 / 2, "derived", "hw-clock",
+                                 note="FP16 / 2: a vector repeat holds half as many f32"),
+        "memory_gbs": _f(hbm_gbs, "vendor", "hw-b234"),
+        "launch_us": _f(11.0, "measured", "tbo-floor",
+                        note="floor of single-call ops less their memory time"),
+        "sync_us": _f(10.0, "derived", "ascend-rs", "tbo-floor",
+                      note="910B3 launch+sync round trip (19-31 us, median ~21) less launch"),
+        "graph_kernel_us": _f(2.0, "assumed", "tbo-floor",
+                              note="per kernel on the device in an ACL graph replay: no "
+                                   "op-level figure published; the eager floor bounds it"),
+        "pcie_gbs": _f(31.5, "vendor", "pcie4"),
+        "copy_us": _f(10.0, "assumed", "ascend-rs",
+                      note="per host<->device copy: as a synchronised call"),
+    }
+
+
+def _p_series() -> dict[str, Figure]:
+    """The Atlas inference series (310P3) figures, per chip (an Atlas 300I Duo card holds
+    two)."""
+    int8 = 280.0 / 2
+    return {
+        "cube_fp16_tflops": _f(int8 / 2, "derived", "duo",
+                               note="140 TOPS INT8 per chip / 2 (INT8 = 2x FP16 on the cube)"),
+        "cube_bf16_tflops": _f(0.0, "vendor", "duo", note="no BF16 on the 310P"),
+        "cube_int8_tops": _f(int8, "derived", "duo", note="280 TOPS per card / 2 chips"),
+        "cube_fp32_tflops": _f(int8 / 8, "derived", "duo", "limulidae",
+                               note="FP16 peak / 4, as on the 910B"),
+        "vector_fp16_tflops": _f(int8 / 2 * 22 / 353.8, "derived", "duo", "hw-b234",
+                                 note="cube FP16 x the 910B2's vector/cube ratio 22/353.8"),
+        "vector_bf16_tflops": _f(0.0, "vendor", "duo", note="no BF16 on the 310P"),
+        "vector_fp32_tflops": _f(int8 / 4 * 22 / 353.8, "derived", "duo", "hw-b234",
+                                 note="vector FP16 / 2"),
+        "memory_gbs": _f(408.0 / 2, "derived", "duo", note="408 GB/s per card / 2 chips"),
+        "launch_us": _f(11.0 * 75 / 21, "derived", "ascend-rs", "tbo-floor",
+                        note="910B launch x the 310P/910B3 round-trip ratio 75/21"),
+        "sync_us": _f(10.0 * 75 / 21, "derived", "ascend-rs",
+                      note="910B sync x the 310P/910B3 round-trip ratio 75/21"),
+        "graph_kernel_us": _f(2.0, "assumed", "tbo-floor",
+                              note="as on the 910B: no figure published"),
+        "pcie_gbs": _f(31.5, "vendor", "pcie4"),
+        "copy_us": _f(10.0 * 75 / 21, "assumed", "ascend-rs",
+                      note="per host<->device copy: as a synchronised call"),
+    }
+
+
+# Per chip as aclrtGetSocName names it. The Ascend910B1 has no published figure apart from
+# the others' (docs/perf-model.md): it is left out rather than guessed.
+SOCS: dict[str, dict[str, Figure]] = {
+    "Ascend910B2": _b_series(353.8, 707.9, 22.0, 1600.0),
+    "Ascend910B3": _b_series(294.9, 589.8, 18.4, 1600.0),
+    "Ascend910B4": _b_series(245.7, 491.5, 15.4, 800.0),
+    "Ascend310P3": _p_series(),
+}
+
+# Efficiency factors: 1.0 until an op-level measurement separates them from the launch
+# overhead (docs/perf-model.md, "Calibration" says what the data allows).
+EFFICIENCY = {"cube": 1.0, "vector": 1.0, "memory": 1.0}
+
+_DTYPE_KEYS = {"float16": "fp16", "f16": "fp16", "bfloat16": "bf16", "bf16": "bf16",
+               "float32": "fp32", "f32": "fp32", "int8": "int8", "i8": "int8"}
+
+
+def resolve(soc: str) -> str:
+    """The chip whose figures an estimate uses: a chip name of SOCS, or a family ("910B",
+    "310P") for the chip CANN-SIM simulates; ValueError names an unknown one."""
+    if soc in SOCS:
+        return soc
+    chip = socs.SIMULATED.get(soc.upper()) if isinstance(soc, str) else None
+    if chip is None or chip not in SOCS:
+        raise ValueError(f"no figures for SoC {soc!r}: one of "
+                         f"{', '.join(list(socs.FAMILIES) + sorted(SOCS))}")
+    return chip
+
+
+def figures(soc: str) -> dict[str, Figure]:
+    return SOCS[resolve(soc)]
+
+
+def _peak_flops(table: Mapping[str, Figure], unit: str, dtype: str) -> float:
+    """FLOPs per second of `unit` for `dtype`; an integer dtype counts in OPS. A dtype
+    the unit has no figure for (or 0: not offered) falls back to its FP32 rate."""
+    key = _DTYPE_KEYS.get(str(dtype).lower(), "fp32")
+    if unit == "cube":
+        name = "cube_int8_tops" if key == "int8" else f"cube_{key}_tflops"
+    else:
+        name = f"vector_{'fp16' if key == 'int8' else key}_tflops"
+    fig = table.get(name)
+    if fig is None or fig.value <= 0:
+        fig = table[f"{unit}_fp32_tflops"]
+    return fig.value * 1e12
+
+
+def _roofline_us(table: Mapping[str, Figure], record: Mapping) -> tuple[float, float]:
+    """(compute µs, memory µs) of one call record."""
+    unit = "cube" if record.get("unit") == "cube" else "vector"
+    flops = max(0, int(record.get("flops", 0)))
+    moved = max(0, int(record.get("bytes_read", 0))) + max(0, int(record.get("bytes_written", 0)))
+    compute = flops / (_peak_flops(table, unit, record.get("dtype", "float32"))
+                       * EFFICIENCY[unit]) * 1e6
+    memory = moved / (table["memory_gbs"].value * 1e9 * EFFICIENCY["memory"]) * 1e6
+    return compute, memory
+
+
+def _bound(overhead: float, compute: float, memory: float) -> str:
+    """What dominates a call: the launch when it costs at least the device work."""
+    if overhead >= max(compute, memory):
+        return "launch"
+    return "compute" if compute > memory else "memory"
+
+
+def estimate_call(soc: str, record: Mapping, *, graph: bool = False) -> float:
+    """Estimated µs of one aclnn call: launch + max(compute, memory). In ACL graph replay
+    (`graph`) the host launch is replaced by the device's per-kernel dispatch."""
+    table = figures(soc)
+    overhead = table["graph_kernel_us" if graph else "launch_us"].value
+    compute, memory = _roofline_us(table, record)
+    return overhead + max(compute, memory)
+
+
+def _call_bound(table: Mapping[str, Figure], record: Mapping, graph: bool) -> str:
+    overhead = table["graph_kernel_us" if graph else "launch_us"].value
+    return _bound(overhead, *_roofline_us(table, record))
+
+
+def _pair(value) -> tuple[int, int]:
+    """A [count, bytes] pair of the cost dict (None or absent: nothing)."""
+    if not value:
+        return 0, 0
+    count, size = value
+    return max(0, int(count)), max(0, int(size))
+
+
+def _transfer_us(table: Mapping[str, Figure], cost: Mapping) -> dict[str, float]:
+    """µs of host<->device copies (latency + bytes over PCIe), device-to-device copies
+    (a launch + read and write at the memory bandwidth) and synchronisations."""
+    out = {}
+    for key in ("h2d", "d2h"):
+        count, size = _pair(cost.get(key))
+        out[key] = count * table["copy_us"].value + size / (table["pcie_gbs"].value * 1e9) * 1e6
+    count, size = _pair(cost.get("d2d"))
+    out["d2d"] = (count * table["launch_us"].value
+                  + 2 * size / (table["memory_gbs"].value * 1e9 * EFFICIENCY["memory"]) * 1e6)
+    out["sync"] = max(0, int(cost.get("syncs", 0) or 0)) * table["sync_us"].value
+    return out
+
+
+def _graph_replays(cost: Mapping) -> int:
+    graph = cost.get("graph") or {}
+    return max(0, int(graph.get("replays", 0) or 0))
+
+
+def estimate_case(soc: str, cost: Mapping) -> dict:
+    """The estimate of one case's counted work: per call µs and what bounds it, the host
+    copies and synchronisations, and the total `us`. In ACL graph mode (`graph.replays` >
+    0) each call is a kernel replayed from the graph: its launch is the device's dispatch,
+    and each replay costs one host launch."""
+    chip = resolve(soc)
+    table = SOCS[chip]
+    graph = _graph_replays(cost) > 0
+    records = list(cost.get("per_call") or ())
+    per_call = [estimate_call(chip, r, graph=graph) for r in records]
+    bound = [_call_bound(table, r, graph) for r in records]
+    extra = _transfer_us(table, cost)
+    if graph:
+        extra["graph_launch"] = _graph_replays(cost) * table["launch_us"].value
+    total = sum(per_call) + sum(extra.values())
+    return {"us": total, "soc": chip, "model": MODEL_VERSION, "estimate": True,
+            "per_call_us": per_call, "bound": bound, "other_us": extra}

@@ -1,0 +1,146 @@
+"""The estimated device time (backend/cann/perf_model.py): the roofline's equations checked
+against figures computed by hand, the figures' sources, and the error on the op-level
+measurements of real devices that docs/perf-model.md publishes."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from cannops.backend.cann import perf_model
+import perf_calibration
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "perf-model.md"
+
+# the published figures, written here by hand (docs/perf-model.md): 910B3 cube FP16
+# 294.9 TFLOPS, HBM 1.6 TB/s, 310P3 204 GB/s; the launch 11 us measured
+B3_CUBE_FP16 = 294.9e12
+B3_HBM = 1.6e12
+LAUNCH = 11.0
+
+
+def _call(unit="vector", dtype="float16", flops=0, read=0, written=0, op="aclnnX"):
+    return {"op": op, "unit": unit, "dtype": dtype, "flops": flops, "bytes_read": read,
+            "bytes_written": written, "workspace": 0}
+
+
+def test_a_big_matmul_costs_its_flops_over_the_cube_peak():
+    # MUL_MAT f16 m=n=k=4096: 2*4096^3 FLOPs, 3 * 4096^2 * 2 bytes moved
+    flops = 2 * 4096 ** 3
+    moved = 3 * 4096 * 4096 * 2
+    rec = _call("cube", "float16", flops, 2 * 4096 * 4096 * 2, 4096 * 4096 * 2, "aclnnMatmul")
+    want = LAUNCH + flops / B3_CUBE_FP16 * 1e6          # 11 + 466.1 us
+    assert moved / B3_HBM * 1e6 < 100                   # memory far below compute
+    assert perf_model.estimate_call("Ascend910B3", rec) == pytest.approx(want, rel=1e-9)
+    est = perf_model.estimate_case("Ascend910B3", {"per_call": [rec]})
+    assert est["bound"] == ["compute"] and est["us"] == pytest.approx(want, rel=1e-9)
+
+
+def test_a_copy_costs_its_bytes_over_the_bandwidth():
+    # 64 MiB read and written by one call: 134,217,728 bytes / 1.6 TB/s = 83.89 us
+    size = 64 * 2 ** 20
+    rec = _call("vector", "float32", 0, size, size, "aclnnInplaceCopy")
+    want = LAUNCH + 2 * size / B3_HBM * 1e6
+    assert perf_model.estimate_call("910B", rec) == pytest.approx(want, rel=1e-9)
+    assert perf_model.estimate_case("910B", {"per_call": [rec]})["bound"] == ["memory"]
+
+
+def test_the_bound_switches_where_device_work_passes_the_launch():
+    # the launch (11 us) buys 11e-6 * 1.6e12 = 17.6 MB of memory traffic on the 910B3
+    at = int(LAUNCH * 1e-6 * B3_HBM)
+    below = _call(read=at // 2 - 1000, written=at // 2 - 1000)
+    above = _call(read=at // 2 + 1000, written=at // 2 + 1000)
+    est = perf_model.estimate_case("Ascend910B3", {"per_call": [below, above]})
+    assert est["bound"] == ["launch", "memory"]
+    # the same bytes on the 910B4 (0.8 TB/s) are memory-bound already below
+    assert perf_model.estimate_case("Ascend910B4", {"per_call": [below]})["bound"] == ["memory"]
+
+
+def test_a_dtype_the_unit_lacks_runs_at_its_fp32_rate():
+    # the 310P has no BF16: a bf16 matmul is costed at its cube FP32 rate, 140/8 TFLOPS
+    rec = _call("cube", "bfloat16", 10 ** 12)
+    est = perf_model.estimate_call("310P", rec)
+    assert est - perf_model.figures("310P")["launch_us"].value == pytest.approx(1e12 / 17.5e12 * 1e6)
+
+
+def test_int8_on_the_cube_counts_at_its_int8_rate():
+    # 910B3: 589.8 TOPS INT8, twice its FP16 rate
+    rec = _call("cube", "int8", 2 * 10 ** 12)
+    est = perf_model.estimate_call("Ascend910B3", rec) - LAUNCH
+    assert est == pytest.approx(2e12 / 589.8e12 * 1e6)
+
+
+def test_a_case_adds_its_syncs_and_host_copies():
+    fig = perf_model.figures("Ascend910B3")
+    cost = {"per_call": [_call()], "syncs": 2, "h2d": [3, 63_000_000], "d2h": [1, 0]}
+    est = perf_model.estimate_case("Ascend910B3", cost)
+    want = (LAUNCH + 2 * fig["sync_us"].value + 4 * fig["copy_us"].value
+            + 63e6 / 31.5e9 * 1e6)                       # 2,000 us over PCIe 4.0 x16
+    assert est["us"] == pytest.approx(want)
+    assert est["soc"] == "Ascend910B3" and est["model"] == perf_model.MODEL_VERSION
+
+
+def test_graph_replay_replaces_each_launch_by_one_per_replay():
+    fig = perf_model.figures("910B")
+    calls = [_call() for _ in range(10)]
+    eager = perf_model.estimate_case("910B", {"per_call": calls})
+    graph = perf_model.estimate_case("910B", {"per_call": calls,
+                                              "graph": {"captured": 10, "replays": 1}})
+    assert eager["us"] == pytest.approx(10 * LAUNCH)
+    assert graph["us"] == pytest.approx(10 * fig["graph_kernel_us"].value + LAUNCH)
+    assert graph["us"] < eager["us"]
+
+
+def test_a_family_names_the_simulated_chip_and_an_unknown_soc_is_refused():
+    assert perf_model.resolve("910B") == "Ascend910B3"
+    assert perf_model.resolve("310p") == "Ascend310P3"
+    assert perf_model.resolve("Ascend910B4") == "Ascend910B4"
+    with pytest.raises(ValueError, match="Ascend910B2"):
+        perf_model.resolve("Ascend910A")
+
+
+def test_chip_variants_differ_where_their_published_figures_do():
+    b2, b3, b4 = (perf_model.figures(f"Ascend910B{i}") for i in (2, 3, 4))
+    assert b2["cube_fp16_tflops"].value > b3["cube_fp16_tflops"].value > b4["cube_fp16_tflops"].value
+    assert b4["memory_gbs"].value == b3["memory_gbs"].value / 2
+
+
+def test_every_figure_has_a_kind_and_a_source():
+    for chip, table in perf_model.SOCS.items():
+        for name, fig in table.items():
+            assert fig.kind in perf_model.KINDS, (chip, name)
+            assert len(fig.source) > 20, (chip, name)
+            assert fig.value >= 0, (chip, name)
+
+
+def test_every_source_is_cited_by_a_figure_and_the_page():
+    text = DOC.read_text()
+    cited = " ".join(f.source for t in perf_model.SOCS.values() for f in t.values())
+    for key, source in perf_model.SOURCES.items():
+        assert source in cited, key
+        assert f"`{key}`" in text, f"docs/perf-model.md does not list source {key}"
+
+
+def test_every_assumed_figure_is_listed_as_such_on_the_page():
+    text = DOC.read_text()
+    assumed = {name for t in perf_model.SOCS.values() for name, f in t.items()
+               if f.kind == "assumed"}
+    assert assumed
+    for name in assumed:
+        assert re.search(rf"`{name}`[^\n]*assumed", text), name
+
+
+def test_the_model_imports_nothing_of_the_simulator():
+    tree = ast.parse((ROOT / "backend" / "cann" / "perf_model.py").read_text())
+    names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [n for n in names if "sim" in n.split(".")], names
+
+
+def test_the_error_on_measured_ops_is_what_the_page_says():
+    median, low, high = perf_calibration.summary()
+    assert 0.8 <= median <= 1.25
+    text = DOC.read_text()
+    assert perf_calibration.markdown() in text
+    assert f"median {median:.2f}, lowest {low:.2f}, highest {high:.2f}" in text

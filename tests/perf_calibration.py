@@ -38,46 +38,75 @@ def _group_norm() -> dict:
                                  flops=8 * n)]}
 
 
-# (case, us/run measured, kB/run as printed, source, counted cost)
-MEASURED = [
-    ("GELU(type=f32,ne=[128,10,10,10])", 11.09, 1000, HIPUDDING_2, _unary("aclnnGelu", 128000)),
-    ("GELU(type=f32,ne=[7,13,19,23])", 11.08, 310, HIPUDDING_2, _unary("aclnnGelu", 39767)),
-    ("SILU(type=f32,ne=[128,10,10,10])", 11.09, 1000, HIPUDDING_2, _unary("aclnnSilu", 128000)),
-    ("SILU(type=f32,ne=[7,13,19,23])", 11.08, 310, HIPUDDING_2, _unary("aclnnSilu", 39767)),
-    ("ACC(type=f32,ne_a=[1024,577,1,1],ne_b=[1024,576,1,1])", 12.37, 6920, HIPUDDING_2, _acc()),
-    ("GROUP_NORM(type=f32,ne=[64,64,320,1],num_groups=32)", 24.46, 10240, HIPUDDING_2,
-     _group_norm()),
-]
-
 # the device of hipudding/llama.cpp#2 is "CANN0", a 910B whose variant the issue does not
 # name; ggml-cann was developed on Ascend910B3 then (llama.cpp#13042's log names one)
-SOC = "Ascend910B3"
+TBO_SOC = "Ascend910B3"
+TORCH_910B2 = "https://github.com/zzc0721/torch-performance-test-data/issues/109"
 
 
-def rows(soc: str = SOC) -> list[tuple[str, float, float, float, str]]:
-    """(case, measured us, estimated us, est/measured, bound of its dearest call)."""
+def _matmul(n: int, dtype: str, size: int) -> dict:
+    # torch.matmul of two n x n matrices (torch_npu, aclnnMatmul): 2n^3 FLOPs on the cube,
+    # both operands read and the product written once
+    return {"per_call": [{"op": "aclnnMatmul", "unit": "cube", "dtype": dtype,
+                          "flops": 2 * n ** 3, "bytes_read": 2 * n * n * size,
+                          "bytes_written": n * n * size, "workspace": 0}]}
+
+
+def _matmul_rows() -> list:
+    """torch_npu matmul TFLOPS on an Ascend910B2 (the issue's table), as us per call."""
+    tflops = {"float16": [98.08, 251.01, 314.52, 305.46, 274.76],
+              "float32": [46.30, 76.92, 84.53, 80.43, 79.69]}
     out = []
-    for case, measured, _kb, _src, cost in MEASURED:
-        est = perf_model.estimate_case(soc, cost)
-        worst = max(range(len(est["per_call_us"])), key=est["per_call_us"].__getitem__)
-        out.append((case, measured, est["us"], est["us"] / measured, est["bound"][worst]))
+    for dtype, values in tflops.items():
+        size = 2 if dtype == "float16" else 4
+        for n, t in zip((1024, 2048, 4096, 8192, 10240), values):
+            us = 2 * n ** 3 / (t * 1e12) * 1e6
+            out.append((f"torch.matmul {dtype} {n}x{n} @ {n}x{n}", round(us, 2), "Ascend910B2",
+                        TORCH_910B2, _matmul(n, dtype, size)))
     return out
 
 
-def summary(soc: str = SOC) -> tuple[float, float, float]:
-    """(median, min, max) of est/measured over MEASURED."""
-    ratios = [r[3] for r in rows(soc)]
+# (case, us per run measured, the chip whose figures estimate it, source, counted cost)
+MEASURED = [
+    ("GELU(type=f32,ne=[128,10,10,10])", 11.09, TBO_SOC, HIPUDDING_2, _unary("aclnnGelu", 128000)),
+    ("GELU(type=f32,ne=[7,13,19,23])", 11.08, TBO_SOC, HIPUDDING_2, _unary("aclnnGelu", 39767)),
+    ("SILU(type=f32,ne=[128,10,10,10])", 11.09, TBO_SOC, HIPUDDING_2, _unary("aclnnSilu", 128000)),
+    ("SILU(type=f32,ne=[7,13,19,23])", 11.08, TBO_SOC, HIPUDDING_2, _unary("aclnnSilu", 39767)),
+    ("ACC(type=f32,ne_a=[1024,577,1,1],ne_b=[1024,576,1,1])", 12.37, TBO_SOC, HIPUDDING_2, _acc()),
+    ("GROUP_NORM(type=f32,ne=[64,64,320,1],num_groups=32)", 24.46, TBO_SOC, HIPUDDING_2,
+     _group_norm()),
+] + _matmul_rows()
+
+# the rows the launch figure was read from: they agree by construction
+LAUNCH_ROWS = 4
+
+
+def rows() -> list[tuple[str, float, float, float, str, str]]:
+    """(case, measured us, estimated us, est/measured, bound of its dearest call, chip)."""
+    out = []
+    for case, measured, soc, _src, cost in MEASURED:
+        est = perf_model.estimate_case(soc, cost)
+        worst = max(range(len(est["per_call_us"])), key=est["per_call_us"].__getitem__)
+        out.append((case, measured, est["us"], est["us"] / measured, est["bound"][worst], soc))
+    return out
+
+
+def summary(independent: bool = False) -> tuple[float, float, float]:
+    """(median, min, max) of est/measured over MEASURED (`independent`: less the rows the
+    launch figure was read from)."""
+    ratios = [r[3] for r in rows()[LAUNCH_ROWS if independent else 0:]]
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
-def markdown(soc: str = SOC) -> str:
-    lines = ["| case | measured us/run | est. us | est./measured | bound |",
-             "| --- | ---: | ---: | ---: | --- |"]
-    for case, measured, est, ratio, bound in rows(soc):
-        lines.append(f"| `{case}` | {measured:.2f} | {est:.2f} | {ratio:.2f} | {bound} |")
+def markdown() -> str:
+    lines = ["| case | chip | measured us | est. us | est./measured | bound |",
+             "| --- | --- | ---: | ---: | ---: | --- |"]
+    for case, measured, est, ratio, bound, soc in rows():
+        lines.append(f"| `{case}` | {soc} | {measured:.2f} | {est:.2f} | {ratio:.2f} | {bound} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     print(markdown())
-    print("median %.2f, lowest %.2f, highest %.2f" % summary())
+    print("all: median %.2f, lowest %.2f, highest %.2f" % summary())
+    print("independent: median %.2f, lowest %.2f, highest %.2f" % summary(True))

@@ -10,7 +10,7 @@ from . import soc as socs
 
 # Bumped whenever a figure or an equation changes, so that two estimates compare only
 # where they were made by the same model.
-MODEL_VERSION = "roofline-1"
+MODEL_VERSION = "roofline-2"
 
 # Figure kinds: "vendor" (a datasheet or a vendor's own configuration), "measured" (a
 # published measurement on a device), "derived" (computed from figures of the other kinds,
@@ -123,9 +123,17 @@ SOCS: dict[str, dict[str, Figure]] = {
     "Ascend310P3": _p_series(),
 }
 
-# Efficiency factors: 1.0 until an op-level measurement separates them from the launch
-# overhead (docs/perf-model.md, "Calibration" says what the data allows).
-EFFICIENCY = {"cube": 1.0, "vector": 1.0, "memory": 1.0}
+# Efficiency factors, the fraction of a peak a kernel sustains, where a measurement
+# independent of the calibration rows (docs/perf-model.md) gives one: the cube's from
+# limulidae's BF16 matmul (328 TFLOPS; a 910B2, the only variant published above 328:
+# 328 / 353.8); none for the vector unit or the memory, whose op-level figures do not
+# separate a factor from the launch overhead.
+EFFICIENCY: dict[str, Figure] = {
+    "cube": _f(round(328 / 353.8, 3), "measured", "limulidae", "hw-b234",
+               note="328 measured / 353.8 peak (910B2)"),
+    "vector": _f(1.0, "assumed", "tbo-floor", note="no op-level figure separates it"),
+    "memory": _f(1.0, "assumed", "tbo-floor", note="no op-level figure separates it"),
+}
 
 _DTYPE_KEYS = {"float16": "fp16", "f16": "fp16", "bfloat16": "bf16", "bf16": "bf16",
                "float32": "fp32", "f32": "fp32", "int8": "int8", "i8": "int8"}
@@ -167,8 +175,8 @@ def _roofline_us(table: Mapping[str, Figure], record: Mapping) -> tuple[float, f
     flops = max(0, int(record.get("flops", 0)))
     moved = max(0, int(record.get("bytes_read", 0))) + max(0, int(record.get("bytes_written", 0)))
     compute = flops / (_peak_flops(table, unit, record.get("dtype", "float32"))
-                       * EFFICIENCY[unit]) * 1e6
-    memory = moved / (table["memory_gbs"].value * 1e9 * EFFICIENCY["memory"]) * 1e6
+                       * EFFICIENCY[unit].value) * 1e6
+    memory = moved / (table["memory_gbs"].value * 1e9 * EFFICIENCY["memory"].value) * 1e6
     return compute, memory
 
 
@@ -210,7 +218,7 @@ def _transfer_us(table: Mapping[str, Figure], cost: Mapping) -> dict[str, float]
         out[key] = count * table["copy_us"].value + size / (table["pcie_gbs"].value * 1e9) * 1e6
     count, size = _pair(cost.get("d2d"))
     out["d2d"] = (count * table["launch_us"].value
-                  + 2 * size / (table["memory_gbs"].value * 1e9 * EFFICIENCY["memory"]) * 1e6)
+                  + 2 * size / (table["memory_gbs"].value * 1e9 * EFFICIENCY["memory"].value) * 1e6)
     out["sync"] = max(0, int(cost.get("syncs", 0) or 0)) * table["sync_us"].value
     return out
 

@@ -89,6 +89,8 @@ class ModelCase:
     n_tokens: int
     count: int = 0
     roles: list[str] = field(default_factory=list)
+    # how often each batch size's forward pass runs it (its runs of `count`, per tokens)
+    by_tokens: dict[int, int] = field(default_factory=dict)
 
     def flops(self) -> int:
         """The floating-point work of all its runs in one forward pass (0: memory-bound)."""
@@ -115,6 +117,7 @@ class _Cases:
         case = case_from_name(Case(fam, params).name)
         mc = self.by_name.setdefault(case.name, ModelCase(case, n_tokens))
         mc.count += 1
+        mc.by_tokens[n_tokens] = mc.by_tokens.get(n_tokens, 0) + 1
         if role not in mc.roles:
             mc.roles.append(role)
 

@@ -245,3 +245,25 @@ def estimate_case(soc: str, cost: Mapping) -> dict:
     total = sum(per_call) + sum(extra.values())
     return {"us": total, "soc": chip, "model": MODEL_VERSION, "estimate": True,
             "per_call_us": per_call, "bound": bound, "other_us": extra}
+
+
+def _count(cost: Mapping, key: str) -> int:
+    """A case's host calls or device kernels (absent: one per call record)."""
+    value = cost.get(key)
+    return max(0, int(len(cost.get("per_call") or ()) if value is None else value))
+
+
+def estimate_forward(soc: str, runs) -> dict:
+    """The estimate of one forward pass of a model: `runs` is (op, count, cost) per case,
+    `count` how many times the pass runs that case; returns the total µs, and per op its
+    µs and host calls, and the pass's host calls and device kernels."""
+    by_op: dict[str, float] = {}
+    calls_by_op: dict[str, int] = {}
+    kernels = 0
+    for op, count, cost in runs:
+        by_op[op] = by_op.get(op, 0.0) + count * estimate_case(soc, cost)["us"]
+        calls_by_op[op] = calls_by_op.get(op, 0) + count * _count(cost, "calls")
+        kernels += count * _count(cost, "kernels")
+    return {"us": sum(by_op.values()), "by_op": by_op, "calls_by_op": calls_by_op,
+            "calls": sum(calls_by_op.values()), "kernels": kernels, "soc": resolve(soc),
+            "model": MODEL_VERSION}

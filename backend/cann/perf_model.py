@@ -10,7 +10,7 @@ from . import soc as socs
 
 # Bumped whenever a figure or an equation changes, so that two estimates compare only
 # where they were made by the same model.
-MODEL_VERSION = "roofline-2"
+MODEL_VERSION = "roofline-3"
 
 # Figure kinds: "vendor" (a datasheet or a vendor's own configuration), "measured" (a
 # published measurement on a device), "derived" (computed from figures of the other kinds,
@@ -44,6 +44,9 @@ SOURCES = {
     "ascend-rs": "ascend-rs.org appendix F: one kernel launch + aclrtSynchronizeStream, "
                  "wall clock, median of 10: gelu/relu/sigmoid 256..16384 elements 19-31 us "
                  "on a 910B3, 75-89 us on a 310P",
+    "swiglu": "FlagGems #6324: torch_npu npu_swiglu f16 kernel durations on the device "
+              "(mode=kernel) on an Ascend NPU of 1.6 TB/s HBM: the smallest inputs 2.5-4.2 us, "
+              "[10000,65536] (1.97 GB moved, past any cache) 1610.5 us",
     "pcie4": "PCIe 4.0 x16 (Atlas 800T A2 / Atlas 300I Duo host link): 31.5 GB/s per "
              "direction theoretical",
 }
@@ -76,9 +79,9 @@ def _b_series(cube_fp16: float, cube_int8: float, vector_fp16: float,
                         note="floor of single-call ops less their memory time"),
         "sync_us": _f(10.0, "derived", "ascend-rs", "tbo-floor",
                       note="910B3 launch+sync round trip (19-31 us, median ~21) less launch"),
-        "graph_kernel_us": _f(2.0, "assumed", "tbo-floor",
-                              note="per kernel on the device in an ACL graph replay: no "
-                                   "op-level figure published; the eager floor bounds it"),
+        "graph_kernel_us": _f(3.0, "measured", "swiglu",
+                              note="a kernel's least duration on the device (2.5-4.2 us), "
+                                   "its cost in an ACL graph replay"),
         "pcie_gbs": _f(31.5, "vendor", "pcie4"),
         "copy_us": _f(10.0, "assumed", "ascend-rs",
                       note="per host<->device copy: as a synchronised call"),
@@ -106,8 +109,8 @@ def _p_series() -> dict[str, Figure]:
                         note="910B launch x the 310P/910B3 round-trip ratio 75/21"),
         "sync_us": _f(10.0 * 75 / 21, "derived", "ascend-rs",
                       note="910B sync x the 310P/910B3 round-trip ratio 75/21"),
-        "graph_kernel_us": _f(2.0, "assumed", "tbo-floor",
-                              note="as on the 910B: no figure published"),
+        "graph_kernel_us": _f(3.0, "assumed", "swiglu",
+                              note="the 910B's: no 310P figure published"),
         "pcie_gbs": _f(31.5, "vendor", "pcie4"),
         "copy_us": _f(10.0 * 75 / 21, "assumed", "ascend-rs",
                       note="per host<->device copy: as a synchronised call"),
@@ -123,16 +126,17 @@ SOCS: dict[str, dict[str, Figure]] = {
     "Ascend310P3": _p_series(),
 }
 
-# Efficiency factors, the fraction of a peak a kernel sustains, where a measurement
-# independent of the calibration rows (docs/perf-model.md) gives one: the cube's from
-# limulidae's BF16 matmul (328 TFLOPS; a 910B2, the only variant published above 328:
-# 328 / 353.8); none for the vector unit or the memory, whose op-level figures do not
-# separate a factor from the launch overhead.
+# Efficiency factors, the fraction of a peak a kernel sustains, each from one measurement
+# (docs/perf-model.md marks it in the calibration table): the cube's from limulidae's BF16
+# matmul (328 TFLOPS; a 910B2, the only variant published above 328: 328 / 353.8), the
+# memory's from the largest npu_swiglu (1.97 GB in 1610.5 - 3 us: 1.223 TB/s of 1.6); none
+# for the vector unit, whose op-level figures do not separate a factor.
 EFFICIENCY: dict[str, Figure] = {
     "cube": _f(round(328 / 353.8, 3), "measured", "limulidae", "hw-b234",
                note="328 measured / 353.8 peak (910B2)"),
     "vector": _f(1.0, "assumed", "tbo-floor", note="no op-level figure separates it"),
-    "memory": _f(1.0, "assumed", "tbo-floor", note="no op-level figure separates it"),
+    "memory": _f(0.764, "measured", "swiglu", "hw-b234",
+                 note="1.223 TB/s sustained / 1.6 peak; the 310P's assumed alike"),
 }
 
 _DTYPE_KEYS = {"float16": "fp16", "f16": "fp16", "bfloat16": "bf16", "bf16": "bf16",

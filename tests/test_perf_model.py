@@ -160,3 +160,22 @@ def test_a_forward_pass_sums_its_cases_times_their_counts():
     assert est["us"] == pytest.approx(7 * call)
     assert est["by_op"] == pytest.approx({"ADD": 6 * call, "MUL": call})
     assert est["calls"] == 7 and est["calls_by_op"] == {"ADD": 6, "MUL": 1} and est["kernels"] == 7
+
+
+def test_without_per_call_records_each_op_is_one_roofline_of_its_summed_calls():
+    # ops test without --cost keeps by_op only: 3 aclnnAdd calls moving 16 MB in all cost
+    # 3 launches and one roofline of the sum, 16e6 / (1.6e12 * 0.764) = 13.09 us
+    cost = {"calls": 3, "by_op": {"aclnnAdd": {"calls": 3, "bytes_read": 10_000_000,
+                                               "bytes_written": 6_000_000, "flops": 0,
+                                               "unit": "vector"}}}
+    est = perf_model.estimate_case("Ascend910B3", cost)
+    assert est["basis"] == "by_op"
+    assert est["us"] == pytest.approx(3 * LAUNCH + 16e6 / (B3_HBM * MEM_EFF) * 1e6)
+
+
+def test_each_replay_runs_every_kernel_of_the_graph():
+    fig = perf_model.figures("910B")
+    calls = [_call() for _ in range(4)]
+    graph = perf_model.estimate_case("910B", {"per_call": calls,
+                                              "graph": {"captured": 4, "replays": 3}})
+    assert graph["us"] == pytest.approx(3 * (4 * fig["graph_kernel_us"].value + LAUNCH))

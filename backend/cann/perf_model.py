@@ -232,23 +232,45 @@ def _graph_replays(cost: Mapping) -> int:
     return max(0, int(graph.get("replays", 0) or 0))
 
 
+def _records(cost: Mapping) -> tuple[list[Mapping], list[int], str]:
+    """The call records a case's estimate is made of, how many calls each stands for, and
+    from what: `per_call` (one record per call), else `by_op` (one record per operator, its
+    calls summed; the dtype is not kept there, f16 assumed: the cube's and the vector's
+    usual rate), else nothing."""
+    calls = cost.get("per_call")
+    if calls:
+        return list(calls), [1] * len(calls), "per_call"
+    ops = cost.get("by_op") or {}
+    records = [{"op": op, "unit": v.get("unit", "vector"), "dtype": v.get("dtype", "float16"),
+                "flops": v.get("flops", 0), "bytes_read": v.get("bytes_read", 0),
+                "bytes_written": v.get("bytes_written", 0)} for op, v in ops.items()]
+    return records, [max(0, int(v.get("calls", 1))) for v in ops.values()], "by_op" if ops else ""
+
+
 def estimate_case(soc: str, cost: Mapping) -> dict:
     """The estimate of one case's counted work: per call µs and what bounds it, the host
     copies and synchronisations, and the total `us`. In ACL graph mode (`graph.replays` >
-    0) each call is a kernel replayed from the graph: its launch is the device's dispatch,
-    and each replay costs one host launch."""
+    0) the calls are the kernels of the captured graph, each replay runs them all at the
+    device's per-kernel dispatch and costs one host launch; the capture's own host calls
+    are not charged (once per graph, not per compute)."""
     chip = resolve(soc)
     table = SOCS[chip]
-    graph = _graph_replays(cost) > 0
-    records = list(cost.get("per_call") or ())
-    per_call = [estimate_call(chip, r, graph=graph) for r in records]
+    replays = _graph_replays(cost)
+    graph = replays > 0
+    records, counts, basis = _records(cost)
+    overhead = table["graph_kernel_us" if graph else "launch_us"].value
+    per_call = []
+    for rec, n in zip(records, counts):
+        # a by_op record stands for n calls: n launches around their summed device work
+        per_call.append(estimate_call(chip, rec, graph=graph) + (n - 1) * overhead)
     bound = [_call_bound(table, r, graph) for r in records]
     extra = _transfer_us(table, cost)
     if graph:
-        extra["graph_launch"] = _graph_replays(cost) * table["launch_us"].value
+        per_call = [replays * us for us in per_call]
+        extra["graph_launch"] = replays * table["launch_us"].value
     total = sum(per_call) + sum(extra.values())
     return {"us": total, "soc": chip, "model": MODEL_VERSION, "estimate": True,
-            "per_call_us": per_call, "bound": bound, "other_us": extra}
+            "per_call_us": per_call, "bound": bound, "other_us": extra, "basis": basis}
 
 
 def _count(cost: Mapping, key: str) -> int:

@@ -1,7 +1,7 @@
 """`ops support --from-gguf MODEL --run` on CANN-SIM: per op, the estimated device time of
 one forward pass at each batch size (1: decode, 512: prefill), its share, the host calls
-per token, and the estimated tokens per second, from each case's counted work
-(docs/perf-model.md). An estimate, labelled so, never a measurement."""
+per token, and the estimated tokens per second, eager and as one ACL graph, from each
+case's counted work (docs/perf-model.md). An estimate, labelled so, never a measurement."""
 from __future__ import annotations
 
 
@@ -41,6 +41,8 @@ def estimate_lines(results, model_cases, device: str) -> list[str]:
     if not batches or any(runs is None for runs in passes.values()):
         return []
     est = {t: perf_model.estimate_forward(_soc(device), runs) for t, runs in passes.items()}
+    graph = {t: perf_model.estimate_forward(_soc(device), runs, graph=True)["us"]
+             for t, runs in passes.items()}
     head = "".join(f"  {f'est. us @{t}':>12} {'share':>6} {'calls/tk':>8}" for t in batches)
     lines = ["", f"  est. device time of one forward pass on {est[batches[0]]['soc']} "
                  f"(an estimate from counted work, {perf_model.MODEL_VERSION}: docs/perf-model.md)",
@@ -50,7 +52,8 @@ def estimate_lines(results, model_cases, device: str) -> list[str]:
                           {t: est[t]["calls_by_op"].get(op, 0) for t in batches}))
     lines.append(_row("total", est, batches, {t: est[t]["us"] for t in batches},
                       {t: est[t]["calls"] for t in batches}))
-    rates = ", ".join(f"{t * 1e6 / est[t]['us']:,.1f} tokens/s at {t} token{'s' * (t > 1)} per pass"
-                      for t in batches if est[t]["us"] > 0)
+    rates = "; ".join(f"{t * 1e6 / est[t]['us']:,.1f} tokens/s at {t} token{'s' * (t > 1)} per pass "
+                      f"({t * 1e6 / graph[t]:,.1f} as one ACL graph)"
+                      for t in batches if est[t]["us"] > 0 and graph[t] > 0)
     lines.append(f"  => est. {rates} (an estimate, not a measurement)")
     return lines

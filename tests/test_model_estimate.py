@@ -40,7 +40,9 @@ def test_each_pass_costs_its_cases_launches(model_cases):
         us = runs * LAUNCH
         total = next(line for line in lines if line.strip().startswith("total"))
         assert f"{us:.1f}" in total
+        graph = runs * 3.0 + LAUNCH              # graph_kernel_us per kernel, one launch
         assert f"{t * 1e6 / us:,.1f} tokens/s at {t} token" in text
+        assert f"({t * 1e6 / graph:,.1f} as one ACL graph)" in text
     mul_mat = next(line for line in lines if line.strip().startswith("MUL_MAT "))
     n = sum(mc.by_tokens.get(1, 0) for mc in model_cases if mc.case.op == "MUL_MAT")
     assert mul_mat.split()[1] == f"{n * LAUNCH:.1f}" and mul_mat.split()[3] == f"{n:.2f}"

@@ -179,3 +179,13 @@ def test_each_replay_runs_every_kernel_of_the_graph():
     graph = perf_model.estimate_case("910B", {"per_call": calls,
                                               "graph": {"captured": 4, "replays": 3}})
     assert graph["us"] == pytest.approx(3 * (4 * fig["graph_kernel_us"].value + LAUNCH))
+
+
+def test_a_forward_pass_leaves_the_tests_copies_out_and_can_run_as_one_graph():
+    fig = perf_model.figures("910B")
+    cost = {"calls": 2, "kernels": 2, "per_call": [_call(), _call()], "syncs": 2,
+            "h2d": [5, 10 ** 6], "d2h": [5, 10 ** 6]}
+    eager = perf_model.estimate_forward("910B", [("ADD", 10, cost)])
+    graph = perf_model.estimate_forward("910B", [("ADD", 10, cost)], graph=True)
+    assert eager["us"] == pytest.approx(20 * LAUNCH)
+    assert graph["us"] == pytest.approx(20 * fig["graph_kernel_us"].value + LAUNCH)

@@ -247,6 +247,18 @@ def _records(cost: Mapping) -> tuple[list[Mapping], list[int], str]:
     return records, [max(0, int(v.get("calls", 1))) for v in ops.values()], "by_op" if ops else ""
 
 
+def _calls_us(chip: str, cost: Mapping, graph: bool) -> tuple[list[float], list[str], str]:
+    """µs of each call record (or per-operator record) of a case, launched on the host
+    (eager) or dispatched from a graph replay, with its bound and the records' basis."""
+    table = SOCS[chip]
+    records, counts, basis = _records(cost)
+    overhead = table["graph_kernel_us" if graph else "launch_us"].value
+    # a by_op record stands for n calls: n launches around their summed device work
+    per_call = [estimate_call(chip, rec, graph=graph) + (n - 1) * overhead
+                for rec, n in zip(records, counts)]
+    return per_call, [_call_bound(table, r, graph) for r in records], basis
+
+
 def estimate_case(soc: str, cost: Mapping) -> dict:
     """The estimate of one case's counted work: per call µs and what bounds it, the host
     copies and synchronisations, and the total `us`. In ACL graph mode (`graph.replays` >
@@ -256,16 +268,9 @@ def estimate_case(soc: str, cost: Mapping) -> dict:
     chip = resolve(soc)
     table = SOCS[chip]
     replays = _graph_replays(cost)
-    graph = replays > 0
-    records, counts, basis = _records(cost)
-    overhead = table["graph_kernel_us" if graph else "launch_us"].value
-    per_call = []
-    for rec, n in zip(records, counts):
-        # a by_op record stands for n calls: n launches around their summed device work
-        per_call.append(estimate_call(chip, rec, graph=graph) + (n - 1) * overhead)
-    bound = [_call_bound(table, r, graph) for r in records]
+    per_call, bound, basis = _calls_us(chip, cost, replays > 0)
     extra = _transfer_us(table, cost)
-    if graph:
+    if replays:
         per_call = [replays * us for us in per_call]
         extra["graph_launch"] = replays * table["launch_us"].value
     total = sum(per_call) + sum(extra.values())
@@ -279,17 +284,23 @@ def _count(cost: Mapping, key: str) -> int:
     return max(0, int(len(cost.get("per_call") or ()) if value is None else value))
 
 
-def estimate_forward(soc: str, runs) -> dict:
+def estimate_forward(soc: str, runs, *, graph: bool = False) -> dict:
     """The estimate of one forward pass of a model: `runs` is (op, count, cost) per case,
-    `count` how many times the pass runs that case; returns the total µs, and per op its
-    µs and host calls, and the pass's host calls and device kernels."""
+    `count` how many times the pass runs that case. Only the cases' calls count: a pass's
+    tensors stay on the device, so a case's copies and synchronisations (the test's
+    uploads and read-backs) are left out. Eager, each call is a host launch; with `graph`,
+    the pass is one ACL graph: its calls are kernels dispatched on the device, and the
+    pass costs one host launch. Returns the total µs, per op its µs and host calls, and
+    the pass's host calls and device kernels."""
+    chip = resolve(soc)
     by_op: dict[str, float] = {}
     calls_by_op: dict[str, int] = {}
     kernels = 0
     for op, count, cost in runs:
-        by_op[op] = by_op.get(op, 0.0) + count * estimate_case(soc, cost)["us"]
+        by_op[op] = by_op.get(op, 0.0) + count * sum(_calls_us(chip, cost, graph)[0])
         calls_by_op[op] = calls_by_op.get(op, 0) + count * _count(cost, "calls")
         kernels += count * _count(cost, "kernels")
-    return {"us": sum(by_op.values()), "by_op": by_op, "calls_by_op": calls_by_op,
-            "calls": sum(calls_by_op.values()), "kernels": kernels, "soc": resolve(soc),
-            "model": MODEL_VERSION}
+    launch = SOCS[chip]["launch_us"].value if graph else 0.0
+    return {"us": sum(by_op.values()) + launch, "by_op": by_op, "calls_by_op": calls_by_op,
+            "calls": sum(calls_by_op.values()), "kernels": kernels, "soc": chip,
+            "graph": graph, "model": MODEL_VERSION}

@@ -189,3 +189,9 @@ def test_a_forward_pass_leaves_the_tests_copies_out_and_can_run_as_one_graph():
     graph = perf_model.estimate_forward("910B", [("ADD", 10, cost)], graph=True)
     assert eager["us"] == pytest.approx(20 * LAUNCH)
     assert graph["us"] == pytest.approx(20 * fig["graph_kernel_us"].value + LAUNCH)
+
+
+def test_without_transfers_a_case_is_its_calls_alone():
+    cost = {"per_call": [_call()], "syncs": 2, "h2d": [5, 10 ** 6], "d2h": [5, 10 ** 6]}
+    assert perf_model.estimate_case("910B", cost, transfers=False)["us"] == pytest.approx(LAUNCH)
+    assert perf_model.estimate_case("910B", cost)["us"] > 10 * LAUNCH

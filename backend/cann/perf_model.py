@@ -259,17 +259,18 @@ def _calls_us(chip: str, cost: Mapping, graph: bool) -> tuple[list[float], list[
     return per_call, [_call_bound(table, r, graph) for r in records], basis
 
 
-def estimate_case(soc: str, cost: Mapping) -> dict:
+def estimate_case(soc: str, cost: Mapping, *, transfers: bool = True) -> dict:
     """The estimate of one case's counted work: per call µs and what bounds it, the host
-    copies and synchronisations, and the total `us`. In ACL graph mode (`graph.replays` >
-    0) the calls are the kernels of the captured graph, each replay runs them all at the
-    device's per-kernel dispatch and costs one host launch; the capture's own host calls
-    are not charged (once per graph, not per compute)."""
+    copies and synchronisations (without `transfers`: left out, as test-backend-ops' perf
+    mode times the compute alone, the inputs already uploaded), and the total `us`. In ACL
+    graph mode (`graph.replays` > 0) the calls are the kernels of the captured graph, each
+    replay runs them all at the device's per-kernel dispatch and costs one host launch;
+    the capture's own host calls are not charged (once per graph, not per compute)."""
     chip = resolve(soc)
     table = SOCS[chip]
     replays = _graph_replays(cost)
     per_call, bound, basis = _calls_us(chip, cost, replays > 0)
-    extra = _transfer_us(table, cost)
+    extra = _transfer_us(table, cost) if transfers else {}
     if replays:
         per_call = [replays * us for us in per_call]
         extra["graph_launch"] = replays * table["launch_us"].value

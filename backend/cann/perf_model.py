@@ -28,10 +28,11 @@ class Figure:
 
 # The sources, named once: the table below cites them by key.
 SOURCES = {
-    "hw-b234": "Huawei's own performance-model configuration HWConf (public GitHub file, "
-               "'vendor-published hardware specifications': per die cube FP16/INT8 and "
-               "vector FP16/INT8 TFLOPS, HBM bandwidth) for Ascend_910b2 / 910b3 / 910b4",
-    "hw-clock": "the same authors' earlier HWConf (Copyright 2025 Huawei): cube 16x16x16x2 "
+    "hw-b234": "a performance-model configuration HWConf (public GitHub file) whose "
+               "figures are 'vendor-published hardware specifications': per die cube "
+               "FP16/INT8 and vector FP16/INT8 TFLOPS, HBM bandwidth, for Ascend_910b2 / "
+               "910b3 / 910b4",
+    "hw-clock": "an earlier version of that HWConf (Copyright 2025 Huawei): cube 16x16x16x2 "
                 "ops per cycle per AI core; vector 128 FP16 elements per cycle",
     "duo": "Atlas 300I Duo (two Ascend 310P3 per card): 280 TOPS INT8, 96 GB LPDDR4X, "
            "408 GB/s per card (avalanchenoticias.com.br report of the card's datasheet, "

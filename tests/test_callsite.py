@@ -104,17 +104,23 @@ def test_a_trace_line_and_the_blame_name_the_site():
 
 # --- through the toolkit: a C client compiled with -g ---------------------------------------
 
-@pytest.fixture(scope="module")
-def debug_client(request, tmp_path_factory):
+def compile_client(request, tmp_path_factory, source: str, name: str) -> str:
+    """A C client of the simulated toolkit (conftest's, built once) compiled with -g -O2."""
     if not (shutil.which("cc") and shutil.which("addr2line")):
         pytest.skip("no cc / addr2line")
     toolkit = request.getfixturevalue("toolkit")
-    src = tmp_path_factory.mktemp("callsite-client") / "test-backend-ops.c"
-    src.write_text(CLIENT)
+    src = tmp_path_factory.mktemp(name) / "test-backend-ops.c"
+    src.write_text(source)
     exe, lib64 = src.with_suffix(""), toolkit / "lib64"
-    subprocess.run(["cc", "-g", "-O2", "-o", str(exe), str(src), "-I", str(toolkit / "include"), "-L", str(lib64),
-                    "-lascendcl", "-lnnopbase", "-lopapi", "-lm", f"-Wl,-rpath,{lib64}"], check=True)
+    subprocess.run(["cc", "-g", "-O2", "-Wall", "-o", str(exe), str(src), "-I", str(toolkit / "include"),
+                    "-L", str(lib64), "-lascendcl", "-lnnopbase", "-lopapi", "-lm", f"-Wl,-rpath,{lib64}"],
+                   check=True)
     return str(exe)
+
+
+@pytest.fixture(scope="module")
+def debug_client(request, tmp_path_factory):
+    return compile_client(request, tmp_path_factory, CLIENT, "callsite-client")
 
 
 def test_a_client_calls_records_carry_their_lines(debug_client, tmp_path):

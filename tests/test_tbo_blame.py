@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import textwrap
 
@@ -16,6 +15,7 @@ import pytest
 from cannops.backend.trace import replayed
 from cannops.cli.engine.results import FAIL, CaseResult
 from cannops.cli.engine.tbo_replay import wanted
+from tests.test_callsite import compile_client
 from tests.test_tbo_trace import OPS
 
 # SOFT_MAX: aclnnSoftmax on 64 floats, checked in double (NMSE, as test-backend-ops);
@@ -99,16 +99,7 @@ def _line(mark: str) -> int:
 
 @pytest.fixture(scope="module")
 def client(request, tmp_path_factory):
-    if not (shutil.which("cc") and shutil.which("addr2line")):
-        pytest.skip("no cc / addr2line")
-    toolkit = request.getfixturevalue("toolkit")
-    src = tmp_path_factory.mktemp("tbo-blame") / "test-backend-ops.c"
-    src.write_text(CLIENT)
-    exe, lib64 = src.with_suffix(""), toolkit / "lib64"
-    subprocess.run(["cc", "-g", "-O2", "-Wall", "-o", str(exe), str(src), "-I", str(toolkit / "include"),
-                    "-L", str(lib64), "-lascendcl", "-lnnopbase", "-lopapi", "-lm", f"-Wl,-rpath,{lib64}"],
-                   check=True)
-    return str(exe)
+    return compile_client(request, tmp_path_factory, CLIENT, "tbo-blame")
 
 
 def tbo(client, tmp_path, *args, fault=None):

@@ -188,14 +188,17 @@ upstream-check: setup
 # Call sites and the numeric blame on ggml-cann (docs/trace-and-blame.md): a copy of the
 # pinned release's ggml with faults planted (tests/plant_ggml_cann.py: a refused scalar, a
 # wrong one) built as the 910B variant under CALLSITE_OUT (a rerun recompiles nothing),
-# and the blames of its FAILs, and of a precision fault planted in the simulator, checked.
+# and the blames of its FAILs, and of a precision fault planted in the simulator, checked;
+# ops repro's calls too, through the bridge (on the planted prefix, then back on the wheel).
 CALLSITE_OUT ?= build/callsite-check
 callsite-check: cann-sim-toolkit
 	mkdir -p $(CALLSITE_OUT)
 	$(PY) tests/plant_ggml_cann.py "$$($(PY) -c 'from cannops.native.ggml_sources import llama_cpp; print(llama_cpp())')" \
 	    $(CALLSITE_OUT)/src > $(CALLSITE_OUT)/plants.json
 	$(MAKE) ggml-cann VARIANTS=910B GGML_SRC=$(CALLSITE_OUT)/src GGML_CANN_OUT=$(CALLSITE_OUT)/ggml-cann
-	CALLSITE_CHECK_BUILD=$(abspath $(CALLSITE_OUT)) $(PY) -m pytest -q -p no:cacheprovider tests/test_callsite_ggml.py
+	$(MAKE) native GGML_HOME=$(abspath $(CALLSITE_OUT))/ggml-cann/910B/prefix
+	CALLSITE_CHECK_BUILD=$(abspath $(CALLSITE_OUT)) CALLSITE_CHECK_REPRO=1 \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/test_callsite_ggml.py; status=$$?; $(MAKE) native; exit $$status
 
 # An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
 # variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its

@@ -74,3 +74,24 @@ def test_a_precision_fault_in_the_simulator_is_named_under_ggml_cann(planted, tm
     assert blame.startswith("aclnnSoftmax (call 3 of 3) in ") and f"aclnn_ops.cpp:{softmax}" in blame
     assert " out of tolerance (own NMSE " in blame
     assert [c["own_nmse"] < 1e-12 for c in failed[0]["trace"]] == [True, True, False]
+
+
+@pytest.mark.skipif(not os.environ.get("CALLSITE_CHECK_REPRO"), reason="the bridge is not on the planted build")
+def test_a_reproducers_calls_carry_their_lines(planted, tmp_path):
+    """ops repro -b GGML-CANN0 (the bridge built against the planted prefix): trace.json's
+    and the README's calls name the planted line."""
+    binary, plants, _ = planted
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CANN_SIM_")}
+    for line in (pathlib.Path(binary).parents[1] / "env.sh").read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            env[key] = value.strip("'")
+    case = "SCALE(type=f32,ne=[10,10,10,10],scale=2.000000,bias=0.000000,inplace=0)"
+    p = subprocess.run([*OPS, "repro", "-b", "GGML-CANN0", case, str(tmp_path / "r")], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    calls = json.loads((tmp_path / "r" / "trace.json").read_text())[-1]["calls"]
+    muls = next(c for c in calls if c["call"] == "aclnnMuls")
+    assert pathlib.Path(muls["at"][0][1]).name == "aclnn_ops.cpp" and muls["at"][0][2] == plants["scale-twice"]
+    assert f"other=4, out=FLOAT[10,10,10,10]) in ggml_cann_scale, aclnn_ops.cpp:{plants['scale-twice']}" in \
+        (tmp_path / "r" / "README.md").read_text()

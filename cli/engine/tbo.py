@@ -69,7 +69,7 @@ CANN_ERROR = re.compile(r"^(CANN error: .*|  current device: .*|CANN-SIM refused
 FRAME_GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?P<fn>[^\s(]+)")
 FRAME_GLIBC = re.compile(r"\((?P<fn>[A-Za-z_][^+)]*)\+0x[0-9a-f]+\)\[0x")
 NOT_BLAMED = ("ggml_print_backtrace", "ggml_abort", "ggml_log_internal", "__GI___wait4", "__GI_raise", "raise",
-              "abort", "__pthread_kill", "waitpid", "__libc_waitpid", "ggml_cann_error")
+              "abort", "__pthread_kill", "waitpid", "__libc_waitpid", "__GI___waitpid", "ggml_cann_error")
 
 CHUNK = 200        # cases named in one params regex when an op goes on (one argument: 128 KiB at most)
 INDEX_STRIDE = 1_000_000   # a case's index: its op's position * INDEX_STRIDE + its position in the op

@@ -14,7 +14,7 @@ import pytest
 
 from cannops.backend.trace import replayed
 from cannops.cli.engine.results import FAIL, CaseResult
-from cannops.cli.engine.tbo_replay import wanted
+from cannops.cli.engine.tbo_replay import MAX_PER_OP, Replayer, wanted
 from tests.test_callsite import compile_client
 from tests.test_tbo_trace import OPS
 
@@ -151,6 +151,21 @@ def test_only_a_fail_by_a_check_is_run_again():
     refused = CaseResult(device="CANN0", op="SCALE", params="n=1", status=FAIL, reason="[SCALE] ERR = 1 > 0",
                          metric="ERR", trace=[{"call": "aclnnMuls", "rc": 161002}])
     assert not wanted(True, refused, False)
+
+
+def test_an_op_replays_its_first_fails_only():
+    replayer, runs = Replayer(True), []
+
+    def rerun(env):
+        runs.append(env)
+        return None, 1
+    for k in range(MAX_PER_OP + 2):
+        r = CaseResult(device="CANN0", op="SCALE", params=f"n={k}", status=FAIL, reason="[SCALE] ERR = 1 > 0",
+                       metric="ERR", error=1.0, trace=[{"call": "aclnnMuls", "rc": 0}])
+        r = replayer(r, False, rerun)
+        assert r.blame.startswith("not replayed: " + ("its rerun alone printed no line" if k < MAX_PER_OP else
+                                                       f"{MAX_PER_OP} FAILs of SCALE were already"))
+    assert runs == [{"CANN_SIM_BLAME": "1"}] * MAX_PER_OP
 
 
 def test_a_replay_record_goes_to_the_call_it_names():

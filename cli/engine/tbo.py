@@ -630,10 +630,9 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
         if line.op != op or line.params in got or (line.params not in order and rx and not rx.search(line.params)):
             return
         r = _traced(line.result(device), spec.trace)
-        if tbo_replay.wanted(spec.simulated, r, is_death(r)):
-            r = tbo_replay.replay(r, lambda env: _rerun(spec, procs, device, r, env))
-        keep(r)
+        keep(replayer(r, is_death(r), lambda env: _rerun(spec, procs, device, r, env)))
 
+    replayer = tbo_replay.Replayer(spec.simulated)   # a FAIL's numeric blame
     unnamed = any(r.params.startswith("#") and r.status == FAIL for r in known.values())
     if unnamed and all(p in got for p in listed):
         return out   # an unnamed death ended it before: nothing after it can be reached

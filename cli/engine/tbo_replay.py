@@ -16,6 +16,24 @@ from cannops.backend import trace as calltrace
 from .results import FAIL, CaseResult
 
 BLAME_SWITCH = "CANN_SIM_BLAME"
+MAX_PER_OP = 20   # FAILs of one op replayed: past them, an op that fails wholesale costs no more
+
+
+class Replayer:
+    """One op's replays, counted: `replayer(r, died, rerun)` is `r`, replayed where `wanted`
+    and fewer than MAX_PER_OP were."""
+
+    def __init__(self, simulated: bool):
+        self.simulated, self.done = simulated, 0
+
+    def __call__(self, r: CaseResult, died: bool, rerun: Callable[[dict], tuple]) -> CaseResult:
+        if not wanted(self.simulated, r, died):
+            return r
+        if self.done >= MAX_PER_OP:
+            r.blame = f"not replayed: {MAX_PER_OP} FAILs of {r.op} were already"
+            return r
+        self.done += 1
+        return replay(r, rerun)
 
 
 def wanted(simulated: bool, r: CaseResult, died: bool) -> bool:

@@ -55,19 +55,19 @@ def support(device: Device, case: Case) -> CaseResult:
     return _result(device, case, status, reason=reason, evidence=evidence)
 
 
-def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str, str]]:
-    """(status, reason, evidence) of the device and of each rider (what decides another device's
+def probe(device: Device, case: Case, other_probers: tuple = ()) -> list[tuple[str, str, str]]:
+    """(status, reason, evidence) of the device and of each of other_probers (what decides another device's
     support without it: backend.base.open_prober) for the case, whose graph is built once;
     an error is that device's FAIL. `case`: a Case or a reference to one."""
     try:
         case = case.resolve()
         g = case.build()
     except StaleName as e:
-        return [(SKIPPED, f"not a case of the catalog ({e})", "")] * (1 + len(riders))
+        return [(SKIPPED, f"not a case of the catalog ({e})", "")] * (1 + len(other_probers))
     except Exception as e:
-        return [(FAIL, f"error: {type(e).__name__}: {e}", "")] * (1 + len(riders))
+        return [(FAIL, f"error: {type(e).__name__}: {e}", "")] * (1 + len(other_probers))
     out = []
-    for d in (device, *riders):
+    for d in (device, *other_probers):
         try:
             s = d.supports(case, g)
             out.append((OK if s else NOT_SUPPORTED, s.reason, s.evidence))

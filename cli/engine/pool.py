@@ -179,10 +179,10 @@ class _Queue:
 @dataclass
 class Reply:
     """What the pool hands back for a case: its result (seq: its place in the tasks given),
-    and in a probe, the riders' results decided on the same graph."""
+    and in a probe, the other devices' results decided on the same graph."""
     seq: int
     result: CaseResult
-    riders: list[CaseResult] = field(default_factory=list)
+    others: list[CaseResult] = field(default_factory=list)
 
 
 class WorkerPool:
@@ -192,13 +192,13 @@ class WorkerPool:
     Its workers get the run's spec whole, and do what it says with each case sent."""
 
     def __init__(self, target: Target | str, spec: RunSpec = RunSpec(), jobs: int | None = None,
-                 prober=None, riders: tuple = ()):
+                 prober=None, other_probers: tuple = ()):
         if isinstance(target, str):
             target = Target(target, (target,))
         self.spec = spec
         self.members = target.members
         self.prober = prober    # a probe: what decides support without the device, opened instead
-        self.riders = riders    # a probe: other devices' probers, asked on the same graphs
+        self.other_probers = other_probers   # a probe: other devices' probers, asked on the same graphs
         self.batched = spec.mode in BATCHED   # its workers answer per message
         self.device_name = target.label
         self.jobs = max(1, spec.jobs if jobs is None else jobs)
@@ -224,7 +224,7 @@ class WorkerPool:
         if ahead is not None:
             p, parent = ahead
             try:
-                parent.send((device, log_path, self.spec, self.env, self.prober, self.riders))
+                parent.send((device, log_path, self.spec, self.env, self.prober, self.other_probers))
                 return self._started(p, parent, None, log_path, device, slot)
             except OSError:   # it died waiting: a worker is forked as usual
                 p.kill()
@@ -237,13 +237,13 @@ class WorkerPool:
             try:
                 if Forked.count:
                     preload()
-                p = Forked(worker_main, (child, device, log_path, self.spec, self.prober, self.riders),
+                p = Forked(worker_main, (child, device, log_path, self.spec, self.prober, self.other_probers),
                             (child.fileno(),), self.env)
             finally:
                 signal.signal(signal.SIGINT, handler)
             return self._started(p, parent, child, log_path, device, slot)
         p = self.ctx.Process(target=worker_main, args=(child, device, log_path, self.spec, self.prober,
-                                                        self.riders), daemon=True)
+                                                        self.other_probers), daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
         if self.threads:
@@ -449,11 +449,11 @@ class WorkerPool:
 
     def _probed(self, w: _Worker, seq: int, case, answers: list) -> Reply:
         """A probed case's reply from a worker's (status, reason, evidence) answers: the
-        device's result, with the riders'."""
-        (status, reason, level), *rode = answers   # (reasons cleaned by the worker)
+        device's result, with the other devices'."""
+        (status, reason, level), *others = answers   # (reasons cleaned by the worker)
         result = self._label(w, CaseResult(self.device_name, case.op, case.vars, status, reason, evidence=level))
         return Reply(seq, result, [CaseResult(r.name, case.op, case.vars, st, why, evidence=lv)
-                                   for r, (st, why, lv) in zip(self.riders, rode)])
+                                   for r, (st, why, lv) in zip(self.other_probers, others)])
 
     def _top_up(self, w: _Worker, queue: "_Queue", depth: int) -> None:
         """Send w the next cases of the queue, up to `depth` held, once it holds half of that

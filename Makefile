@@ -196,7 +196,7 @@ ggml-cann-release-check: cann-sim-toolkit
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean
 
 # The Ascend CI's two shared reports replayed at their ggml (ggml-org/ggml trees unpacked
-# from the GGML_MIRROR git dir) and at 0.3.17, the CI's ops through `ops tbo -j 2` on the
+# from GGML_MIRROR=DIR, the git directory of a ggml-org/ggml clone) and at 0.3.17, the CI's ops through `ops tbo -j 2` on the
 # simulated 910B, and docs/ascend-ci-replay.md written from the runs (bench/ascend_ci_replay.py;
 # consoles and results in build/replay/; a finished run is kept). Each of the three runs:
 # 3 to 6 min on 2 loaded cores; a build: up to 3 min.

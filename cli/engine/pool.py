@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import forking
@@ -62,8 +62,8 @@ class WorkerStartError(Exception):
 
 @dataclass
 class _Worker:
-    process: mp.process.BaseProcess
-    conn: object
+    process: mp.process.BaseProcess | Forked
+    conn: Connection
     log_path: str
     device: str = ""                # the device this worker opened
     slot: int = 0                   # its place in the pool: a worker replacing it takes it
@@ -136,8 +136,10 @@ class _Queue:
         return sum(map(len, self.lanes.values())) + len(self.suspects)
 
     def _open(self, table: str | None, slot: int) -> bool:
+        if table is None:
+            return True
         owner = self.owner.get(table)
-        return table is None or owner is None or owner == slot or owner in self.dropped
+        return owner is None or owner == slot or owner in self.dropped
 
     def has_work_for(self, w: "_Worker") -> bool:
         return bool(self.suspects) or any(lane and self._open(t, w.slot) for t, lane in self.lanes.items())
@@ -150,7 +152,7 @@ class _Queue:
             if self.from_both_ends and w.slot % 2:
                 return [lane.pop() for _ in range(min(n, len(lane)))][::-1]
             return [lane.popleft() for _ in range(min(n, len(lane)))]
-        batch = []
+        batch: list[tuple[int, Case]] = []
         while len(batch) < n:
             heads = [(lane[0][0], t) for t, lane in self.lanes.items() if lane and self._open(t, w.slot)]
             if not heads:
@@ -306,6 +308,7 @@ class WorkerPool:
         if not self._slots:
             self.workers.append(self._spawn(0))
             self._slots = 1
+        assert self.info is not None   # set by the first worker's start (_started)
         return self.info
 
     def _grow(self) -> None:
@@ -377,6 +380,7 @@ class WorkerPool:
         return result
 
     def _crash_result(self, w: _Worker, why: str) -> Reply:
+        assert w.task is not None   # a crash is blamed on the case the worker runs
         seq, case = w.task
         tail = _tail(w.log_path)
         reason = why + (f"; last output:\n{tail}" if tail else "")
@@ -410,8 +414,8 @@ class WorkerPool:
                 continue   # every worker died idle and was replaced: send again
             now = time.monotonic()
             deadline = min([w.started + self._limit(w) for w in busy] + ([grow_at] if grow_at else []))
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                         timeout=max(0.0, deadline - now))
+            waited: list[Connection | int] = [*(w.conn for w in busy), *(w.process.sentinel for w in busy)]
+            ready = wait(waited, timeout=max(0.0, deadline - now))
             for w in busy:
                 if w.conn in ready:
                     # every message waiting is read before the next wait(): a probe answers

@@ -11,7 +11,7 @@ import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from cannops.cases.versions import current
@@ -58,7 +58,7 @@ def _raise_interrupt(signum, frame):
 
 
 def new_run(spec: RunSpec) -> Run:
-    standard = None
+    standard: str | None = None
     if spec.strict:   # the checker's module imports NumPy: only a strict run takes its standard
         from .strict import STANDARD as standard
     return Run(mode=spec.mode, seed=spec.seed, ops_filter=spec.ops_filter,
@@ -74,7 +74,7 @@ class _RunState:
     cases: list
     devices: list[Target]
     spec: RunSpec
-    printer: object
+    printer: Any   # printers.py's, or the pytest plugin's: each a device_start, case, ...
     run: Run
     resumed: Resumed
     journal: "Journal | None"
@@ -111,6 +111,7 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
     state = _RunState(cases, devices, spec, printer, run, resumed, journal)
     if spec.mode == "support":
         state.probers, state.other_probers = _probe_plan(devices)
+    raise_after: Interrupted | None
     try:
         printer.start(len(devices))
         for i, target in enumerate(devices):
@@ -140,7 +141,7 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
         turn_dir.cleanup()
         if scratch is not None:
             scratch.cleanup()
-        elif spec.ref_dir is not None and run.reference_cache["computed"]:
+        elif spec.ref_dir is not None and (run.reference_cache or {}).get("computed"):
             from . import refcache
             refcache.prune(spec.ref_dir)
         if journal and owned:
@@ -169,11 +170,12 @@ def _references(spec: RunSpec, n_devices: int):
     if spec.mode != "test":
         return spec, None
     from . import refcache
-    ref_dir, scratch = refcache.location(spec.ref_cache), None
+    cache, scratch = refcache.location(spec.ref_cache), None
+    ref_dir = None if cache is None else str(cache)
     if ref_dir is None and n_devices > 1:
         scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
         ref_dir = scratch.name
-    return replace(spec, ref_dir=None if ref_dir is None else str(ref_dir)), scratch
+    return replace(spec, ref_dir=ref_dir), scratch
 
 
 def _run_target(i: int, target: Target, state: _RunState) -> list | None:
@@ -240,7 +242,7 @@ def _run_device(pool: WorkerPool, state: _RunState, resumed_here: dict | None = 
     print results in case order; keep out-of-order ones on interrupt. The results the
     pool's workers decide for other devices go to state.decided_with_lead."""
     cases, printer, run, journal = state.cases, state.printer, state.run, state.journal
-    pending: dict[int, object] = {}
+    pending: dict[int, CaseResult] = {}
     done = []
     next_seq = 0
     resumed_here = resumed_here or {}

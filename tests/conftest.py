@@ -42,6 +42,15 @@ def reference_dir():
 
 
 @pytest.fixture(scope="module")
+def ggml_cpu():
+    """GGML-CPU, shared by a test module (skipped where the ggml bridge is not built)."""
+    ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
+    dev = ggml.open_device("GGML-CPU")
+    yield dev
+    dev.close()
+
+
+@pytest.fixture(scope="module")
 def dev():
     """The first CANN device (CANN-SIM where no NPU is present), shared by a test module."""
     cann = pytest.importorskip("cannops.backend.cann")

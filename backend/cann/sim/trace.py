@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +27,6 @@ from cannops.backend.trace import frame
 
 from . import dtypes
 from .state import STATE
-
-if TYPE_CHECKING:   # aclnn.py imports this module
-    from .aclnn import Plan
 
 ON = False             # a recording is on (the entry points test this and nothing else)
 _REC: "Recording | None" = None
@@ -47,7 +44,7 @@ CUBE_MODES = ("KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32",
 @dataclass(eq=False)
 class Ran:
     """One operator's launch as it ran: its plan, its inputs before, its outputs after."""
-    plan: Plan
+    plan: Any   # its aclnn.Plan (aclnn.py imports this module: none back, even for types)
     inputs: list[np.ndarray]
     outputs: list[np.ndarray] = field(default_factory=list)
 

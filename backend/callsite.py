@@ -50,8 +50,9 @@ def resolve(calls: list[dict]) -> None:
     """Adds `at` to each record that has a `site` and none yet (the record keeps `site`
     where nothing in it resolved: no debug information, the object gone, no addr2line)."""
     wanted: dict[tuple, set[int]] = {}
+    known: dict[str, tuple | None] = {}   # each object stat'ed once per batch
     for c in calls:
-        for key in _keys(c):
+        for key in _keys(c, known):
             if key is not None and key not in _cache:
                 wanted.setdefault(key[:3], set()).add(key[3])
     for ident, offsets in wanted.items():
@@ -60,7 +61,7 @@ def resolve(calls: list[dict]) -> None:
         if "at" in c or not c.get("site"):
             continue
         at: list = []
-        for key in _keys(c):   # the frames that resolve from the innermost on: past a frame
+        for key in _keys(c, known):   # the frames that resolve from the innermost on: past a frame
             frames = _cache.get(key) if key is not None else None   # without debug information
             if not frames:                                          # (the client's own code),
                 break                                               # a libc frame misleads
@@ -70,16 +71,19 @@ def resolve(calls: list[dict]) -> None:
             del c["site"]
 
 
-def _keys(c: dict) -> list:
+def _keys(c: dict, known: dict) -> list:
+    """The cache keys of a record's frames (None: a frame that cannot be resolved)."""
     site = c.get("site")
     if "at" in c or not isinstance(site, list):
         return []
-    out = []
+    out: list = []
     for frame in site[:MAX_FRAMES]:
-        if not (isinstance(frame, list) and len(frame) == 2):
+        if not (isinstance(frame, list) and len(frame) == 2 and isinstance(frame[0], str)):
             out.append(None)
             continue
-        ident, off = _identity(frame[0]), _offset(frame[1])
+        if frame[0] not in known:
+            known[frame[0]] = _identity(frame[0])
+        ident, off = known[frame[0]], _offset(frame[1])
         out.append(ident + (off,) if ident and off else None)
     return out
 

@@ -1,20 +1,27 @@
 """Where a client of the simulated toolkit made each recorded call: a record's `site` (the
 return addresses outside the toolkit, each as its object's path and the offset in it, taken
 by the toolkit's C entry points: native/cann_sim_toolkit.py) resolved against the object's
-debug information by binutils' addr2line into `at`, the function, source file and line of
-each frame (inlined ones expanded), innermost first; and their short form on a trace line
-or a blame (`in ggml_cann_rope, aclnn_ops.cpp:3120`).
+debug information by llvm-symbolizer or binutils' addr2line into `at`, the function, source
+file and line of each frame (inlined ones expanded), innermost first; and their short form
+on a trace line or a blame (`in ggml_cann_rope, aclnn_ops.cpp:3120`).
 
 Resolved lazily: only the records a result keeps (a FAIL's, or every case's under --trace),
-one addr2line per object and batch, each address once per process (cached by the object's
-path, size and mtime: a rebuilt object is read again)."""
+one resolver run per object and batch, each address once per process (cached by the object's
+path, size and mtime: a rebuilt object is read again). llvm-symbolizer, where installed,
+is kept running per object and asked batch by batch."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import threading
 
-ADDR2LINE = "addr2line"
+# the resolvers, the first installed one used: LLVM's names a function inlined from a GCC
+# .constprop clone (binutils 2.40's addr2line gives it the name of the function it is
+# inlined into); both print the same lines in this form
+RESOLVERS = (("llvm-symbolizer", ("--output-style=GNU", "-a", "-f", "-C", "-i", "-e")),
+             ("addr2line", ("-a", "-f", "-C", "-i", "-e")))
 TIMEOUT = 60          # seconds for one batch (a large object's DWARF is read once per batch)
 MAX_FRAMES = 8        # entries of `at` kept per record (inlined frames count)
 MAX_SHOWN = 3         # frames on a trace line: up to the op's handler (ggml_cann_*)
@@ -46,9 +53,17 @@ def _offset(text) -> int | None:
     return value if 0 < value < 1 << 48 else None
 
 
+_lock = threading.Lock()   # ops tbo -j N resolves from N threads: one cache, one server each
+
+
 def resolve(calls: list[dict]) -> None:
     """Adds `at` to each record that has a `site` and none yet (the record keeps `site`
-    where nothing in it resolved: no debug information, the object gone, no addr2line)."""
+    where nothing in it resolved: no debug information, the object gone, no resolver)."""
+    with _lock:
+        _resolve(calls)
+
+
+def _resolve(calls: list[dict]) -> None:
     wanted: dict[tuple, set[int]] = {}
     known: dict[str, tuple | None] = {}   # each object stat'ed once per batch
     for c in calls:
@@ -89,28 +104,83 @@ def _keys(c: dict, known: dict) -> list:
 
 
 def _lookup(ident: tuple, offsets: list[int]) -> None:
-    """One addr2line over `offsets` of one object; each gets its frames (or [])."""
-    obj = ident[0]
+    """`offsets` of one object resolved; each gets its frames (or [])."""
     for off in offsets:
         _cache[ident + (off,)] = []
-    tool = shutil.which(ADDR2LINE)
-    if tool is None:
+    found = next(((name, path, flags) for name, flags in RESOLVERS for path in [shutil.which(name)] if path), None)
+    if found is None:
         return
     # a return address is the instruction after the call: one byte back is in the call
-    cmd = [tool, "-a", "-f", "-C", "-i", "-e", obj, *(hex(off - 1) for off in offsets)]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, errors="replace")
-    except (OSError, subprocess.TimeoutExpired):
-        return
-    for addr, frames in parse(p.stdout).items():
+    addresses = [hex(off - 1) for off in offsets]
+    name, tool, flags = found
+    text = None
+    if name == "llvm-symbolizer":
+        text = _served(ident, tool, flags, addresses)
+    if text is None:
+        try:
+            text = subprocess.run([tool, *flags, ident[0], *addresses], capture_output=True, text=True,
+                                  timeout=TIMEOUT, errors="replace").stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return
+    for addr, frames in parse(text).items():
         if ident + (addr + 1,) in _cache:
             _cache[ident + (addr + 1,)] = frames
-    return
+
+
+# llvm-symbolizer kept running per object (its start and the object's DWARF cost more than
+# a lookup): addresses on its stdin, each batch closed by a line it echoes as it is
+_servers: dict[tuple, subprocess.Popen] = {}
+END = "CANNSIM_END"
+BATCH = 256           # addresses written before their answers are read (the pipes stay unfilled)
+
+
+def _stop(p: subprocess.Popen) -> None:
+    """A server ended: its stdin closed (it exits), waited for."""
+    try:
+        if p.stdin is not None:
+            p.stdin.close()
+        p.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        p.kill()
+        p.wait()
+
+
+def _served(ident: tuple, tool: str, flags: tuple, addresses: list[str]) -> str | None:
+    """The resolver's answer for `addresses` from its running process on the object; None
+    where it cannot be had so (the caller runs it once instead)."""
+    p = _servers.get(ident)
+    if p is None or p.poll() is not None:
+        for old in [k for k in _servers if k[0] == ident[0]]:   # the object rebuilt since
+            _stop(_servers.pop(old))
+        try:
+            p = subprocess.Popen([tool, *flags, ident[0]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, errors="replace", bufsize=1)
+        except OSError:
+            return None
+        _servers[ident] = p
+        atexit.register(_stop, p)
+    assert p.stdin is not None and p.stdout is not None
+    out: list[str] = []
+    try:
+        for k in range(0, len(addresses), BATCH):
+            p.stdin.write("\n".join(addresses[k:k + BATCH]) + f"\n{END}\n")
+            p.stdin.flush()
+            for line in iter(p.stdout.readline, ""):
+                if line.rstrip("\n") == END:
+                    break
+                out.append(line)
+            else:   # it ended mid-answer
+                _servers.pop(ident, None)
+                return None
+    except OSError:
+        _servers.pop(ident, None)
+        return None
+    return "".join(out)
 
 
 def parse(text: str) -> dict[int, list]:
-    """addr2line -a -f -i output: address -> [[function, file, line], ...] innermost first,
-    without the frames it could not place (`??`)."""
+    """addr2line -a -f -i output (llvm-symbolizer's in GNU style too): address ->
+    [[function, file, line], ...] innermost first, without the frames it could not place."""
     out: dict[int, list] = {}
     lines = text.splitlines()
     i, addr = 0, None
@@ -159,8 +229,8 @@ def shown(c: dict) -> list[tuple[str, str, int]]:
         return []
     for k, (fn, _, _) in enumerate(frames[:MAX_SHOWN]):
         if fn.startswith(HANDLER):
-            # addr2line names an inlined clone (aclnn_muls.constprop) by the function it is
-            # inlined into: the handler's frames that follow hold the line that called it
+            # addr2line (no llvm-symbolizer here) names a function inlined from a .constprop
+            # clone by its caller: the handler's frames that follow hold the line that called it
             while k + 1 < len(frames) and frames[k + 1][0] == fn:
                 k += 1
             return frames[:k + 1]

@@ -45,7 +45,11 @@ def _line(source: str, mark: str) -> int:
 
 
 @needs_cc
-def test_a_return_address_resolves_to_its_line_and_inlined_caller(tmp_path):
+@pytest.mark.parametrize("resolver", ["llvm-symbolizer", "addr2line"])
+def test_a_return_address_resolves_to_its_line_and_inlined_caller(tmp_path, monkeypatch, resolver):
+    if not shutil.which(resolver):
+        pytest.skip(f"no {resolver}")
+    monkeypatch.setattr(callsite, "RESOLVERS", [r for r in callsite.RESOLVERS if r[0] == resolver])
     src = tmp_path / "where.c"
     src.write_text(WHERE)
     exe = tmp_path / "where"

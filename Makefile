@@ -190,7 +190,7 @@ upstream-check: setup
 # both ways (--fixed too) on the 910B variant; several minutes (each step recompiles what
 # the commit changed).
 bisect-check: cann-sim-toolkit
-	OPS_BISECT_BUILD=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_bisect_build.py -s
+	OPS_BISECT_BUILD=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_bisect_build.py -s --basetemp=$(CURDIR)/build/bisect-check
 
 # An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
 # variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its

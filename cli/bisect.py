@@ -95,10 +95,11 @@ def check_source(src: str, old: str, new: str) -> tuple[pathlib.Path, str, str]:
     path = pathlib.Path(src).expanduser()
     if not path.is_dir():
         raise BadInput(f"{src}: no such folder")
-    top = _git(path, "rev-parse", "--show-toplevel", check=False)
-    if top.returncode != 0:
+    bare = _git(path, "rev-parse", "--is-bare-repository", check=False)
+    if bare.returncode != 0:
         raise BadInput(f"{src} is not a git checkout")
-    path = pathlib.Path(top.stdout.strip())
+    if bare.stdout.strip() != "true":   # a checkout: its top; a bare repository: itself
+        path = pathlib.Path(_git(path, "rev-parse", "--show-toplevel").stdout.strip())
     old_id, new_id = resolve(path, old), resolve(path, new)
     if old_id == new_id:
         raise BadInput(f"{old} and {new} are the same commit")
@@ -124,10 +125,13 @@ def pr_number(text: str) -> str | None:
 class Bisection:
     """`git bisect` in a private clone of SRC; `judge(checkout, commit)` decides each step."""
 
-    def __init__(self, src: pathlib.Path, work: pathlib.Path, old: str, new: str, fixed: bool, key: dict):
+    def __init__(self, src: pathlib.Path, work: pathlib.Path, old: str, new: str, fixed: bool, key: dict,
+                 paths: tuple[str, ...] = ()):
         self.src, self.work, self.old, self.new, self.fixed, self.key = src, work, old, new, fixed, key
+        self.paths = paths   # only the commits that touch these are steps (git bisect's pathspec)
         self.clone = work / "src"
-        # each bisection's verdicts apart: named by what it bisects
+        # verdicts by what judges a commit (cases, variant, device), whatever the range
+        # or the direction: a second bisection of the same cases reuses the first's
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         self.state_path = work / f"state-{digest}.json"
         # with --fixed the old commits fail and the new pass: git's terms say so
@@ -183,12 +187,17 @@ class Bisection:
         _git(self.clone, "bisect", "reset", check=False)
         old_term, new_term = self.terms
         _git(self.clone, "bisect", "start", f"--term-old={old_term}", f"--term-new={new_term}",
-             self.new, self.old)
+             self.new, self.old, "--", *self.paths)
         out = ""
-        for commit, v in known.items():
-            if commit not in (self.old, self.new):
-                out = self.mark(commit, v.verdict)
+        for commit in self.replayed(known):
+            out = self.mark(commit, known[commit].verdict)
         return out
+
+    def replayed(self, known: dict[str, Verdict]) -> list[str]:
+        """The known commits that are steps of this bisection (verdicts are shared by every
+        bisection of the same cases: another range's are left out)."""
+        steps = set(_git(self.clone, "rev-list", f"{self.old}..{self.new}", "--", *self.paths).stdout.split())
+        return [c for c in known if c in steps and c != self.new]
 
     def mark(self, commit: str, verdict: str) -> str:
         """git's answer to a verdict; when only skipped commits are left it exits non-zero
@@ -223,21 +232,26 @@ def bisect(bis: Bisection, known: dict[str, Verdict], judge: Callable[[str], Ver
     want_old, want_new = (BAD, GOOD) if bis.fixed else (GOOD, BAD)
     step = 0
     for commit, want, name in ((bis.old, want_old, "OLD"), (bis.new, want_new, "NEW")):
-        v = known.get(commit) or _judged(bis, commit, judge, known)
-        say(_step_line(bis, "end", commit, v))
+        seen = commit in known
+        v = known[commit] if seen else _judged(bis, commit, judge, known)
+        say(_step_line(bis, "end", commit, v, seen))
         if v.verdict != want:
             state = {GOOD: "passes", BAD: "fails", SKIP: "cannot be judged"}[v.verdict]
             raise BadInput(f"{name} {commit[:12]} {state} ({v.why}); it must "
                            f"{'pass' if want == GOOD else 'fail'} for this bisection")
     out = bis.start(known)
+    for commit in bis.replayed(known):   # an earlier run's steps, replayed into git
+        step += 1
+        say(_step_line(bis, str(step), commit, known[commit], known=True))
     while True:
         first, left = conclusion(out)
         if first or left:
             return first, left
         commit = bis.current()
         step += 1
-        v = known.get(commit) or _judged(bis, commit, judge, known)
-        say(_step_line(bis, str(step), commit, v))
+        seen = commit in known
+        v = known[commit] if seen else _judged(bis, commit, judge, known)
+        say(_step_line(bis, str(step), commit, v, seen))
         out = bis.mark(commit, v.verdict)
 
 
@@ -249,11 +263,11 @@ def _judged(bis: Bisection, commit: str, judge: Callable[[str], Verdict], known:
     return v
 
 
-def _step_line(bis: Bisection, step: str, commit: str, v: Verdict) -> str:
+def _step_line(bis: Bisection, step: str, commit: str, v: Verdict, known: bool = False) -> str:
     text = subject(bis.clone, commit)
     text = text if len(text) <= 60 else text[:57] + "..."
     return (f"{step:>4}  {commit[:12]}  {text:<60}  build {v.build_seconds:5.0f} s  run {v.run_seconds:4.0f} s  "
-            f"{v.verdict}{f' ({v.why})' if v.why else ''}")
+            f"{v.verdict}{f' ({v.why})' if v.why else ''}{'  [judged before]' if known else ''}")
 
 
 # --- one step: build the checkout, run its test-backend-ops ---------------------------
@@ -321,12 +335,13 @@ def _statuses(reader_type, text: str) -> dict[str, str]:
 
 
 def judged(selection: Selection, statuses: dict[str, str], died: list[str], built: float, ran: float) -> Verdict:
-    """A step's verdict: a selected case FAILs or a run dies -> bad; every selected case OK
-    -> good; cases missing or not supported (a tree without them) -> skip, never judged."""
+    """A step's verdict: a selected case FAILs or a run dies -> bad; the cases pass -> good;
+    a named case missing or not supported (a tree without it), or an op none of whose
+    cases ran, -> skip, never judged. With -o, the op's unsupported cases are left out."""
     if selection.cases:
         mine = {n: statuses.get(n) for n in selection.cases}
     else:
-        mine = {n: s for n, s in statuses.items() if n.startswith(f"{selection.op}(")}
+        mine = {n: s for n, s in statuses.items() if n.startswith(f"{selection.op}(") and s in ("OK", "FAIL")}
     failed = [n for n, s in mine.items() if s == "FAIL"]
     if failed:
         return Verdict(BAD, f"FAIL {failed[0]}{f' and {len(failed) - 1} more' if len(failed) > 1 else ''}", built, ran)
@@ -361,13 +376,17 @@ def work_folder(root: pathlib.Path, src: pathlib.Path, variant: str) -> pathlib.
 @click.option("-b", "device", default="CANN0", show_default=True, help="The device test-backend-ops runs the cases on.")
 @click.option("--timeout", type=float, default=600.0, show_default=True,
               help="Seconds one test-backend-ops run may take (then the step is bad: it hung).")
+@click.option("--path", "paths", metavar="PATH", multiple=True,
+              help="Only commits that touch PATH are steps (repeatable), e.g. src/ggml-cann or ggml/src/ggml-cann.")
 @click.option("--work", "work_root", metavar="DIR", default=None,
               help="Where the private clone, the build and the state live (default: build/bisect of this checkout).")
-def bisect_command(src, old, new, cases, op, pattern, fixed, variant, device, timeout, work_root):
+def bisect_command(src, old, new, cases, **options):
     """Find the commit of a ggml or llama.cpp checkout SRC, between OLD (the cases pass) and
     NEW (one fails), that broke the cases on ggml-cann, each step built on the simulated
     CANN toolkit; with --fixed, the commit that fixed them. Your checkout is never touched."""
-    selection = _selection(cases, op, pattern)
+    op, fixed, variant, paths = options["op"], options["fixed"], options["variant"], options["paths"]
+    device, timeout = options["device"], options["timeout"]
+    selection = _selection(cases, op, options["pattern"])
     from cannops.native import cann_sim_toolkit, ggml_cann_build
     if variant not in ggml_cann_build.VARIANTS or variant == "cpu":
         raise BadInput(f"--variant {variant!r}: one of {', '.join(v for v in ggml_cann_build.VARIANTS if v != 'cpu')}")
@@ -376,13 +395,16 @@ def bisect_command(src, old, new, cases, op, pattern, fixed, variant, device, ti
     if not cann_sim_toolkit.is_simulated(ggml_cann_build.TOOLKIT):
         raise BadInput(f"no simulated toolkit at {ggml_cann_build.TOOLKIT}: make cann-sim-toolkit first")
     path, old_id, new_id = check_source(src, old, new)
-    key = {"src": str(path), "old": old_id, "new": new_id, "fixed": fixed, "variant": variant,
-           "device": device, "cases": selection.describe()}
-    work = work_folder(pathlib.Path(work_root) if work_root else ggml_cann_build.BUILD / "bisect", path, variant)
-    bis = Bisection(path, work, old_id, new_id, fixed, key)
+    for p in paths:
+        if not p or p.startswith("-") or "\n" in p:
+            raise BadInput(f"--path {p!r} is not a path inside the checkout")
+    key = {"src": str(path), "variant": variant, "device": device, "cases": selection.describe()}
+    root = pathlib.Path(options["work_root"]) if options["work_root"] else ggml_cann_build.BUILD / "bisect"
+    work = work_folder(root, path, variant)
+    bis = Bisection(path, work, old_id, new_id, fixed, key, tuple(paths))
     known = bis.prepare()
     if known:
-        click.echo(f"bisect: resuming {work} ({len(known)} commits judged)")
+        click.echo(f"bisect: {len(known)} commits judged already in {work}")
     judge = Builder(bis.clone, work / "out", work / "logs", variant, selection, device, timeout)
     click.echo(f"bisect: {path} {old_id[:12]}..{new_id[:12]} on {variant}, {', '.join(selection.describe())}")
     try:

@@ -64,8 +64,8 @@ class FileJudge:
         return B.Verdict(B.BAD if fault == "on" else B.GOOD)
 
 
-def run_bisect(repo, work, old, new, fixed=False, judge_type=FileJudge, known=None):
-    bis = B.Bisection(repo, work, old, new, fixed, {"old": old, "new": new, "fixed": fixed})
+def run_bisect(repo, work, old, new, fixed=False, judge_type=FileJudge, known=None, paths=()):
+    bis = B.Bisection(repo, work, old, new, fixed, {"cases": "file judge"}, paths)
     known = bis.prepare() if known is None else known
     judge = judge_type(bis.clone)
     lines = []
@@ -90,6 +90,16 @@ def test_finds_the_planted_commit_and_leaves_the_checkout_as_it_was(tmp_path):
     assert snapshot(repo) == before
     assert B.pr_number(B.subject(repo, first)) == "1005"
     assert any(commits[5][:12] in line and "bad" in line for line in lines)
+
+
+def test_only_commits_touching_the_paths_are_steps(tmp_path):
+    steps = [{"a": "0"}, {"fault": "off"}, {"a": "2"}, {"b": "3"}, {"fault": "on"}, {"c": "5"}, {"d": "6"},
+             {"e": "7"}, {"f": "8"}]
+    repo, commits = history(tmp_path, steps)
+    first, _, judge, _ = run_bisect(repo, tmp_path / "work", commits[0], commits[-1], paths=("fault",))
+    assert first == commits[4]
+    # the ends, then only the commits that touch `fault` (1 and 4)
+    assert set(judge.seen) <= {commits[0], commits[-1], commits[1], commits[4]}
 
 
 def test_fixed_finds_the_commit_that_removed_the_fault(tmp_path):
@@ -135,6 +145,18 @@ def test_an_interrupted_bisection_resumes_with_its_verdicts(tmp_path):
     assert len(judge.seen) <= 3
 
 
+def test_verdicts_serve_a_second_range_and_the_other_direction(tmp_path):
+    steps = [{"a": "0"}, {"b": "1"}, {"fault": "on"}, {"c": "3"}, {"d": "4"}, {"fault": "off"}, {"e": "6"},
+             {"f": "7"}]
+    repo, commits = history(tmp_path, steps)
+    first, _, judge, _ = run_bisect(repo, tmp_path / "work", commits[0], commits[4])
+    assert first == commits[2]
+    first, _, again, lines = run_bisect(repo, tmp_path / "work", commits[3], commits[-1], fixed=True)
+    assert first == commits[5]
+    assert not set(again.seen) & set(judge.seen)     # nothing judged twice
+    assert any("[judged before]" in ln for ln in lines)
+
+
 def test_ends_in_the_wrong_state_are_refused(tmp_path):
     repo, commits = history(tmp_path, TEN)
     with pytest.raises(BadInput, match="OLD .* fails"):
@@ -154,6 +176,8 @@ def test_verdicts_from_a_console():
     op = B.Selection(op="ADD")
     assert B.judged(op, {}, [], 1, 1).verdict == B.SKIP
     assert B.judged(op, {"ADD(x)": "OK", "MUL(x)": "FAIL"}, [], 1, 1).verdict == B.GOOD
+    assert B.judged(op, {"ADD(x)": "OK", "ADD(y)": "not supported"}, [], 1, 1).verdict == B.GOOD
+    assert B.judged(op, {"ADD(y)": "not supported"}, [], 1, 1).verdict == B.SKIP
     # a case printed twice keeps its worst line
     from cannops.cli.engine.tbo import Reader
     text = "  ADD(type=f32): OK\n  ADD(type=f32): FAIL\n  ADD(type=f16): OK\n"

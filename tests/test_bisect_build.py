@@ -24,9 +24,9 @@ SCALE_LINE = "memcpy(&v, dst->op_params, sizeof(float));"
 PLANT = SCALE_LINE + " v *= 1.5f;  // planted"
 
 
-def _history(root, fault_at: int | None, fixed_at: int | None):
-    """The vendored tree, then nine commits: notes, a commit that does not compile (4) and
-    its fix (5), the fault planted (fault_at) or removed (fixed_at)."""
+def _history(root):
+    """The vendored tree, then nine commits: notes, a wrong SCALE factor planted (3), a
+    commit that does not compile (4) and its fix (5), the factor set right again (7)."""
     tree = ggml_sources.llama_cpp()
     repo = root / "llama.cpp"
     (repo / "tests").mkdir(parents=True)
@@ -35,27 +35,19 @@ def _history(root, fault_at: int | None, fixed_at: int | None):
     ops_cpp = repo / "ggml" / "src" / "ggml-cann" / "aclnn_ops.cpp"
     tensor_cpp = repo / "ggml" / "src" / "ggml-cann" / "acl_tensor.cpp"
     assert ops_cpp.read_text().count(SCALE_LINE) == 1
-    if fixed_at is not None:
-        ops_cpp.write_text(ops_cpp.read_text().replace(SCALE_LINE, PLANT))
+    broken = "\n#error planted: this commit does not build\n"
+    steps = {
+        3: ("ggml-cann: scale by the op's factor (#4242)", ops_cpp, SCALE_LINE, PLANT),
+        4: ("acl_tensor: a change that does not compile", tensor_cpp, None, broken),
+        5: ("acl_tensor: compiles again", tensor_cpp, broken, ""),
+        7: ("ggml-cann: SCALE back to the op's factor (#4343)", ops_cpp, PLANT, SCALE_LINE),
+    }
     git(repo, "init", "-q", "-b", "master")
     commits = [_commit(repo, "import the vendored tree")]
     for i in range(1, 10):
-        if i == fault_at:
-            ops_cpp.write_text(ops_cpp.read_text().replace(SCALE_LINE, PLANT))
-            what = "ggml-cann: scale by the op's factor (#4242)"
-        elif i == fixed_at:
-            ops_cpp.write_text(ops_cpp.read_text().replace(PLANT, SCALE_LINE))
-            what = "ggml-cann: SCALE back to the op's factor (#4343)"
-        elif i == 4:
-            tensor_cpp.write_text(tensor_cpp.read_text() + "\n#error planted: this commit does not build\n")
-            what = "acl_tensor: a change that does not compile"
-        elif i == 5:
-            tensor_cpp.write_text(tensor_cpp.read_text().replace(
-                "\n#error planted: this commit does not build\n", ""))
-            what = "acl_tensor: compiles again"
-        else:
-            (repo / f"NOTES-{i}.md").write_text(f"note {i}\n")
-            what = f"docs: note {i}"
+        what, path, old, new = steps.get(i, (f"docs: note {i}", repo / f"NOTES-{i}.md", None, f"note {i}\n"))
+        text = path.read_text() if path.exists() else ""
+        path.write_text(text + new if old is None else text.replace(old, new))
         commits.append(_commit(repo, what))
     return repo, commits
 
@@ -78,28 +70,30 @@ def ready():
         pytest.fail("make cann-sim-toolkit first (make bisect-check does)")
 
 
-def test_bisect_names_the_planted_commit(ready, tmp_path):
-    repo, commits = _history(tmp_path, fault_at=7, fixed_at=None)
+def _steps(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if re.match(r"\s+(end|\d+)\s+[0-9a-f]{12}", ln)]
+
+
+def test_bisect_both_ways_on_one_history(ready, tmp_path):
+    repo, commits = _history(tmp_path)
     before = snapshot(repo)
-    r = _bisect(repo, commits[0], commits[-1], tmp_path / "work")
+    work = tmp_path / "work"
+    r = _bisect(repo, commits[0], commits[6], work)
     print(r.stdout, r.stderr)
     assert r.returncode == 0, r.stderr
-    assert f"first bad commit: {commits[7]} ggml-cann: scale by the op's factor (#4242) (llama.cpp #4242)" in r.stdout
-    steps = [ln for ln in r.stdout.splitlines() if re.match(r"\s+(end|\d+)\s+[0-9a-f]{12}", ln)]
-    assert any(commits[4][:12] in ln and "skip (does not build" in ln for ln in steps) or \
-        all(commits[4][:12] not in ln for ln in steps)
-    assert snapshot(repo) == before
+    assert f"first bad commit: {commits[3]} ggml-cann: scale by the op's factor (#4242) (llama.cpp #4242)" in r.stdout
+    # the broken commit, where git asked about it, was skipped, never judged
+    assert all("skip (does not build" in ln for ln in _steps(r.stdout) if commits[4][:12] in ln)
     # the same command again resumes: every verdict known, nothing built
-    again = _bisect(repo, commits[0], commits[-1], tmp_path / "work")
-    assert again.returncode == 0 and "resuming" in again.stdout and commits[7] in again.stdout
-    assert all(" build     0 s" in ln for ln in again.stdout.splitlines() if re.match(r"\s+\d+\s", ln))
-
-
-def test_bisect_fixed_names_the_fixing_commit_skipping_the_broken_one(ready, tmp_path):
-    repo, commits = _history(tmp_path, fault_at=None, fixed_at=6)
-    before = snapshot(repo)
-    r = _bisect(repo, commits[0], commits[-1], tmp_path / "work", "--fixed")
-    print(r.stdout, r.stderr)
-    assert r.returncode == 0, r.stderr
-    assert f"first fixed commit: {commits[6]}" in r.stdout
+    again = _bisect(repo, commits[0], commits[6], work)
+    assert again.returncode == 0 and "judged already" in again.stdout and commits[3] in again.stdout
+    assert len(_steps(again.stdout)) == len(_steps(r.stdout))
+    assert all("[judged before]" in ln for ln in _steps(again.stdout))
+    # the other way, on the same clone and build: which commit fixed it
+    fixed = _bisect(repo, commits[5], commits[9], work, "--fixed")
+    print(fixed.stdout, fixed.stderr)
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"first fixed commit: {commits[7]}" in fixed.stdout
+    # a commit the first bisection judged is not built again
+    assert all("[judged before]" in ln for ln in _steps(fixed.stdout) if commits[6][:12] in ln)
     assert snapshot(repo) == before

@@ -296,7 +296,7 @@ class Builder:
         built = time.monotonic() - t0
         if rc != 0:
             return Verdict(SKIP, f"does not build: {log}", built)
-        from .engine.tbo import Reader
+        from .engine import Reader
         binary = self.out / self.variant / "bin" / "test-backend-ops"
         t1, statuses, died = time.monotonic(), {}, []
         for op, rx in self.selection.runs():

@@ -15,6 +15,7 @@ from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_seed, c
                       graph_file_cases, open_journal, ops_text, output_option, parts_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
 from .engine import BadInput
+from .bisect import bisect_command
 from .fuzz_command import fuzz
 from .tbo import tbo_options
 
@@ -549,6 +550,9 @@ def merge(results, out_path, allow_partial):
         from .printers import write_json
         _Stdout.write(write_json, merged, sys.stdout)
     sys.exit(_Stdout.status(0))
+
+
+cli.add_command(bisect_command)
 
 
 @cli.command()

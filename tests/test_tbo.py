@@ -16,7 +16,7 @@ import pytest
 
 from _proc import cmdline, proc_stats
 from cannops.cli.engine import case_statuses, is_death, load_run, log_processes
-from cannops.cli.engine.tbo import Reader, death_story
+from cannops.cli.engine.tbo_console import Reader, death_story
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import click
 
 from . import plural
-from .engine import BadInput, parse_shard, split_ops_filter
+from .engine import BadInput, Interrupted, parse_shard, split_ops_filter
 from .options import OUTPUTS, check_regex, check_seconds, check_writable, graph_file_cases, open_journal, \
     read_case_names
 
@@ -71,7 +71,12 @@ TBO_OPTIONS = [
                       "cases are taken, not run again. --results defaults to FILE."),
     click.option("--log-dir", metavar="DIR",
                  help="Write each op's raw console (stdout and stderr of every process, each after a "
-                      "line `$ COMMAND`) to DIR/OP.log, as the CI keeps them."),
+                      "line `$ COMMAND`) to DIR/OP.log, as the CI keeps them; a file already there (an "
+                      "earlier run's, a resumed one's, a symlink) is left as it is: the log goes to "
+                      "DIR/OP.2.log (OP.3.log, ...)."),
+    click.option("--allow-not-run", is_flag=True,
+                 help="Exit status 0 even when cases were not run (after --max-aborts, names the binary "
+                      "lacks, listed cases that printed no line), where none FAILed."),
     click.option("--require-clean", is_flag=True,
                  help="Exit status 1 also when an op has no OK case or a case was not run."),
     click.option("--trace", is_flag=True,
@@ -108,7 +113,7 @@ def _named_cases(path, names, regexes):
     return list(picked), tuple((op, exact_params(list(dict.fromkeys(ps)))) for op, ps in picked.items()), kept
 
 
-def _case_file(path, binary, ops, regexes):
+def _case_file(path, binary, ops, regexes, timeout):
     """--cases FILE: (test file, run ops, regexes, case names). A test-export-graph-ops file
     goes to the binary as its --test-file (its lines checked first); a file of names selects
     them by exact params regexes, which any ggml's test-backend-ops reads."""
@@ -119,7 +124,7 @@ def _case_file(path, binary, ops, regexes):
     if names is not None:
         return (None, *_named_cases(path, names, regexes))
     graph_file_cases(path)   # a line that is not a graph node: one line, exit 2
-    if not takes_test_file(binary):
+    if not takes_test_file(binary, timeout):
         raise BadInput(f"--cases {path} is a test-export-graph-ops file, and {os.path.basename(binary)} does "
                        f"not take --test-file (its usage does not list it): run the file with `ops test --cases`")
     return os.path.abspath(path), [], regexes, ()
@@ -154,27 +159,37 @@ class TboOptions:
     trace: bool = False
     poison: bool = False
     check_inputs: bool = False
+    allow_not_run: bool = False
 
 
 def run_binary(o: TboOptions):
     """The run: its results (the results file written) and the exit status; a bad input
-    is a BadInput before anything runs."""
+    is a BadInput before anything runs; an interrupt before the run (while the binary
+    prints its usage or lists its cases) ends ops with the signal's status."""
+    try:
+        return _run_binary(o)
+    except Interrupted as e:
+        name = os.path.basename(o.binary)
+        click.echo(f"ops: interrupted before the run, while {name} listed its cases", err=True)
+        raise SystemExit(e.exit_status) from None
+
+
+def _run_binary(o: TboOptions):
     from .engine import TboSpec, binary_source, check_binary, device_names, list_cases, simulator_environment
     binary = check_binary(o.binary)
     _check_numbers(o)
     wanted_ops, regexes = _ops(o.ops), _params(o.params)
     test_file, names = None, ()
     if o.cases_file:
-        test_file, wanted_ops, regexes, names = _case_file(o.cases_file, binary, o.ops, regexes)
+        test_file, wanted_ops, regexes, names = _case_file(o.cases_file, binary, o.ops, regexes, o.timeout)
     results_path = o.results_path or o.resume_path
     check_writable(results_path)
     if o.log_dir:
-        try:
-            os.makedirs(o.log_dir, exist_ok=True)
-        except OSError as e:
-            raise BadInput(f"cannot create --log-dir {o.log_dir}: {e.strerror}") from None
+        _check_log_dir(o.log_dir)
+    if o.resume_path:
+        _check_resumed_trace(o.resume_path, o.trace)
     devices = device_names(o.backends)
-    listing = list_cases(binary, devices[0] if devices else None, test_file=test_file,
+    listing = list_cases(binary, devices[0] if devices else None, timeout=o.timeout, test_file=test_file,
                          env=simulator_environment(o.poison, o.check_inputs))
     _check_simulated(binary, listing, trace=o.trace, poison=o.poison, check_inputs=o.check_inputs)
     devices = _devices(binary, devices, listing)
@@ -182,6 +197,8 @@ def run_binary(o: TboOptions):
     source = binary_source(binary, o.ggml_version, o.source_name)
     if test_file:
         source["test_file"] = test_file   # the cases' definitions: a resume checks it is the same
+    if o.trace:
+        source["trace"] = True   # every case's calls: a resume with --trace checks the run had them
     simulator = listing.simulator or {}
     spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=o.timeout,
                    jobs=o.jobs, max_aborts=o.max_aborts, shard=o.shard, test_file=test_file, cases=names,
@@ -190,6 +207,39 @@ def run_binary(o: TboOptions):
                    poison=o.poison or bool(simulator.get("poison")),
                    check_inputs=o.check_inputs or bool(simulator.get("check_inputs")))
     return _run(spec, listing, o, source, bool(wanted_ops))
+
+
+def _check_log_dir(log_dir: str) -> None:
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot create --log-dir {log_dir}: {e.strerror}") from None
+    if not os.access(log_dir, os.W_OK | os.X_OK):
+        raise BadInput(f"--log-dir {log_dir}: cannot write there")
+
+
+def _check_resumed_trace(path: str, trace: bool) -> None:
+    """--trace --resume FILE of a run made without --trace: refused, since its finished
+    cases (not run again) have no calls recorded and a trace of only some cases would say
+    nothing of the others; and the other way round. (A run that cannot be read is left to
+    load_resume to refuse.)"""
+    import json
+
+    from .engine import journal_path, load_run
+    header = None
+    try:
+        header = load_run(path).source if os.path.exists(path) else None
+        if header is None and os.path.exists(journal_path(path)):
+            with open(journal_path(path), encoding="utf-8") as f:
+                header = json.loads(f.readline()).get("source")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(header, dict) or bool(header.get("trace")) == trace:
+        return
+    if trace:
+        raise BadInput(f"--trace: {path} is of a run made without --trace, whose finished cases (not run again) "
+                       f"have no calls recorded; resume it without --trace, or start a new run with --results")
+    raise BadInput(f"--resume {path}: its run was made with --trace; resume it with --trace")
 
 
 def _check_numbers(o: TboOptions) -> None:
@@ -286,7 +336,7 @@ def _run(spec, listing, o: TboOptions, source: dict, named: bool):
     finally:
         if journal:
             journal.close()
-    return run, _exit_status(run, sink, o.require_clean)
+    return run, _exit_status(run, sink, o)
 
 
 def _new_run(spec, listing, source: dict, named: bool):
@@ -313,16 +363,21 @@ def _resumed(resume_path: str | None, run, spec) -> dict:
             if r.device in spec.devices and r.op in spec.ops}
 
 
-def _exit_status(run, sink, require_clean: bool) -> int:
+def _exit_status(run, sink, o: TboOptions) -> int:
+    """1 where a case FAILed, cases were not run (but with --allow-not-run) or, with
+    --require-clean, an op printed no OK case; the interrupt's status where interrupted."""
     from .engine import FAIL, SKIPPED
     if run.interrupted:
         return run.exit_status
     failed = any(r.status == FAIL for r in run.results)
-    unclean = require_clean and (sink.no_ok or any(r.status == SKIPPED for r in run.results))
+    not_run = sum(r.status == SKIPPED for r in run.results)
+    unclean = o.require_clean and (sink.no_ok or not_run)
     if unclean and not failed:
         click.echo(f"ops: --require-clean: {', '.join(sink.no_ok) or 'cases not run'}"
                    + (" printed no OK case" if sink.no_ok else ""), err=True)
-    return 1 if failed or unclean else 0
+    elif not_run and not failed and not o.allow_not_run:
+        click.echo(f"ops: {plural(not_run, 'case')} not run (--allow-not-run takes that as a pass)", err=True)
+    return 1 if failed or unclean or (not_run and not o.allow_not_run) else 0
 
 
 class _Sink:

@@ -459,6 +459,9 @@ def test_a_cases_file_runs_exactly_its_cases_and_says_which_the_binary_lacks(bin
     assert sorted(set(ran(binary))) == sorted(n for n in names if n != "ABS(type=f32,v=7)")
     # -p narrows the file's names; resuming checks the same selection
     p = ops("tbo", binary, "--cases", str(cases), "-p", "GET_ROWS=bf16", "--results", str(tmp_path / "p.json"))
+    assert p.returncode == 1 and "ops: 1 case not run (--allow-not-run" in p.stderr, p.stderr   # ABS(v=7)
+    p = ops("tbo", binary, "--cases", str(cases), "-p", "GET_ROWS=bf16", "--results", str(tmp_path / "p.json"),
+            "--allow-not-run")
     assert p.returncode == 0, p.stderr
     assert "GET_ROWS(type=q8_0,v=1)" not in by_name(tmp_path / "p.json")
     assert "GET_ROWS(type=bf16,v=0)" in by_name(tmp_path / "p.json")

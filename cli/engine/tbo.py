@@ -1,6 +1,6 @@
-"""A test-backend-ops binary as a device: its processes driven op by op (as the Ascend CI
-runs it), its crashes isolated, its cases' lines (read by tbo_console.py) gathered into
-CaseResults of a `Run`.
+"""A test-backend-ops binary as a device: its processes (tbo_process.py) driven op by op
+(as the Ascend CI runs it), its crashes isolated, its cases' lines (read by tbo_console.py)
+gathered into CaseResults of a `Run`.
 
 How a binary is driven, whatever its ggml version or runtime (CANN on an Ascend host, the
 CANN simulator, any other ggml backend):
@@ -23,19 +23,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import selectors
-import signal
-import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import BinaryIO, Callable
 
 from .results import FAIL, SKIPPED, CaseResult, Run
-from .runner import STOP_SIGNALS, leave_hung_up_terminal
 from .selection import BadInput, parse_shard
-from .tbo_console import LOG_MARK, Console, Line, Listing, ListingReader, Reader, console_tail, death_story
+from .tbo_console import Line, Listing, ListingReader, Reader, death_story, is_death, worst
+from .tbo_process import Proc, Processes, Stop, one_process, open_log
 
 CHUNK = 200        # cases named in one params regex when an op goes on (one argument: 128 KiB at most)
 INDEX_STRIDE = 1_000_000   # a case's index: its op's position * INDEX_STRIDE + its position in the op
@@ -69,14 +66,9 @@ def check_binary(binary: str) -> str:
 
 def takes_test_file(binary: str, timeout: float = 60) -> bool:
     """Whether the binary reads --test-file: its usage, which an unknown argument prints, lists it."""
-    try:
-        proc = subprocess.run([binary, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, timeout=timeout, errors="replace", text=True)
-    except subprocess.TimeoutExpired:
-        raise BadInput(f"{binary} --help did not end in {timeout:g} s") from None
-    except OSError as e:
-        raise BadInput(f"cannot run {binary}: {e.strerror or e}") from None
-    return "--test-file" in proc.stdout
+    reader = Reader()
+    one_process([binary, "--help"], timeout, reader, None)
+    return any("--test-file" in s for s in reader.side)
 
 
 def list_cases(binary: str, device: str | None = None, timeout: float = 600,
@@ -85,20 +77,11 @@ def list_cases(binary: str, device: str | None = None, timeout: float = 600,
     (one process: ~1 s for 19,000 cases); run with `env` added (TboSpec.environment), which
     tells whether it runs on the simulated toolkit (Listing.simulator)."""
     cmd = [binary, "support"] + (["-b", device] if device else []) + _test_file_args(test_file)
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                              env=_environment(env))
-    except subprocess.TimeoutExpired:
-        raise BadInput(f"{binary} support did not end in {timeout:g} s") from None
-    except OSError as e:
-        raise BadInput(f"cannot run {binary}: {e.strerror or e}") from None
     listing = ListingReader()
-    console = Console(listing.reader)
-    console.feed(proc.stdout)
-    console.close()
+    one_process(cmd, timeout, listing.reader, env)
     found = listing.listing()
     if found is None:
-        tail = console_tail(proc.stdout)
+        tail = " | ".join(listing.reader.side[-3:])
         raise BadInput(f"{binary} is not a test-backend-ops (its support mode named no device"
                        + (f"; it printed: {tail[:200]}" if tail else "") + ")")
     return found
@@ -188,92 +171,6 @@ def exact_params(params: list[str]) -> str:
     return "^" + _alternatives(params) + "$"
 
 
-# --- processes ----------------------------------------------------------------------------
-
-@dataclass
-class Proc:
-    rc: int | None
-    timed_out: bool
-    interrupted: bool
-    reader: Reader
-
-
-class Processes:
-    """The test-backend-ops processes running now, so that an interrupt ends them all."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.live: set[subprocess.Popen] = set()
-        self.stopped = threading.Event()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        with self.lock:
-            for p in self.live:
-                _kill(p)
-
-    def run(self, cmd: list[str], timeout: float, reader: Reader, log=None, env: dict | None = None) -> Proc:
-        """One process, its console read to `reader` (and written to `log`) until it ends,
-        runs out of `timeout` seconds (killed) or the run is stopped."""
-        if self.stopped.is_set():
-            return Proc(None, False, True, reader)
-        try:
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=_environment(env),
-                                 start_new_session=True)   # its own group: a launcher's children die with it
-        except OSError as e:   # the binary went away mid-run: its case dies, as a crash would
-            reader.feed(f"cannot run {cmd[0]}: {e.strerror or e}")
-            return Proc(127, False, False, reader)
-        if log is not None:   # where each process's console begins (log_processes)
-            log.write(f"{LOG_MARK}{' '.join(cmd)}\n".encode(errors="replace"))
-        reader.last = time.monotonic()
-        with self.lock:
-            self.live.add(p)
-        if self.stopped.is_set():   # stopped between the check and now
-            _kill(p)
-        try:
-            timed_out = self._pump(p, time.monotonic() + timeout, Console(reader, log))
-            rc = p.wait()
-        finally:
-            with self.lock:
-                self.live.discard(p)
-            p.stdout.close()
-        return Proc(rc, timed_out, self.stopped.is_set() and not timed_out, reader)
-
-    def _pump(self, p: subprocess.Popen, deadline: float, console: Console) -> bool:
-        """The process's output to `console` until its end, the deadline (the process
-        killed: True) or a stop."""
-        with selectors.DefaultSelector() as sel:
-            sel.register(p.stdout, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    _kill(p)
-                    console.close()
-                    return True
-                if not sel.select(min(left, 0.5)):
-                    if self.stopped.is_set():
-                        break
-                    continue
-                chunk = os.read(p.stdout.fileno(), 65536)
-                if not chunk:
-                    break
-                console.feed(chunk)
-        console.close()
-        return False
-
-
-def _environment(extra: dict | None) -> dict | None:
-    return None if not extra else {**os.environ, **extra}
-
-
-def _kill(p: subprocess.Popen) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _test_file_args(test_file: str | None) -> list[str]:
     return ["--test-file", test_file] if test_file else []
 
@@ -357,9 +254,9 @@ class _OpRun:
         self.rx = re.compile(regex) if regex else None
         self.out: list[CaseResult] = []
         self.extra = sum(p not in self.order for p in self.got)   # unlisted cases known already
+        self.fails_read = 0   # FAIL lines the current process printed for the op
         self.state = OpProgress(Step.CHUNK if self.got else Step.ALL,
-                                unnamed=any(r.params.startswith("#") and r.status == FAIL
-                                            for r in job.known.values()))
+                                unnamed=any(r.params.startswith("#") and is_death(r) for r in job.known.values()))
 
     def pending(self) -> list[str]:
         return [p for p in self.job.listed if p not in self.got]
@@ -373,11 +270,19 @@ class _OpRun:
         self.job.emit(r)
 
     def on_case(self, line: Line) -> None:
-        if line.op != self.job.op or line.params in self.got:
+        if line.op != self.job.op:
             return
-        if line.params not in self.order and self.rx and not self.rx.search(line.params):
+        if line.params not in self.order and line.params not in self.got and self.rx \
+                and not self.rx.search(line.params):
             return   # an unlisted case the -p regex leaves out
-        self.keep(_traced(line.result(self.job.device), self.spec.trace))
+        self.fails_read += line.status == FAIL
+        r = _traced(line.result(self.job.device), self.spec.trace)
+        kept = self.got.get(line.params)
+        if kept is None:
+            self.keep(r)
+        else:   # a name printed again (test-backend-ops prints some twice)
+            _merge(kept, r)
+            self.job.emit(kept)   # again: the journal and the console get what it is now
 
     def run(self) -> list[CaseResult]:
         if self.state.unnamed and not self.pending():
@@ -390,48 +295,62 @@ class _OpRun:
         """Run the op's next process and read how it ended; whether another one follows."""
         st, spec, job = self.state, self.spec, self.job
         pending = self.pending()
+        if st.suspect is not None:
+            pending = [st.suspect.params]   # the suspect runs alone
         if st.step is Step.CHUNK and not pending:
             st.step = Step.REST
         cmd, chunk = _op_command(spec, job, st.step, pending, list(self.got))
         if cmd is None:
             return False   # too many names for one argument: the unlisted rest is not reached
-        before = len(self.got)
+        before, self.fails_read = len(self.got), 0
         proc = self.procs.run(cmd, spec.timeout, MODES[spec.mode].reader(self.on_case), job.log,
                               spec.environment())
         if proc.interrupted:
             return False
         self.settle_suspect()
         if proc.reader.finished and not proc.timed_out and proc.rc in (0, 1):
-            return self.ended_well(proc.reader, chunk, pending)
+            return self.ended_well(proc, chunk, pending)
         if proc.timed_out and len(self.got) > before:
             if st.step is Step.ALL:
                 st.step = Step.CHUNK
             return True   # cases were still finishing: none to blame, the rest goes on
-        return self.died(proc)
+        return self.died(proc, chunk)
 
     def settle_suspect(self) -> None:
-        """A suspect that printed its line: the death was an unlisted case's before it."""
+        """A suspect that printed its line alone: the death was an unlisted case's before it."""
         st = self.state
         if st.suspect is not None and st.suspect.params in self.got:
             self.keep(_unlisted_death(st.suspect, len(self.got) + 1))
             st.unnamed, st.suspect = True, None
 
-    def ended_well(self, reader: Reader, chunk: list[str], pending: list[str]) -> bool:
-        """A listed case of this process without a line: an allocation failure prints none."""
-        step = self.state.step
+    def ended_well(self, proc: Proc, chunk: list[str], pending: list[str]) -> bool:
+        """A listed case of this process without a line: an allocation failure prints none.
+        A process whose own summary (or exit status) says FAIL where no FAIL line was read:
+        a FAIL of the run, never an OK."""
+        step, reader = self.state.step, proc.reader
         expected = chunk if step is Step.CHUNK else pending if step is Step.ALL else []
         for r in _unprinted(self.job.device, self.job.op, expected, self.got, reader.orphans()):
             self.keep(r)
+            self.fails_read += r.status == FAIL
+        said = reader.said_fail + ([f"exit status {proc.rc}"] if proc.rc else [])
+        if said and not self.fails_read:
+            self.keep(CaseResult(
+                device=self.job.device, op=self.job.op, params=f"#{len(self.got) + 1}", status=FAIL,
+                reason=f"the binary said FAIL ({'; '.join(said)}) but printed no FAIL line ops could read: "
+                       "a FAIL of the process, not of a named case"))
         return step is Step.CHUNK
 
-    def died(self, proc: Proc) -> bool:
+    def died(self, proc: Proc, chunk: list[str]) -> bool:
         """A process that died (or ran out of time with no case done): its case FAILs."""
         st, reader = self.state, proc.reader
-        victim = self.victim(reader)
+        victim = self.victim(reader, chunk)
         death = _death(self.spec, proc, self.job.device, self.job.op, victim or f"#{len(self.got) + 1}")
         st.aborts += 1
         was, st.step = st.step, Step.CHUNK
         if victim is None:
+            if was is Step.CHUNK:   # every case it named printed its line: it died on its way out
+                self.keep(death)
+                return self.below_max_aborts()
             if not st.unnamed:   # an unlisted case that died before dies again in Step.REST
                 self.keep(death)
             return False
@@ -443,6 +362,11 @@ class _OpRun:
             return True
         st.suspect = None
         self.keep(death)
+        return self.below_max_aborts()
+
+    def below_max_aborts(self) -> bool:
+        """Whether the op goes on after a death; at --max-aborts, its other cases not run."""
+        st = self.state
         if st.aborts < self.spec.max_aborts:
             return True
         why = f"not run: the op died {st.aborts} times (--max-aborts {self.spec.max_aborts})"
@@ -450,13 +374,28 @@ class _OpRun:
             self.keep(r)
         return False
 
-    def victim(self, reader: Reader) -> str | None:
+    def victim(self, reader: Reader, chunk: list[str]) -> str | None:
         """The case a process died in: the one an old ggml named before running it, else the
-        first listed case without a line (none in Step.REST: an unlisted one, unnamed)."""
+        first case it was to run without a line: of those it named (Step.CHUNK), of the
+        listed ones (Step.ALL); none in Step.REST (an unlisted one, unnamed)."""
         if reader.head is not None and reader.head.op == self.job.op:
             return reader.head.params
-        pending = self.pending()
-        return pending[0] if pending and self.state.step is not Step.REST else None
+        step = self.state.step
+        if step is Step.REST:
+            return None
+        return next((p for p in (chunk if step is Step.CHUNK else self.job.listed) if p not in self.got), None)
+
+
+def _merge(kept: CaseResult, again: CaseResult) -> None:
+    """A case name printed twice, as one result: the worse line's status and reason, the
+    other line's status (and reason) said after it."""
+    worse, other = (again, kept) if worst(kept.status, again.status) != kept.status else (kept, again)
+    note = f"(its name printed twice: the other line {other.status}" + (
+        f": {other.reason.splitlines()[0]}" if other.reason else "") + ")"
+    for f in fields(CaseResult):
+        if f.name != "index":
+            setattr(kept, f.name, getattr(worse, f.name))
+    kept.reason = (kept.reason + "\n" if kept.reason else "") + note
 
 
 def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str) -> CaseResult:
@@ -522,26 +461,6 @@ def shard_ops(ops: list[str], cost: Callable[[str], int], shard: str | None) -> 
     return [op for op in ops if op in mine]
 
 
-class _Stop:
-    """SIGINT / SIGTERM while a run goes on: every process killed, the signal kept."""
-
-    def __init__(self, procs: Processes):
-        self.procs, self.signals, self.old = procs, [], {}
-
-    def _handler(self, signum, frame) -> None:
-        leave_hung_up_terminal(signum)
-        self.signals.append(signum)
-        self.procs.stop()
-
-    def __enter__(self) -> _Stop:
-        self.old = {s: signal.signal(s, self._handler) for s in STOP_SIGNALS}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, h in self.old.items():
-            signal.signal(s, h)
-
-
 def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, str], CaseResult], sink,
             log_dir: str | None = None) -> None:
     """Each device's ops, spec.jobs of them side by side. The new results go to `run` and
@@ -555,7 +474,7 @@ def run_tbo(spec: TboSpec, listing: Listing, run: Run, known: dict[tuple[str, st
     op_no = {op: i for i, op in enumerate(sorted(set(spec.ops) | set(listing.cases)))}
     ops = shard_ops(list(spec.ops), listing.cost, spec.shard)
     device_run = _DeviceRun(spec, procs, run, known, sink, log_dir)
-    with _Stop(procs) as stop:
+    with Stop(procs) as stop:
         for device in spec.devices:
             if procs.stopped.is_set():
                 break
@@ -572,10 +491,14 @@ class _DeviceRun:
         self.spec, self.procs, self.log_dir = spec, procs, log_dir
         self.run_, self.known, self.sink = run, known, sink
         self.lock = threading.Lock()
+        self.emitted: set[int] = {id(r) for r in run.results}   # (the results live as long as the run)
 
     def emit(self, r: CaseResult) -> None:
+        """A new result, or one changed (a name printed twice): in the run once, to the sink each time."""
         with self.lock:
-            self.run_.results.append(r)
+            if id(r) not in self.emitted:
+                self.emitted.add(id(r))
+                self.run_.results.append(r)
             self.sink.result(r)
 
     def run(self, device: str, ops: list[str], op_no: dict[str, int], listing: Listing) -> None:
@@ -602,7 +525,7 @@ class _DeviceRun:
         mine = {r.params: r for (d, _), r in self.known.items() if d == device and r.op == op}
         log = None
         if self.log_dir:
-            log = open(os.path.join(self.log_dir, _log_name(op, device, len(self.spec.devices))), "ab")
+            log = open_log(self.log_dir, _log_name(op, device, len(self.spec.devices)))
         try:
             new = run_op(self.spec, self.procs, OpJob(device, op, number, listed, mine, self.emit, log))
         finally:
@@ -638,6 +561,6 @@ def _selected(listed: list[str], regex: str | None) -> list[str]:
 
 
 def _log_name(op: str, device: str, n_devices: int) -> str:
+    """OP (one device) or OP.DEVICE, its characters those of a plain file name."""
     name = op if n_devices == 1 else f"{op}.{device}"
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".log"
-
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)

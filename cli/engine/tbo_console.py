@@ -22,30 +22,37 @@ from typing import Callable
 
 from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo
 
+# Every pattern here runs in time linear in its line: no two unbounded repeats that can
+# cover the same characters (a line of many `  A(` or `[` once took seconds a line), and a
+# number read with int() has a bounded count of digits.
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# a case line: optional check fragments, the two-space indent, the name, the status
-CASE = re.compile(r"^(?P<pre>.*?)\s{2}(?P<op>[A-Z][A-Z0-9_]*)\((?P<params>.*)\): "
-                  r"(?P<status>OK|FAIL|not supported.*|SUPPORTED|NOT SUPPORTED|skipping.*)\s*$")
-# ggml before its printer (2025): the name printed and flushed before the case ran
-CASE_HEAD = re.compile(r"^(?P<pre>.*?)\s{2}(?P<op>[A-Z][A-Z0-9_]*)\((?P<params>.*?)\): (?P<rest>.*)$")
-STATUS_ONLY = re.compile(r"^(?P<pre>.*?)(?P<status>OK|FAIL|not supported.*)\s*$")
+MAX_LINE = 64 << 10   # characters of one line kept (a case line is a few hundred; the rest is cut)
+MAX_SIDE = 256        # lines kept between two case lines (the last ones: a death's story ends there)
+# a case line: optional check fragments, the two-space indent, the name, `): `, the status
+# (_case_line: the name is the first `  OP(` and the status follows the last `): `)
+NAME = re.compile(r"\s{2}(?P<op>[A-Z][A-Z0-9_]*)\(")
+STATUS = re.compile(r"(?:OK|FAIL|SUPPORTED|NOT SUPPORTED)\s*|(?:not supported|skipping).*", re.S)
 BACKEND = re.compile(r"^Backend (?P<i>\d+)/(?P<n>\d+): (?P<name>\S+)\s*$")
-DESCRIPTION = re.compile(r"^  Device description: (?P<d>.*?)\s*$")
-MEMORY = re.compile(r"^  Device memory: (?P<total>\d+) MB \((?P<free>\d+) MB free\)")
+BACKEND_STATUS = re.compile(r"^\s*Backend (?P<name>\S+): (?P<status>OK|FAIL)\s*$")
+DESCRIPTION = re.compile(r"^  Device description: (?P<d>.*)$")
+MEMORY = re.compile(r"^  Device memory: (?P<total>\d{1,12}) MB \((?P<free>\d{1,12}) MB free\)")
 SKIPPING = re.compile(r"^  Skipping\b")
-FINISHED = re.compile(r"^\d+/\d+ backends passed")
+FINISHED = re.compile(r"^(?P<ok>\d{1,9})/(?P<n>\d{1,9}) backends passed")
 # check fragments, as test-backend-ops prints them before a FAIL
-ERR = re.compile(r"\[(?P<node>[^\]]+)\] ERR = (?P<err>\S+) > (?P<thr>\S+)")
-NAN = re.compile(r"\[(?P<node>[^\]]+)\] NaN at index (?P<i>\d+) \(\S+?=(?P<got>\S+) \S+?=(?P<exp>[^\s)]+)\)")
-FRAGMENTS = re.compile(r"\[[^\]]+\] (?:ERR = \S+ > \S+|NaN at index \d+ \([^)]*\)|inf (?:sign )?mismatch: \S+ \S+"
-                       r"|MAA = \S+ > \S+|nonfinite gradient at index \d+ \([^)]*\))"
-                       r"|sentinel mismatch: \S+|compare failed|failed to allocate (?:weight )?tensors(?: \[[^\]]*\])?")
-ALLOC = re.compile(r"failed to allocate (?:weight )?tensors(?: \[[^\]]*\])?")
+ERR = re.compile(r"\[(?P<node>[^\[\]]+)\] ERR = (?P<err>\S+) > (?P<thr>\S+)")
+NAN = re.compile(r"\[(?P<node>[^\[\]]+)\] NaN at index (?P<i>\d{1,18}) "
+                 r"\(\S+?=(?P<got>\S+) \S+?=(?P<exp>[^\s()]+)\)")
+FRAGMENTS = re.compile(r"\[[^\[\]]+\] (?:ERR = \S+ > \S+|NaN at index \d+ \([^()]*\)"
+                       r"|inf (?:sign )?mismatch: \S+ \S+|MAA = \S+ > \S+"
+                       r"|nonfinite gradient at index \d+ \([^()]*\))"
+                       r"|sentinel mismatch: \S+|compare failed"
+                       r"|failed to allocate (?:weight )?tensors(?: \[[^\[\]]*\])?")
+ALLOC = re.compile(r"failed to allocate (?:weight )?tensors(?: \[[^\[\]]*\])?")
 # the story of a death, on stderr
 ASSERT = re.compile(r"(?P<where>[^\s:]+:\d+): (?P<what>GGML_ASSERT\(.*\) failed|.*)$")
 CANN_ERROR = re.compile(r"^(CANN error: .*|  current device: .*|CANN-SIM refused: .*)$")
 FRAME_GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?P<fn>[^\s(]+)")
-FRAME_GLIBC = re.compile(r"\((?P<fn>[A-Za-z_][^+)]*)\+0x[0-9a-f]+\)\[0x")
+FRAME_GLIBC = re.compile(r"\((?P<fn>[A-Za-z_][^+()]*)\+0x[0-9a-f]+\)\[0x")
 NOT_BLAMED = ("ggml_print_backtrace", "ggml_abort", "ggml_log_internal", "__GI___wait4", "__GI_raise", "raise",
               "abort", "__pthread_kill", "waitpid", "__libc_waitpid", "ggml_cann_error")
 
@@ -90,6 +97,14 @@ class Line:
         return r
 
 
+RANK = {OK: 0, NOT_SUPPORTED: 1, SKIPPED: 2, FAIL: 3}   # a status's badness
+
+
+def worst(a: str, b: str) -> str:
+    """Of two statuses of one case name (test-backend-ops prints some names twice), the worse."""
+    return a if RANK.get(a, 0) >= RANK.get(b, 0) else b
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text)
@@ -97,18 +112,65 @@ def _num(text: str) -> float | None:
         return None
 
 
+def _case_line(line: str) -> tuple[str, str, str, str] | None:
+    """(pre, op, params, status) of a case line `PRE  OP(PARAMS): STATUS`: the name is the
+    first `  OP(`, the status what follows the last `): ` that reads as one (params may
+    hold `): `; a status `not supported [...]` anything)."""
+    k = line.rfind("): ")
+    for _ in range(4):   # (a status past the last `): ` that is none: a line no case prints)
+        if k < 0:
+            return None
+        if STATUS.fullmatch(line, k + 3):
+            m = NAME.search(line, 0, k)
+            if m is None:
+                return None
+            status = line[k + 3:]
+            return line[:m.start()], m["op"], line[m.end():k], (
+                status if status.startswith(("not supported", "skipping")) else status.rstrip())
+        k = line.rfind("): ", 0, k)
+    return None
+
+
+def _case_head(line: str) -> tuple[str, str, str] | None:
+    """(op, params, the rest) of an old ggml's case named before it runs: `  OP(PARAMS): `."""
+    m = NAME.search(line)
+    if m is None:
+        return None
+    k = line.find("): ", m.end())
+    return None if k < 0 else (m["op"], line[m.end():k], line[k + 3:])
+
+
+def _status_only(line: str) -> tuple[str, str] | None:
+    """(pre, status) of an old ggml's status line, printed after its case's name: the
+    first `not supported...`, or an OK / FAIL that ends the line, whichever comes first."""
+    found = []
+    i = line.find("not supported")
+    if i >= 0:
+        found.append((i, line[i:]))
+    end = line.rstrip()
+    for word in ("OK", "FAIL"):
+        if end.endswith(word):
+            found.append((len(end) - len(word), word))
+    if not found:
+        return None
+    i, status = min(found)
+    return line[:i], status
+
+
 class Reader:
     """test-backend-ops' console, fed a line at a time: the devices it names and the case
-    lines, each with the lines printed since the one before (`on_case`)."""
+    lines, each with the lines printed since the one before (`on_case`); whether the
+    binary's own summary said FAIL (`said_fail`)."""
 
     def __init__(self, on_case: Callable[[Line], None] | None = None):
         self.on_case = on_case or (lambda line: None)
         self.devices: dict[str, DeviceInfo] = {}
         self.skipped: set[str] = set()
         self.device: str | None = None
-        self.side: list[str] = []       # printed since the last case line
+        self.side: list[str] = []       # printed since the last case line (the last MAX_SIDE)
         self.head: Line | None = None   # an old ggml's case named, its status not yet printed
         self.finished = False           # the "N/N backends passed" line came
+        self.said_fail: list[str] = []  # the binary's own summary lines that say FAIL
         self.allocs: list[str] = []     # allocation failures: cases that printed no line
         self.last = time.monotonic()    # when the last case line (or the process) came
         self.calls: list[dict] = []     # the simulator's records since the last case line
@@ -117,56 +179,77 @@ class Reader:
     def record(self, rec: dict) -> None:
         """A record the simulated toolkit framed into the output (CANN_SIM_TRACE=1): a call
         made since the last case line, so the next case's (test-backend-ops prints a case's
-        line after its calls; an older one its name before them and its status after)."""
-        if self.simulator is None and "simulator" in rec:
+        line after its calls; an older one its name before them and its status after). A
+        frame that is no valid record stays in the trace as a note that says why."""
+        from cannops.backend.trace import BAD_RECORD
+        if BAD_RECORD in rec:
+            self.calls.append({"call": "(bad record)", "note": str(rec[BAD_RECORD])})
+        elif self.simulator is None and "simulator" in rec:
             self.simulator = rec
         elif "call" in rec:
             self.calls.append(rec)
 
     def feed(self, raw: str) -> None:
-        line = ANSI.sub("", raw.rstrip("\r\n"))
-        m = CASE.match(line)
+        line = ANSI.sub("", raw[:MAX_LINE + 64].rstrip("\r\n"))   # (+64: a Console's note of a cut)
+        if len(raw) > MAX_LINE + 64:
+            line += f" [... {len(raw) - MAX_LINE - 64} characters cut]"
+        m = _case_line(line)
         if m:
-            self._case(m["pre"], m["op"], m["params"], m["status"])
+            self._case(*m)
             return
         if self.head is not None:
-            s = STATUS_ONLY.match(line)
+            s = _status_only(line)
             if s:   # an old ggml: the status of the case named before
                 h, self.head = self.head, None
-                self._case(s["pre"], h.op, h.params, s["status"])
+                self._case(s[0], h.op, h.params, s[1])
                 return
-        h = CASE_HEAD.match(line)
-        if h and not h["rest"].startswith(("OK", "FAIL", "not supported")):
-            self.head = Line(h["op"], h["params"], "")
-            if h["rest"].strip():
-                self.side.append(h["rest"].strip())
+        h = _case_head(line)
+        if h and not h[2].startswith(("OK", "FAIL", "not supported")):
+            self.head = Line(h[0], h[1], "")
+            if h[2].strip():
+                self._side(h[2].strip())
             return
-        if FINISHED.match(line):
+        if not self._device_line(line) and line.strip():
+            self._side(line.strip())
+
+    def _side(self, text: str) -> None:
+        self.side.append(text)
+        if len(self.side) > 2 * MAX_SIDE:
+            del self.side[:-MAX_SIDE]
+
+    def _device_line(self, line: str) -> bool:
+        """A line about the devices or the run's end, read; whether it was one."""
+        f = FINISHED.match(line)
+        if f:
             self.finished = True
+            if int(f["ok"]) < int(f["n"]):
+                self.said_fail.append(line.strip())
+        backend = BACKEND_STATUS.match(line)
+        if backend and backend["status"] == "FAIL" or self.finished and line.strip() == "FAIL":
+            self.said_fail.append(line.strip())
         b = BACKEND.match(line)
         if b:
             self.device = b["name"]
             self.devices[self.device] = DeviceInfo(name=self.device)
             self.side, self.calls = [], []   # (the backends' set-up: aclInit again, refused)
-            return
+            return True
         d = DESCRIPTION.match(line)
         if d and self.device:
             info = self.devices[self.device]
-            info.description = d["d"]
+            info.description = d["d"].strip()
             if self.device.startswith("CANN"):
-                info.soc = d["d"]   # ggml-cann describes a device by its SoC (aclrtGetSocName)
-            return
+                info.soc = info.description   # ggml-cann describes a device by its SoC (aclrtGetSocName)
+            return True
         mem = MEMORY.match(line)
         if mem and self.device:
             self.devices[self.device].memory_total = int(mem["total"]) << 20
             self.devices[self.device].memory_free = int(mem["free"]) << 20
             self.side, self.calls = [], []
-            return
+            return True
         if SKIPPING.match(line) and self.device:
             self.skipped.add(self.device)
-            return
-        if line.strip():
-            self.side.append(line.strip())
+            return True
+        return False
 
     def _case(self, pre: str, op: str, params: str, text: str) -> None:
         # an allocation failure ends its case with no line: it leads the next one's
@@ -198,12 +281,12 @@ class Reader:
 def case_statuses(text: str, op: str) -> dict[str, str]:
     """params -> status (OK / not supported / FAIL / skipped) of `op`'s case lines in a
     test-backend-ops console, support or test mode, as `Reader` reads them; a case printed
-    twice keeps its first status."""
+    twice keeps its worst status."""
     out: dict[str, str] = {}
 
     def on_case(line: Line) -> None:
         if line.op == op:
-            out.setdefault(line.params, line.status)
+            out[line.params] = worst(out.get(line.params, line.status), line.status)
 
     reader = Reader(on_case)
     for raw in text.splitlines():
@@ -264,7 +347,7 @@ def death_story(rc: int | None, side: list[str], timeout: float | None = None) -
 def _demangle(sym: str) -> str:
     """A C++ symbol's function name (`_Z18ggml_cann_ssm_convR25...` -> ggml_cann_ssm_conv);
     a plain name as it is."""
-    m = re.match(r"_Z(?:N\d*)?(\d+)", sym)
+    m = re.match(r"_Z(?:N\d{0,6})?(\d{1,6})", sym)
     if m:
         n = int(m.group(1))
         return sym[m.end():m.end() + n]
@@ -274,22 +357,25 @@ def _demangle(sym: str) -> str:
 class Console:
     """A process's output as it comes, to its Reader: the simulator's records taken out
     (backend/trace.py's frames: to `reader.record`, in their place among the lines), the
-    lines fed one by one; the console without the records to `log`."""
+    lines fed one by one, each cut at MAX_LINE characters as it comes (the time and
+    memory a line takes are bounded whatever its length); the console without the records
+    to `log`."""
 
     def __init__(self, reader: Reader, log=None):
         from cannops.backend.trace import Unframer
-        self.reader, self.log, self.frames, self.buf = reader, log, Unframer(), b""
+        self.reader, self.log, self.frames = reader, log, Unframer()
+        self.buf = bytearray()   # the line begun, up to MAX_LINE bytes
+        self.cut = 0             # its bytes past those, left out
 
     def feed(self, chunk: bytes) -> None:
         self._parts(self.frames.feed(chunk))
 
     def close(self) -> None:
         self._parts(self.frames.close())
-        if self.buf:
-            self.reader.feed(self.buf.decode(errors="replace"))
+        if self.buf or self.cut:
+            self._line()
             if self.log is not None:   # the next process's `$ COMMAND` starts a line of its own
                 self.log.write(b"\n")
-            self.buf = b""
 
     def _parts(self, parts: list) -> None:
         for part in parts:
@@ -298,10 +384,27 @@ class Console:
                 continue
             if self.log is not None:
                 self.log.write(part)
-            self.buf += part
-            *lines, self.buf = self.buf.split(b"\n")
-            for ln in lines:
-                self.reader.feed(ln.decode(errors="replace"))
+            start = 0
+            while True:
+                end = part.find(b"\n", start)
+                self._add(part, start, len(part) if end < 0 else end)
+                if end < 0:
+                    break
+                self._line()
+                start = end + 1
+
+    def _add(self, part: bytes, start: int, end: int) -> None:
+        take = min(end - start, MAX_LINE - len(self.buf))
+        if take > 0:
+            self.buf += part[start:start + take]
+        self.cut += end - start - max(take, 0)
+
+    def _line(self) -> None:
+        text = self.buf.decode(errors="replace")
+        if self.cut:
+            text += f" [... {self.cut} bytes cut]"
+        self.buf, self.cut = bytearray(), 0
+        self.reader.feed(text)
 
 
 # --- support mode's listing ---------------------------------------------------------------
@@ -346,9 +449,3 @@ class ListingReader:
         cases = {op: list(dict.fromkeys(ps)) for op, ps in self.listed.items()}
         tested = [d for d in reader.devices if d not in reader.skipped]
         return Listing(reader.devices, tested, cases, self.supported, reader.simulator)
-
-
-def console_tail(data: bytes, lines: int = 3) -> str:
-    """The last lines a process printed (its framed records taken out), joined by ` | `."""
-    from cannops.backend.trace import unframe
-    return " | ".join(unframe(data)[0].decode(errors="replace").strip().splitlines()[-lines:])

@@ -203,6 +203,22 @@ def test_a_line_is_cut_as_it_comes_and_a_frame_held_is_bounded():
                                                                f"over the {MAX_FRAME} a record may take"}]
 
 
+def test_a_cases_records_are_bounded():
+    """Records without end before a case line (each a dict in memory): the first MAX_CALLS
+    kept, and the failed ones after them up to as many again, the rest counted."""
+    from cannops.backend.trace import frame
+    from cannops.cli.engine.tbo_console import MAX_CALLS, Console, Reader
+    got = []
+    console = Console(Reader(got.append))
+    call = {"call": "aclnnAdd", "rc": 0}
+    console.feed(b"".join([frame(call)] * (3 * MAX_CALLS) + [frame({**call, "rc": 5})] + [b"  A(x): FAIL\n"]))
+    console.close()
+    calls = got[0].calls
+    assert len(calls) == MAX_CALLS + 2 and calls[-2]["rc"] == 5
+    left = {"call": "(calls left out)", "note": f"{2 * MAX_CALLS} more, past the {MAX_CALLS} a case keeps"}
+    assert calls[-1] == left
+
+
 def test_frames_that_are_no_records_are_kept_as_bad_and_the_results_written(tmp_path):
     """A frame nested 100,000 deep (RecursionError), a call that is not a string (it broke
     the blame of the FAIL that followed), a tensor without strides: each a `(bad record)`
@@ -283,7 +299,7 @@ def test_the_suspect_of_a_death_runs_alone_and_a_death_on_the_way_out_blames_non
     unnamed = sorted((v["index"], v["reason"]) for k, v in r.items() if k.startswith("ADD(#"))
     assert len(unnamed) == 2
     assert "laid first on B, which printed its line when run alone" in unnamed[0][1]
-    assert unnamed[1][1].startswith("aborted (")   # the way out of B's process: none of the cases
+    assert unnamed[1][1].startswith("aborted (") and "on its way out; the op goes on" in unnamed[1][1]
 
 
 # --- files: --log-dir, --trace --resume ------------------------------------------------------

@@ -344,7 +344,8 @@ class _OpRun:
         """A process that died (or ran out of time with no case done): its case FAILs."""
         st, reader = self.state, proc.reader
         victim = self.victim(reader, chunk)
-        death = _death(self.spec, proc, self.job.device, self.job.op, victim or f"#{len(self.got) + 1}")
+        after = "" if victim else ON_THE_WAY_OUT if st.step is Step.CHUNK else UNNAMED
+        death = _death(self.spec, proc, self.job.device, self.job.op, victim or f"#{len(self.got) + 1}", after)
         st.aborts += 1
         was, st.step = st.step, Step.CHUNK
         if victim is None:
@@ -398,17 +399,20 @@ def _merge(kept: CaseResult, again: CaseResult) -> None:
     kept.reason = (kept.reason + "\n" if kept.reason else "") + note
 
 
-def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str) -> CaseResult:
+def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str, after: str = "") -> CaseResult:
     """The FAIL of the case a process died in, with the calls since the last case line: its
-    own, up to the one that killed it. `#N`: after every listed case had its line, an
-    unlisted one died (it prints nothing before), or the exit."""
+    own, up to the one that killed it. `#N`: no case to blame (`after` says why)."""
     reader = proc.reader
     story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
-    if params.startswith("#"):
-        story += ("\n(after the op's listed cases: an unlisted whole-graph case, which has no name until it "
-                  "prints, or the process's exit; the op stops here)")
-    return _traced(CaseResult(device=device, op=op, params=params, status=FAIL, reason=story, trace=reader.calls,
-                              seconds=round(time.monotonic() - reader.last, 6)), spec.trace)
+    return _traced(CaseResult(device=device, op=op, params=params, status=FAIL, reason=story + after,
+                              trace=reader.calls_now(), seconds=round(time.monotonic() - reader.last, 6)),
+                   spec.trace)
+
+
+UNNAMED = ("\n(after the op's listed cases: an unlisted whole-graph case, which has no name until it prints, "
+           "or the process's exit; the op stops here)")
+ON_THE_WAY_OUT = ("\n(after every case this process named had printed its line: on its way out; the op goes on "
+                  "with the cases after them)")
 
 
 def _unlisted_death(death: CaseResult, n: int) -> CaseResult:

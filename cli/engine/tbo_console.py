@@ -28,6 +28,7 @@ from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MAX_LINE = 64 << 10   # characters of one line kept (a case line is a few hundred; the rest is cut)
 MAX_SIDE = 256        # lines kept between two case lines (the last ones: a death's story ends there)
+MAX_CALLS = 10_000    # a case's simulator records kept (and as many that failed); the rest counted
 # a case line: optional check fragments, the two-space indent, the name, `): `, the status
 # (_case_line: the name is the first `  OP(` and the status follows the last `): `)
 NAME = re.compile(r"\s{2}(?P<op>[A-Z][A-Z0-9_]*)\(")
@@ -174,6 +175,7 @@ class Reader:
         self.allocs: list[str] = []     # allocation failures: cases that printed no line
         self.last = time.monotonic()    # when the last case line (or the process) came
         self.calls: list[dict] = []     # the simulator's records since the last case line
+        self.calls_left = 0             # and those past MAX_CALLS, not kept
         self.simulator: dict | None = None   # its first record: the binary runs on the simulated toolkit
 
     def record(self, rec: dict) -> None:
@@ -183,11 +185,26 @@ class Reader:
         frame that is no valid record stays in the trace as a note that says why."""
         from cannops.backend.trace import BAD_RECORD
         if BAD_RECORD in rec:
-            self.calls.append({"call": "(bad record)", "note": str(rec[BAD_RECORD])})
+            rec = {"call": "(bad record)", "note": str(rec[BAD_RECORD])}
         elif self.simulator is None and "simulator" in rec:
             self.simulator = rec
-        elif "call" in rec:
+            return
+        elif "call" not in rec:
+            return
+        if len(self.calls) < MAX_CALLS or rec.get("rc") and len(self.calls) < 2 * MAX_CALLS:
             self.calls.append(rec)
+        else:
+            self.calls_left += 1
+
+    def calls_now(self) -> list[dict]:
+        """The records since the last case line, and a note of those left out."""
+        if not self.calls_left:
+            return self.calls
+        return self.calls + [{"call": "(calls left out)",
+                              "note": f"{self.calls_left} more, past the {MAX_CALLS} a case keeps"}]
+
+    def _new_calls(self) -> None:
+        self.calls, self.calls_left = [], 0
 
     def feed(self, raw: str) -> None:
         line = ANSI.sub("", raw[:MAX_LINE + 64].rstrip("\r\n"))   # (+64: a Console's note of a cut)
@@ -222,16 +239,16 @@ class Reader:
         f = FINISHED.match(line)
         if f:
             self.finished = True
-            if int(f["ok"]) < int(f["n"]):
-                self.said_fail.append(line.strip())
         backend = BACKEND_STATUS.match(line)
-        if backend and backend["status"] == "FAIL" or self.finished and line.strip() == "FAIL":
-            self.said_fail.append(line.strip())
+        if (f and int(f["ok"]) < int(f["n"]) or backend and backend["status"] == "FAIL"
+                or self.finished and line.strip() == "FAIL") and len(self.said_fail) < 8:
+            self.said_fail.append(line.strip()[:200])
         b = BACKEND.match(line)
         if b:
             self.device = b["name"]
             self.devices[self.device] = DeviceInfo(name=self.device)
-            self.side, self.calls = [], []   # (the backends' set-up: aclInit again, refused)
+            self.side = []   # (the backends' set-up: aclInit again, refused)
+            self._new_calls()
             return True
         d = DESCRIPTION.match(line)
         if d and self.device:
@@ -244,7 +261,8 @@ class Reader:
         if mem and self.device:
             self.devices[self.device].memory_total = int(mem["total"]) << 20
             self.devices[self.device].memory_free = int(mem["free"]) << 20
-            self.side, self.calls = [], []
+            self.side = []
+            self._new_calls()
             return True
         if SKIPPING.match(line) and self.device:
             self.skipped.add(self.device)
@@ -253,7 +271,7 @@ class Reader:
 
     def _case(self, pre: str, op: str, params: str, text: str) -> None:
         # an allocation failure ends its case with no line: it leads the next one's
-        self.allocs += ALLOC.findall(pre)
+        self.allocs += ALLOC.findall(pre)[:10_000 - len(self.allocs)]
         pre = ALLOC.sub("", pre)
         checks = FRAGMENTS.findall(pre)
         rest = FRAGMENTS.sub("", pre).strip()
@@ -270,7 +288,8 @@ class Reader:
             status = FAIL
         now = time.monotonic()
         seconds, self.last = now - self.last, now
-        calls, self.side, self.head, self.calls = self.calls, [], None, []
+        calls, self.side, self.head = self.calls_now(), [], None
+        self._new_calls()
         self.on_case(Line(op, params, status, checks, side, seconds, calls))
 
     def orphans(self) -> list[str]:

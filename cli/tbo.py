@@ -301,7 +301,6 @@ def _check_simulated(binary, listing, **flags):
 def _run(spec, listing, o: TboOptions, source: dict, named: bool):
     """The run of `spec`, from the printer's first line to the results file; the run and
     its exit status."""
-    from .engine import run_tbo
     from .printers import ConsolePrinter, QuietPrinter
     devices = list(spec.devices)
     results_path = o.results_path or o.resume_path
@@ -321,7 +320,7 @@ def _run(spec, listing, o: TboOptions, source: dict, named: bool):
         printer = ConsolePrinter("test") if o.output == "console" else QuietPrinter("test")
         sink = _Sink(printer, journal, devices, run, stream=spec.jobs == 1)
         printer.start(len(devices))
-        run_tbo(spec, listing, run, known, sink, o.log_dir)
+        _run_keeping_results(spec, listing, run, known, sink, o.log_dir, results_path)
         if run.interrupted:
             printer.interrupted(run)
         else:
@@ -337,6 +336,22 @@ def _run(spec, listing, o: TboOptions, source: dict, named: bool):
         if journal:
             journal.close()
     return run, _exit_status(run, sink, o)
+
+
+def _run_keeping_results(spec, listing, run, known, sink, log_dir, results_path) -> None:
+    """run_tbo; where it raises (a fault of ops itself, whatever the binary printed), what
+    finished is written first, as after an interrupt (the journal kept: --resume goes on)."""
+    from .engine import run_tbo
+    try:
+        run_tbo(spec, listing, run, known, sink, log_dir)
+    except Exception:
+        run.interrupted = True
+        if results_path:
+            try:
+                run.write_json(results_path)
+            except OSError:
+                pass
+        raise
 
 
 def _new_run(spec, listing, source: dict, named: bool):

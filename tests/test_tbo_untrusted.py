@@ -219,6 +219,25 @@ def test_a_cases_records_are_bounded():
     assert calls[-1] == left
 
 
+def test_a_fault_of_ops_itself_still_writes_the_results(tmp_path, monkeypatch):
+    """Whatever raises inside the run (here: after the first process of MUL), the cases
+    finished are in the results file, marked interrupted, and the journal stays for --resume."""
+    from cannops.cli.engine import tbo as engine_tbo
+    from cannops.cli.tbo import TboOptions, run_binary
+    binary = make_binary(tmp_path / "b", [["ADD", "n=1", "ok", True], ["MUL", "n=1", "ok", True]])
+
+    def fault(self):
+        if self.job.op == "MUL":
+            raise RuntimeError("a fault of ops")
+    monkeypatch.setattr(engine_tbo._OpRun, "settle_suspect", fault)
+    res = tmp_path / "r.json"
+    with pytest.raises(RuntimeError, match="a fault of ops"):
+        run_binary(TboOptions(binary=binary, ops=("ADD", "MUL"), output="json", results_path=str(res)))
+    doc = json.loads(res.read_text())
+    assert doc["interrupted"] is True and [r["name"] for r in doc["results"]] == ["ADD(n=1)", "MUL(n=1)"]
+    assert (tmp_path / "r.json.partial.jsonl").exists()
+
+
 def test_frames_that_are_no_records_are_kept_as_bad_and_the_results_written(tmp_path):
     """A frame nested 100,000 deep (RecursionError), a call that is not a string (it broke
     the blame of the FAIL that followed), a tensor without strides: each a `(bad record)`

@@ -21,10 +21,12 @@ def _load():
             try:
                 from cffi import FFI
                 ffi = FFI()
-                ffi.cdef("int prctl(int option, ...);")
+                # prctl is variadic; its integer arguments travel as named ones do on Linux
+                # (x86-64, AArch64), and a fixed signature needs nothing built at the call
+                ffi.cdef("int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, "
+                         "unsigned long a5);")
                 fn = ffi.dlopen(None).prctl
-                args = [ffi.cast("unsigned long", signal.SIGKILL)] + [ffi.cast("unsigned long", 0)] * 3
-                _prctl.append(lambda: fn(PR_SET_PDEATHSIG, *args))
+                _prctl.append(lambda: fn(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0))
             except (OSError, AttributeError, ImportError):   # not Linux: the process group alone
                 _prctl.append(None)
         return _prctl[0]

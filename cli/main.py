@@ -564,11 +564,11 @@ cli.add_command(bisect_command)
 def tbo(summary_file, baseline, **kw):
     """Run a test-backend-ops BINARY op by op, as the Ascend CI does: an abort costs its
     case (FAIL, with the assert and the backtrace's head) and the op goes on after it."""
-    from .tbo import run_binary
+    from .tbo import TboOptions, run_binary
     check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
                            kw["log_dir"])
     base = check_report_options(None, summary_file, baseline)
-    run, status = run_binary(**kw)
+    run, status = run_binary(TboOptions(**kw))
     emit(run, kw["output"])
     write_reports(run, None, summary_file, base)
     sys.exit(_Stdout.status(status))

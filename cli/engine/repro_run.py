@@ -121,7 +121,7 @@ def _why(lines: list[str]) -> str:
 
 
 def _how(exitcode: int | None) -> str:
-    from .tbo import death_story
+    from .tbo_console import death_story
     return death_story(exitcode, []).split(":", 1)[0]
 
 

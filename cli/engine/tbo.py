@@ -163,7 +163,8 @@ def op_regex(params: tuple[tuple[str, str], ...], op: str) -> str | None:
     """The params regex that applies to `op`: its own -p OP=REGEX, else a plain -p REGEX."""
     per_op = [rx for o, rx in params if o == op]
     common = [rx for o, rx in params if not o]
-    return (per_op or common or [None])[-1]
+    chosen = per_op or common
+    return chosen[-1] if chosen else None
 
 
 def exact_params(params: list[str]) -> str:

@@ -220,11 +220,11 @@ class Reader:
                 h, self.head = self.head, None
                 self._case(s[0], h.op, h.params, s[1])
                 return
-        h = _case_head(line)
-        if h and not h[2].startswith(("OK", "FAIL", "not supported")):
-            self.head = Line(h[0], h[1], "")
-            if h[2].strip():
-                self._side(h[2].strip())
+        named = _case_head(line)
+        if named and not named[2].startswith(("OK", "FAIL", "not supported")):
+            self.head = Line(named[0], named[1], "")
+            if named[2].strip():
+                self._side(named[2].strip())
             return
         if not self._device_line(line) and line.strip():
             self._side(line.strip())

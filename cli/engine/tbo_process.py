@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .lifeline import die_with_parent
 from .runner import STOP_SIGNALS, Interrupted, leave_hung_up_terminal
@@ -69,12 +69,14 @@ class Processes:
                 p.wait()
             with self.lock:
                 self.live.discard(p)
-            p.stdout.close()
+            if p.stdout is not None:
+                p.stdout.close()
         return Proc(rc, timed_out, self.stopped.is_set() and not timed_out, reader)
 
     def _pump(self, p: subprocess.Popen, deadline: float, console: Console) -> bool:
         """The process's output to `console` until its end, the deadline (the process
         killed: True) or a stop."""
+        assert p.stdout is not None   # started with stdout=PIPE
         with selectors.DefaultSelector() as sel:
             sel.register(p.stdout, selectors.EVENT_READ)
             while True:
@@ -110,7 +112,9 @@ class Stop:
     """SIGINT / SIGTERM while a run goes on: every process killed, the signal kept."""
 
     def __init__(self, procs: Processes):
-        self.procs, self.signals, self.old = procs, [], {}
+        self.procs = procs
+        self.signals: list[int] = []
+        self.old: dict[int, Any] = {}
 
     def _handler(self, signum, frame) -> None:
         leave_hung_up_terminal(signum)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from cannops.backend.repro import Step, c_string, comment, makefile
+from cannops.backend.repro import Step, c_string, comment, make_path, makefile
 from cannops.backend.ggml.recorder import c_float
 
 D2H, H2D, D2D = 2, 1, 3          # aclrtMemcpyKind
@@ -427,7 +427,7 @@ def build_files(title: str, env: dict[str, str]) -> str:
     from cannops.native.toolkit import OPAPI_LIBRARIES
     split = " ".join(name[len("lib"):-len(".so")] for name in OPAPI_LIBRARIES)
     variables = ["# the CANN toolkit (a real one, or `make cann-sim-toolkit`'s simulated one)",
-                 f"ASCEND_TOOLKIT_HOME ?= {_toolkit_home()}",
+                 f"ASCEND_TOOLKIT_HOME ?= {make_path(_toolkit_home(), 'ASCEND_TOOLKIT_HOME')}",
                  "# the aclnn operators: one library per operator repository in newer CANN, else libopapi",
                  f"OPAPI_SPLIT := $(wildcard $(patsubst %,$(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,{split}))",
                  "OPAPI_LIBS ?= $(if $(OPAPI_SPLIT),$(patsubst $(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,-l%,$(OPAPI_SPLIT)),"

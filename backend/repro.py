@@ -78,10 +78,21 @@ def make_value(text: str, what: str) -> str:
     A line break cannot be held: ValueError naming `what`."""
     if any(c in text for c in "\n\r\0"):
         raise ValueError(f"{what}={text!r}: a line break cannot go into the reproducer's Makefile")
+    if not text.isascii() and not _is_utf8(text):
+        raise ValueError(f"{what}={text!r}: not UTF-8 text, which the reproducer's Makefile is")
     out = re.sub(r"(\\*)#", lambda m: m[1] * 2 + "\\#", text.replace("$", "$$"))
     if out[:1] in (" ", "\t"):
         out = "$()" + out
     return out + "$()" if out.endswith("\\") else out
+
+
+def _is_utf8(text: str) -> bool:
+    """Not a string os.environ or argv decoded from bytes that are not UTF-8 (surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def make_path(path: str, what: str) -> str:

@@ -127,6 +127,7 @@ def test_a_make_value_is_exported_exactly_and_expands_nothing(tmp_path, values):
     ({"CANN_SIM_PROBE": "x\n$(shell touch K)"}, "a line break cannot go into the reproducer's Makefile"),
     ({"CANN_SIM_A$(shell touch K)": "1"}, "not a name a Makefile can export"),
     ({"ASCEND_TOOLKIT_HOME": "/x;touch K"}, "cannot go into the reproducer's Makefile"),
+    ({"CANN_SIM_PROBE": os.fsdecode(b"x\xff")}, "not UTF-8 text"),
 ])
 def test_what_a_makefile_cannot_hold_is_refused_before_the_run(tmp_path, env, message):
     p = ops("repro", "-b", "CANN-SIM", ADD, str(tmp_path / "r"), env=env, cwd=tmp_path)
@@ -137,6 +138,12 @@ def test_what_a_makefile_cannot_hold_is_refused_before_the_run(tmp_path, env, me
 def test_a_name_for_no_tensor_is_refused_in_one_line(tmp_path):
     one_line_exit_2(ops("repro", "-b", "GGML-CPU", "--name", "z=" + ESCAPE, ADD, str(tmp_path / "r")),
                     "has no tensor named 'z'")
+
+
+def test_a_name_that_is_not_utf8_is_refused_in_one_line(tmp_path):
+    one_line_exit_2(ops("repro", "-b", "GGML-CPU", "--name", os.fsdecode(b"a=x\xff"), ADD, str(tmp_path / "r")),
+                    "not UTF-8 text")
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_make_value_with_a_line_break_is_refused():
@@ -161,6 +168,7 @@ def _sha(data: bytes) -> str:
     (b'["README.md", "Makefile"]', "is not one ops repro wrote"),
     (json.dumps({"tool": "ops repro", "files": ["README.md", "Makefile", "repro.c"]}).encode(),
      "is not one ops repro wrote"),      # no digests: an older ops repro's, or anyone's
+    (b"[" * 100000, "is not one ops repro wrote"),     # deeper than json's recursion
 ])
 def test_a_folder_with_a_repro_json_ops_did_not_write_is_not_touched(tmp_path, marker, message):
     out = tmp_path / "mine"

@@ -37,24 +37,32 @@ class Folder:
             _check_name(name, "a file to write")
         marker = {**marker, "files": sorted(files), "sha256": {k: _digest(v) for k, v in sorted(files.items())}}
         new = {**files, MARKER: (json.dumps(marker, indent=1) + "\n").encode()}
-        self.out.mkdir(parents=True, exist_ok=True)
-        with _opened(self.out) as root:
-            taken = [name for name in files if name not in verified.owned and _exists(root, name)]
-            if taken:
-                raise BadInput(f"{self.out / taken[0]} exists and was not written by ops repro: nothing written")
-            for name in [*verified.owned, MARKER]:
-                _remove(root, name)
-            try:
+        name = "."
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            with _opened(self.out) as root:
+                taken = [name for name in files if name not in verified.owned and _exists(root, name)]
+                if taken:
+                    raise BadInput(f"{self.out / taken[0]} exists and was not written by ops repro: nothing written")
+                for name in [*verified.owned, MARKER]:
+                    _remove(root, name)
                 for name, data in new.items():
                     _create(root, name, data)
-            except OSError as e:
-                raise BadInput(f"cannot write {self.out / name}: {e.strerror}") from None
+        except OSError as e:    # the disk full, the folder's mode changed during the run
+            raise BadInput(f"cannot write {self.out / name}: {e.strerror}") from None
 
 
 def check_folder(out: Path) -> Folder:
     """OUTDIR before anything runs: a new or empty folder that can be written, or one whose
     repro.json ops repro wrote and whose listed files still hold what it wrote. Anything
     else is BadInput (one line)."""
+    try:
+        return _check_folder(out)
+    except OSError as e:      # unreadable, gone while read
+        raise BadInput(f"cannot read {out}: {e.strerror}") from None
+
+
+def _check_folder(out: Path) -> Folder:
     if out.is_symlink() and not out.exists():
         raise BadInput(f"{out} is a symbolic link to nothing: name a folder")
     if out.exists() and not out.is_dir():
@@ -97,7 +105,7 @@ def _marker(root: int, out: Path) -> dict[str, str]:
         data = f.read(MARKER_BYTES + 1)
     try:
         marker = json.loads(data) if len(data) <= MARKER_BYTES else None
-    except ValueError:
+    except (ValueError, RecursionError):     # not JSON, or nested past the parser's depth
         marker = None
     digests = marker.get("sha256") if isinstance(marker, dict) and marker.get("tool") == "ops repro" else None
     if not isinstance(digests, dict) or not all(isinstance(k, str) and isinstance(v, str) and SHA256.fullmatch(v)

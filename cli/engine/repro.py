@@ -19,7 +19,6 @@ from .repro_folder import Folder, check_folder
 from .selection import BadInput
 
 
-
 @dataclass(frozen=True)
 class ReproSpec:
     names: tuple[str, ...]     # the cases in order; the last is compared

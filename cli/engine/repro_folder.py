@@ -41,7 +41,7 @@ class Folder:
         try:
             self.out.mkdir(parents=True, exist_ok=True)
             with _opened(self.out) as root:
-                taken = [name for name in files if name not in verified.owned and _exists(root, name)]
+                taken = [n for n in files if n not in verified.owned and _exists(root, n)]
                 if taken:
                     raise BadInput(f"{self.out / taken[0]} exists and was not written by ops repro: nothing written")
                 for name in [*verified.owned, MARKER]:

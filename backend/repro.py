@@ -74,16 +74,17 @@ MAKE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def make_value(text: str, what: str) -> str:
     """`text` as the value of a make assignment that gives back exactly `text`: `$` doubled
     (make expands nothing of it), `#` escaped (with the backslashes before it doubled, as
-    make reads them), a leading blank or a trailing backslash guarded by the empty `$()`.
+    make reads them), a leading or trailing blank or a trailing backslash guarded by the
+    empty `$()`.
     A line break cannot be held: ValueError naming `what`."""
     if any(c in text for c in "\n\r\0"):
         raise ValueError(f"{what}={text!r}: a line break cannot go into the reproducer's Makefile")
     if not text.isascii() and not _is_utf8(text):
         raise ValueError(f"{what}={text!r}: not UTF-8 text, which the reproducer's Makefile is")
     out = re.sub(r"(\\*)#", lambda m: m[1] * 2 + "\\#", text.replace("$", "$$"))
-    if out[:1] in (" ", "\t"):
+    if out[:1].isspace():         # make strips a value's leading blanks (form feeds too)
         out = "$()" + out
-    return out + "$()" if out.endswith("\\") else out
+    return out + "$()" if out.endswith("\\") or out[-1:].isspace() else out
 
 
 def _is_utf8(text: str) -> bool:

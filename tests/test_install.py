@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from _gguf_models import MODELS
-from test_tbo import CASES, FAKE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BARE = {"PATH": "/usr/bin:/bin"}
@@ -113,6 +112,7 @@ def test_repro_on_cann_sim_without_a_toolkit_says_how_to_get_one(installed):
 
 
 def test_tbo_on_a_fake_binary(installed):
+    from test_tbo import CASES, FAKE     # the fake test-backend-ops of ops tbo's own tests
     build = installed[2] / "build"
     (build / "bin").mkdir(parents=True)
     exe = build / "bin" / "test-backend-ops"

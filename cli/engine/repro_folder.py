@@ -185,7 +185,8 @@ def _file_digest(root: int, name: str, out: Path) -> str | None:
 
 
 def _why(e: OSError) -> str:
-    return {errno.ELOOP: "a symbolic link", errno.ENOTDIR: "under a file or a link"}.get(e.errno, e.strerror)
+    why = {errno.ELOOP: "a symbolic link", errno.ENOTDIR: "a link, or under a file or a link"}
+    return why.get(e.errno or 0, e.strerror or str(e))
 
 
 def _exists(root: int, name: str) -> bool:

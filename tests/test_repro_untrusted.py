@@ -28,7 +28,8 @@ CANARY = "K"     # the file the hostile inputs' shell commands would make (touch
 # a name that ends the C string (a backslash, then a line break: the line splice), then
 # calls system("touch K") without a quote of its own; it ran on `make run` before the fix
 ESCAPE = '\\\n");system((char[]){116,111,117,99,104,32,75,0});//'
-NAMES = {"a": "x" + ESCAPE, "b0": 'w/??/\n*/ "q" \t`$(touch K)`\xe9'}
+# (out: a node, which names no file; a leaf's name is in its input's file name too)
+NAMES = [{"out": "x" + ESCAPE}, {"a": "y" + ESCAPE, "b0": 'w/??/\n*/ "q" \t`$(touch K)`\xe9'}]
 # CANN_SIM_* values that make would have run at build time, unquoted
 VALUES = {"CANN_SIM_PROBE": "$(shell touch K)", "CANN_SIM_PROBE2": "a#b $$(shell touch K) `touch K` \\"}
 
@@ -65,19 +66,20 @@ def one_line_exit_2(p, message):
 
 # ------------------------------------------------------- quoted for C and make ----
 
-def test_hostile_names_and_values_run_nothing_and_the_program_still_reproduces(tmp_path):
+@pytest.mark.parametrize("names", NAMES)
+def test_hostile_names_and_values_run_nothing_and_the_program_still_reproduces(tmp_path, names):
     out = tmp_path / "r"
-    p = ops("repro", "-b", "GGML-CPU", *[f"--name={leaf}={n}" for leaf, n in NAMES.items()], ADD, str(out),
+    p = ops("repro", "-b", "GGML-CPU", *[f"--name={leaf}={n}" for leaf, n in names.items()], ADD, str(out),
             env=VALUES, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     text = (out / "repro.c").read_text()
-    assert all(c_string(n) in text for n in NAMES.values())
+    assert all(c_string(n) in text for n in names.values())
     built = make(out, env={**BARE, **VALUES})
     assert built.returncode == 0, built.stdout + built.stderr
     run = make(out, "run")
     assert run.returncode == 0 and "reproduced:" in run.stdout, run.stdout + run.stderr
     assert not (out / CANARY).exists() and not (tmp_path / CANARY).exists()
-    assert "x\\\\x0a" in (out / "README.md").read_text()        # the name's line break shown, not made
+    assert "\\\\x0a" in (out / "README.md").read_text()        # the name's line break shown, not made
 
 
 def test_a_hostile_name_and_values_on_cann_sim_run_nothing(tmp_path, toolkit):

@@ -116,9 +116,11 @@ parity-0.25.3: setup $(TBO_NAMES)/test.tsv
 	OPS_PARITY_VERSIONS=1 $(PY) -m pytest -q tests/test_parity_versions.py
 
 # The slow build paths: the bridge built against a plain install prefix (GGML_HOME) and
-# loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install).
+# loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install);
+# the wheel installed in a fresh venv, running from a folder outside the checkout every
+# command make test covers on the simulator (tests/test_install.py).
 check-install: setup
-	OPS_BUILD_TESTS=1 $(PY) -m pytest tests/test_build.py
+	OPS_BUILD_TESTS=1 $(PY) -m pytest tests/test_build.py tests/test_install.py
 
 # Compile the aclnn layer's own declarations against the real CANN headers of the
 # toolkit the CANN device would use; no toolkit is an error (exit 2) unless

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -475,15 +476,19 @@ def repro(args, device, after, seed, tensor_names):
     renames = []
     for item in tensor_names:
         leaf, _, name = item.partition("=")
-        if not leaf or not name or len(name.encode()) > 63:
+        if not leaf or not name or len(name.encode(errors="surrogateescape")) > 63:
             raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {item!r}")
+        try:
+            item.encode()
+        except UnicodeEncodeError:   # argv's bytes that are not UTF-8, decoded as surrogates
+            raise BadInput(f"--name {item!r}: not UTF-8 text (a ggml name here is text)") from None
         renames.append((leaf, name))
     spec = ReproSpec(names=(*after, *args[:-1]), device=device, outdir=args[-1], seed=seed,
                      argv=tuple(sys.argv[1:]), tensor_names=tuple(renames))
     manifest = write_repro(spec, say=lambda line: click.echo(line, err=True))
     click.echo(f"{args[-1]}: {manifest['compared']} on {manifest['device']}: {manifest['status']}"
                + (f" ({manifest['reason']})" if manifest["reason"] else ""))
-    click.echo(f"  cd {args[-1]} && make && make run")
+    click.echo(f"  cd {shlex.quote(args[-1])} && make && make run")
 
 
 @cli.command("list")

@@ -166,7 +166,7 @@ def renamed(graph, names: tuple[tuple[str, str], ...]):
     known = {t.name for t in graph.tensors if t.name}
     for old, new in names:
         if old not in known:
-            raise BadInput(f"--name {old}={new}: the compared case has no tensor named {old!r} "
+            raise BadInput(f"--name {old + '=' + new!r}: the compared case has no tensor named {old!r} "
                            f"(it has {', '.join(sorted(known)) or 'none'})")
         for t in graph.tensors:
             if t.name == old:

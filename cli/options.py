@@ -202,11 +202,16 @@ def ops_text(ops):
 
 
 def _cases_file_lines(path):
+    """The lines of a --cases file: a regular file, its size and lines bounded (cases/untrusted.py)."""
+    from cannops.cases.untrusted import NotRegular, read_lines
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read --cases {path}: {getattr(e, 'strerror', None) or e}") from None
+        return read_lines(path)
+    except OSError as e:
+        raise BadInput(f"cannot read --cases {path}: {e.strerror or e}") from None
+    except NotRegular as e:
+        raise BadInput(f"--cases {e}") from None
+    except ValueError as e:   # too large, a line too long, not UTF-8
+        raise BadInput(f"--cases {path}: {e}") from None
 
 
 def graph_file_cases(path, params=None, shard=None, sample=None):

@@ -91,3 +91,49 @@ def test_a_long_line_is_refused_and_quoted_by_a_short_prefix(tmp_path):
     r = _ops("test", "-b", "NUMPY", "--cases", str(path))
     _one_line(r, "line 1 is longer than 16,384 bytes: 'ADD(xxx")
     assert len(r.stderr) < 400
+
+
+# --- test-export-graph-ops lines --------------------------------------------------------------
+
+GOOD_MUL = "7 0 128 2 8 1 16" + " 0" * 16 + " 2 0 128 2 8 1 4 512 1024 8192 0 128 1 1 1 4 512 512 512 mul-0"
+
+
+def _line(**edit):
+    """GOOD_MUL with words replaced: {index: text}, or `cut` words from the end."""
+    words = GOOD_MUL.split()
+    for i, text in edit.get("at", {}).items():
+        words[i] = text
+    return " ".join(words[:len(words) - edit.get("cut", 0)])
+
+
+# word positions: op 0, type 1, ne 2-5, n_params 6, op_params 7-22, n_src 23, src0 24-32, src1 33-41
+BAD_LINES = [
+    ("a negative ne", _line(at={3: "-2"}), "ne: -2 is out of range"),
+    ("a negative source ne", _line(at={26: "-2"}), "src0's ne: -2 is out of range"),
+    ("a negative stride", _line(at={30: "-512"}), "src0's nb: -512 is out of range"),
+    ("no sources", GOOD_MUL.split(" 2 0 128 2 8 1 4")[0] + " 0 nosrc", "the source count: 0 is out of range [1, 10]"),
+    ("11 sources", _line(at={23: "11"}), "the source count: 11 is out of range [1, 10]"),
+    ("17 op_params", _line(at={6: "17"}), "the op_params count: 17 is out of range [0, 16]"),
+    ("an op_param past int32", _line(at={7: str(1 << 40)}), "op_params: 1099511627776 is out of range"),
+    ("a word that is no number", _line(at={2: "12x"}), "ne: '12x' is not an integer"),
+    ("an unknown type", _line(at={24: "4242"}), "src0's type: unknown ggml type 4242"),
+    ("a line cut short", _line(cut=4), "the line ends early, at src1's nb"),
+    ("a MUL that does not broadcast", _line(at={34: "100", 35: "3"}), "MUL: src1 [100, 3, 1, 1] does not repeat"),
+    ("a MUL of the wrong shape", _line(at={2: "64"}), "MUL: ne [64, 2, 8, 1] is not src0's"),
+    ("a node past the bound", f"25 0 {1 << 40} 1 1 1 16" + " 0" * 16 + f" 1 0 {1 << 40} 1 1 1 0 0 0 0 big",
+     "RMS_NORM node cannot be built: TooLarge: its tensors take 4,096 GiB, more than the 16 GiB"),
+]
+
+
+@pytest.mark.parametrize("what,line,says", BAD_LINES, ids=[b[0] for b in BAD_LINES])
+def test_a_bad_export_line_is_named_by_line_and_field(what, line, says):
+    from cannops.cases.graph_ops_file import read_graph_ops
+    with pytest.raises(ValueError) as e:
+        read_graph_ops([GOOD_MUL, line], "0.25.3")
+    assert str(e.value).startswith("line 2: ") and says in str(e.value), str(e.value)
+
+
+def test_a_bad_export_line_exits_2_naming_the_file_before_any_work(tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text(GOOD_MUL + "\n" + _line(at={30: "-512"}) + "\n")
+    _one_line(_ops("test", "-b", "NUMPY", "--cases", str(path)), f"--cases {path}: line 2: not a test-export-graph-ops")

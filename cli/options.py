@@ -24,6 +24,9 @@ def selected_devices(wanted, include_reference=False, soc=None):
     targets = select_devices(wanted, list_devices(device_names(wanted)), include_reference)
     if not socs:
         return targets
+    if not any(t.label == "CANN-SIM" for t in targets):   # else it would be silently ignored
+        raise BadInput(f"--soc {soc}: only CANN-SIM simulates a SoC, and the devices selected are "
+                       f"{', '.join(t.label for t in targets) or 'none'}")
     from cannops.backend.cann.soc import DEFAULT, SIMULATED
     if socs == [DEFAULT]:
         return targets
@@ -33,6 +36,8 @@ def selected_devices(wanted, include_reference=False, soc=None):
 def use_socs(soc):
     """--soc's families; one of them is CANN-SIM's SoC in this process and its workers (set
     before the devices are discovered: the simulator reads CANN_SIM_SOC when it starts)."""
+    if soc is not None and not soc.strip():
+        raise BadInput("--soc '' names no SoC: give 910B or 310P, or a comma list of them")
     if not soc and os.environ.get("CANN_SIM_SOC_EVIDENCE") != "pages":
         return []   # (and the CANN package is not imported for nothing)
     from cannops.backend.cann.soc import DEFAULT, SIMULATED, family, mode, parse

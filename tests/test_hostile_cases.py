@@ -137,3 +137,14 @@ def test_a_bad_export_line_exits_2_naming_the_file_before_any_work(tmp_path):
     path = tmp_path / "graph.txt"
     path.write_text(GOOD_MUL + "\n" + _line(at={30: "-512"}) + "\n")
     _one_line(_ops("test", "-b", "NUMPY", "--cases", str(path)), f"--cases {path}: line 2: not a test-export-graph-ops")
+
+
+# --- --soc ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,says", [
+    (["--soc", "", "-b", "NUMPY"], "--soc '' names no SoC"),   # it meant 910B
+    (["--soc", "310P", "-b", "NUMPY"], "--soc 310P: only CANN-SIM simulates a SoC, and the devices selected are NUMPY"),
+    (["--soc", "910B", "-b", "NUMPY"], "only CANN-SIM simulates a SoC"),
+])
+def test_a_soc_that_nothing_would_simulate_is_refused(args, says):
+    _one_line(_ops("test", "-o", "ADD", "--sample", "1", *args), says)

@@ -86,7 +86,10 @@ def _params_from(fields: dict[str, str], template: Params, seen: dict[str, dict[
         if key not in template:
             continue
         known = seen.get(key, {})
-        params[key] = known[text] if text in known else parse_like(text, template[key])
+        try:
+            params[key] = known[text] if text in known else parse_like(text, template[key])
+        except ValueError as e:   # int('x') says neither the field nor the value in full
+            raise ValueError(f"{key}={quoted(text, 40)}: {e}") from None
     return params
 
 

@@ -66,6 +66,8 @@ def test_no_count_in_a_name_builds_without_bound():
     ("ADD(type=f32,ne=[10,5,4,3],nr=[1,1,1,1],nf=99999999999999999999999,perm1=0,src_overlap=0)",
      "more than the 4,096 tensors a case named from outside may make"),
     ("ABS(type=f32,ne_a=[99999999999999999999999,1,1,1],v=0)", "GiB, more than the 16 GiB"),
+    # a value that is no number names its field (it said only: invalid literal for int())
+    ("ADD(type=f32,ne=[x,5,4,3],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0)", "bad value: ne='[x,5,4,3]': invalid"),
 ])
 def test_an_absurd_count_is_refused_before_the_graph_is_whole(name, says):
     _one_line(_ops("test", "-b", "NUMPY", "-o", name), says)

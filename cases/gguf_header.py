@@ -20,13 +20,14 @@ from .untrusted import open_regular, quoted
 MAGIC = b"GGUF"
 MAX_KEYS = 1 << 14          # real models hold tens of keys
 MAX_TENSORS = 1 << 16       # DeepSeek-V3 has about 1,150 tensor infos; unmerged experts some 10k
-MAX_KEY_BYTES = 1 << 16     # gguf.md: a key is at most 65535 bytes
+MAX_KEY_BYTES = 1 << 10     # gguf.md allows 65535; real keys are under 100 bytes
 MAX_NAME_BYTES = 63         # GGML_MAX_NAME (64) with its NUL
 MAX_ARRAY = 1 << 24         # elements of one array (vocabularies: 32k to 262k strings)
 MAX_DIMS = 4                # GGML_MAX_DIMS
 KEEP_STRING = 1 << 16       # a longer string value (a chat template, a licence) is not kept
 KEEP_ARRAY = 1 << 10        # a longer array (a vocabulary) is not kept: per-layer values are
 KEEP_TOTAL = 1 << 16        # array elements kept over the whole file
+KEEP_BYTES = 4 << 20        # string bytes kept over the whole file
 INT64_MAX = (1 << 63) - 1
 CHUNK = 1 << 16             # bytes read at a time
 
@@ -64,7 +65,8 @@ class _Cursor:
     memory."""
 
     def __init__(self, f: BinaryIO, size: int):
-        self.f, self.left, self.order, self.kept = f, size, "<", 0
+        self.f, self.left, self.order = f, size, "<"
+        self.kept, self.kept_bytes = 0, 0   # array elements and string bytes kept so far
         self.buf, self.pos = b"", 0
 
     def need(self, n: int, what: str) -> None:
@@ -119,11 +121,15 @@ class _Cursor:
         self.need(n * unit, f"{what} ({n:,} of at least {unit} bytes)")
         return n
 
-    def string(self, what: str, limit: int, keep: int) -> str | Skipped:
+    def string(self, what: str, limit: int, keep: int, counted: bool = True) -> str | Skipped:
+        """A string of at most `limit` bytes, kept up to `keep` bytes (and, `counted`, within
+        KEEP_BYTES over the file), else skipped."""
         n = self.count(what, limit, 1)
-        if n > keep:
+        if n > keep or counted and self.kept_bytes + n > KEEP_BYTES:
             self.skip(n, what)
             return Skipped(f"<a string of {n:,} bytes>")
+        if counted:
+            self.kept_bytes += n
         try:
             return self.take(n, what).decode("utf-8")
         except UnicodeDecodeError:
@@ -153,14 +159,14 @@ class _Cursor:
 
 
 def _kv(cur: _Cursor, i: int, skip_prefixes: tuple[str, ...]) -> tuple[str, Any]:
-    key = cur.string(f"key #{i}'s name", MAX_KEY_BYTES, MAX_KEY_BYTES)
+    key = cur.string(f"key #{i}'s name", MAX_KEY_BYTES, MAX_KEY_BYTES, counted=False)
     vtype = cur.scalar("I", f"key {quoted(key)}'s type")
     keep = not key.startswith(skip_prefixes)
     return key, cur.value(vtype, f"key {quoted(key)}", keep)
 
 
 def _tensor_info(cur: _Cursor, i: int) -> TensorInfo:
-    name = cur.string(f"tensor #{i}'s name", MAX_NAME_BYTES, MAX_NAME_BYTES)
+    name = cur.string(f"tensor #{i}'s name", MAX_NAME_BYTES, MAX_NAME_BYTES, counted=False)
     what = f"tensor {quoted(name)}"
     n_dims = cur.scalar("I", f"{what}'s n_dims")
     if n_dims > MAX_DIMS:

@@ -111,6 +111,8 @@ DAMAGED = {
     "not a GGUF": (b"\x7fELF" + bytes(60), "no GGUF magic"),
     "version 1": (b"GGUF" + struct.pack("<IQQ", 1, 0, 0), "GGUF version 1"),
     "a key length of 2^62": (_header(0, 1, struct.pack("<Q", 1 << 62) + b"x" * 16), "a count of 4,611,686,018,427,387,904"),
+    "a key name of 2000 bytes": (_header(0, 1, struct.pack("<Q", 2000) + b"k" * 2000 + bytes(16)),
+                                 "key #0's name: a count of 2,000, more than the 1,024 read"),
     "a string of 2^62": (_header(0, 1, _key(b"k", 8) + struct.pack("<Q", 1 << 62)), "key 'k'"),
     "an array count of 2^62": (_header(0, 1, _key(b"k", 9) + struct.pack("<IQ", 6, 1 << 62)), "key 'k''s array"),
     "a u8 array of 2^40 (169 bytes)": (U8_ARRAY_2_40 + bytes(169 - len(U8_ARRAY_2_40)), "key 'a''s array"),
@@ -207,3 +209,14 @@ def test_the_bounded_reader_reads_what_gguf_reads(tmp_path, endianess):
     assert keys == {} and isinstance(read_header(path)[0]["tokenizer.ggml.tokens"], Skipped)
     assert [(t.name, t.type, t.ne) for t in tensors] == \
         [(t.name, int(t.tensor_type), tuple(int(x) for x in t.shape)) for t in ref.tensors]
+
+
+def test_the_strings_kept_are_bounded_over_the_file(tmp_path):
+    """100 strings of 60 KB: each under the 64 KiB kept, together past the 4 MiB kept in all."""
+    from cannops.cases.gguf_header import KEEP_BYTES, Skipped, read_header
+    body = b"".join(_key(f"k{i}".encode(), 8) + struct.pack("<Q", 60000) + b"v" * 60000 for i in range(100))
+    (tmp_path / "s.gguf").write_bytes(_header(0, 100, body))
+    keys, _ = read_header(str(tmp_path / "s.gguf"))
+    kept = [v for v in keys.values() if isinstance(v, str)]
+    assert len(keys) == 100 and sum(map(len, kept)) <= KEEP_BYTES < 100 * 60000
+    assert all(isinstance(keys[f"k{i}"], Skipped) for i in range(len(kept), 100))

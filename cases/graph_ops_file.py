@@ -9,6 +9,8 @@ op_params words as they are, so every backend reads them as from ggml's own cons
 """
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from .catalog import Case, Family, family, register
@@ -154,6 +156,10 @@ def _ne_rule(p) -> str | None:
             return f"ne {ne} is not [{a[1]}, {b[1]}, {b[2]}, {b[3]}]"
     if op in ("RMS_NORM", "NORM", "SCALE", "UNARY", "SOFT_MAX") and ne != srcs[0]:
         return f"ne {ne} is not src0's {srcs[0]}"
+    if op in ("NORM", "RMS_NORM", "L2_NORM"):   # GGML_ASSERT(eps >= 0.0f) in the CPU kernels
+        eps = struct.unpack("<f", struct.pack("<i", p["op_params"][0]))[0]
+        if not eps >= 0.0:
+            return f"eps (op_params[0]) = {eps}: ggml asserts eps >= 0"
     return None
 
 

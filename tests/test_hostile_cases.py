@@ -66,6 +66,9 @@ def test_no_count_in_a_name_builds_without_bound():
     ("ADD(type=f32,ne=[10,5,4,3],nr=[1,1,1,1],nf=99999999999999999999999,perm1=0,src_overlap=0)",
      "more than the 4,096 tensors a case named from outside may make"),
     ("ABS(type=f32,ne_a=[99999999999999999999999,1,1,1],v=0)", "GiB, more than the 16 GiB"),
+    # outside ggml's domain: its CPU kernels GGML_ASSERT(eps >= 0), the worker aborted, a FAIL
+    ("RMS_NORM(type=f32,ne=[256,8,1,1],v=0,eps=nan,inplace=0)", "RMS_NORM: eps = nan: ggml asserts eps >= 0"),
+    ("NORM(type=f32,ne=[64,5,4,3],v=0,eps=-1.000000,noncontig_rows=0)", "NORM: eps = -1.0: ggml asserts"),
     # a value that is no number names its field (it said only: invalid literal for int())
     ("ADD(type=f32,ne=[x,5,4,3],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0)", "bad value: ne='[x,5,4,3]': invalid"),
 ])
@@ -122,6 +125,8 @@ BAD_LINES = [
     ("a line cut short", _line(cut=4), "the line ends early, at src1's nb"),
     ("a MUL that does not broadcast", _line(at={34: "100", 35: "3"}), "MUL: src1 [100, 3, 1, 1] does not repeat"),
     ("a MUL of the wrong shape", _line(at={2: "64"}), "MUL: ne [64, 2, 8, 1] is not src0's"),
+    ("a NaN eps", "25 0 128 2 8 1 16 2143289344" + " 0" * 15 + " 1 0 128 2 8 1 4 512 1024 8192 norm-0",
+     "RMS_NORM: eps (op_params[0]) = nan: ggml asserts eps >= 0"),
     ("a node past the bound", f"25 0 {1 << 40} 1 1 1 16" + " 0" * 16 + f" 1 0 {1 << 40} 1 1 1 0 0 0 0 big",
      "RMS_NORM node cannot be built: TooLarge: its tensors take 4,096 GiB, more than the 16 GiB"),
 ]

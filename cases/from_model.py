@@ -270,7 +270,10 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
     n_head_kv = m.count("attention.head_count_kv", n_head)
     if n_head % n_head_kv:
         raise m.bad("attention.head_count_kv", f"{n_head_kv} does not divide head_count {n_head}")
-    hd_k = m.count("attention.key_length", n_embd // n_head or None)
+    if n_embd < n_head and m.key("attention.key_length") is None:
+        raise m.bad("attention.head_count", f"{n_head} heads of embedding_length {n_embd} leave no head size "
+                                            f"(and there is no attention.key_length)")
+    hd_k = m.count("attention.key_length", n_embd // n_head)
     hd_v = m.count("attention.value_length", hd_k)
     n_rot = m.count("rope.dimension_count", hd_k)
     if n_rot > hd_k:

@@ -8,6 +8,7 @@ from typing import BinaryIO
 
 MAX_TEXT_BYTES = 32 << 20   # a case list: the whole catalog's names take about 3 MB
 MAX_LINE = 16 << 10         # a case name or an export line: the longest are under 1 KB
+MAX_LINES = 1 << 20         # the whole catalog is some 60k names
 
 
 class NotRegular(ValueError):
@@ -47,6 +48,8 @@ def read_lines(path: str, max_bytes: int = MAX_TEXT_BYTES, max_line: int = MAX_L
             raise ValueError(f"{size:,} bytes, more than the {max_bytes:,} a case list may take")
         lines, total = [], 0
         for n, raw in enumerate(iter(lambda: f.readline(max_line + 1), b""), 1):
+            if n > MAX_LINES:   # (32 MiB of empty lines would be 33M strings)
+                raise ValueError(f"more than the {MAX_LINES:,} lines a case list may take")
             total += len(raw)
             text = raw.decode("utf-8", errors="replace")
             if len(raw) > max_line or total > max_bytes:

@@ -90,6 +90,12 @@ def test_a_huge_cases_file_is_refused_by_its_size(tmp_path):
     _one_line(_ops("test", "-b", "NUMPY", "--cases", str(path)), "104,857,600 bytes, more than the")
 
 
+def test_a_file_of_too_many_lines_is_refused(tmp_path):
+    path = tmp_path / "empty-lines.cases"
+    path.write_bytes(b"\n" * (2 << 20))
+    _one_line(_ops("test", "-b", "NUMPY", "--cases", str(path)), "more than the 1,048,576 lines")
+
+
 def test_a_long_line_is_refused_and_quoted_by_a_short_prefix(tmp_path):
     path = tmp_path / "long.cases"
     path.write_text("ADD(" + "x" * (1 << 20) + ")\n")

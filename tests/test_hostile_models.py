@@ -66,6 +66,8 @@ BAD_VALUES = [
     ("1-d ffn_up", {}, {"blk__0__ffn_up__weight": ((64,), "f32")}, "tensor blk.0.ffn_up.weight: 1-d"),
     ("2-d ffn_up_exps", {"expert_count": 4, "expert_used_count": 2},
      {"blk__0__ffn_up_exps__weight": ((64, 32), "f32")}, "tensor blk.0.ffn_up_exps.weight: 2-d"),
+    ("more heads than embeddings", {"attention.head_count": 128, "attention.head_count_kv": 128}, {},
+     "llama.attention.head_count: 128 heads of embedding_length 64 leave no head size"),
     ("rope dims past the head", {"rope.dimension_count": 64}, {}, "rope.dimension_count: 64 is more than the head"),
     ("a dim past any model", {"embedding_length": 1 << 30}, {}, "embedding_length: 1073741824 is out of range"),
 ]

@@ -162,7 +162,8 @@ def _case_off_grid(name: str, mode: str, runs: bool = True) -> Case:
     # taking the machine down (or failing the device on the host's MemoryError)
     peak, free = peak_bytes(g), memory_available()
     if runs and mode != "support" and free is not None and peak > free:
-        raise BadInput(f"{quoted(name, 200)}: a run of it would take about {peak / 2**30:,.1f} GiB at its peak (its tensors "
+        shown = name if len(name) <= 200 and name.isprintable() else quoted(name, 200)
+        raise BadInput(f"{shown}: a run of it would take about {peak / 2**30:,.1f} GiB at its peak (its tensors "
                        f"{size / 2**30:,.1f} GiB, the reference's float64 copies, the device's), more than "
                        f"the {free / 2**30:,.1f} GiB of memory available")
     return case

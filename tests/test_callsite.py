@@ -139,3 +139,14 @@ def test_a_client_calls_records_carry_their_lines(debug_client, tmp_path):
     died = got["ADD(n=4)"]
     assert died["blame"] == f"aclnnAdd (call 2 of 2) in add, test-backend-ops.c:{workspace} returned 161002"
     assert "-> 161002" in p.stdout and f"in add, test-backend-ops.c:{workspace}" in p.stdout
+
+
+def test_a_frame_brings_a_site_never_a_resolved_one():
+    """`at` is ops' own (resolved here); a binary's frame that carries one, or a site of the
+    wrong shape, is a bad record."""
+    from cannops.backend.trace import record_problem
+    good = {"call": "aclnnAdd", "site": [["/lib/libggml-cann.so", "1a2b"]]}
+    assert record_problem(good) is None
+    assert record_problem({**good, "at": [["main", "/etc/passwd", 1]]}) == "a call record with a resolved site (at)"
+    for bad in ("x", [["/lib/a.so"]], [["/lib/a.so", 5]], [None]):
+        assert "site" in record_problem({"call": "aclnnAdd", "site": bad})

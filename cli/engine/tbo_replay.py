@@ -26,7 +26,7 @@ class Replayer:
     def __init__(self, simulated: bool):
         self.simulated, self.done = simulated, 0
 
-    def __call__(self, r: CaseResult, died: bool, rerun: Callable[[dict], tuple]) -> CaseResult:
+    def __call__(self, r: CaseResult, died: bool, rerun: Callable[[dict], "tuple | None"]) -> CaseResult:
         if not wanted(self.simulated, r, died):
             return r
         if self.done >= MAX_PER_OP:
@@ -43,7 +43,7 @@ def wanted(simulated: bool, r: CaseResult, died: bool) -> bool:
     return not any(c.get("rc") for c in r.trace)
 
 
-def replay(r: CaseResult, rerun: Callable[[dict], tuple]) -> CaseResult:
+def replay(r: CaseResult, rerun: Callable[[dict], "tuple | None"]) -> CaseResult:
     """`r` with the blame of its rerun: `rerun(env)` runs the case alone with `env` added and
     gives (its Line, or None where it printed none; its exit status), None if interrupted.
     The rerun's calls, each with its own error, become the trace."""

@@ -135,6 +135,12 @@ class _Cursor:
         except UnicodeDecodeError:
             raise GGUFError(f"{what}: not UTF-8") from None
 
+    def name(self, what: str, limit: int) -> str:
+        """A key's or a tensor's name: at most `limit` bytes, always kept."""
+        text = self.string(what, limit, limit, counted=False)
+        assert isinstance(text, str)   # n <= limit == keep and not counted: never skipped
+        return text
+
     def value(self, vtype: int, what: str, keep: bool) -> Any:
         if vtype in SCALARS:
             return self.scalar(SCALARS[vtype], what)
@@ -159,14 +165,14 @@ class _Cursor:
 
 
 def _kv(cur: _Cursor, i: int, skip_prefixes: tuple[str, ...]) -> tuple[str, Any]:
-    key = cur.string(f"key #{i}'s name", MAX_KEY_BYTES, MAX_KEY_BYTES, counted=False)
+    key = cur.name(f"key #{i}'s name", MAX_KEY_BYTES)
     vtype = cur.scalar("I", f"key {quoted(key)}'s type")
     keep = not key.startswith(skip_prefixes)
     return key, cur.value(vtype, f"key {quoted(key)}", keep)
 
 
 def _tensor_info(cur: _Cursor, i: int) -> TensorInfo:
-    name = cur.string(f"tensor #{i}'s name", MAX_NAME_BYTES, MAX_NAME_BYTES, counted=False)
+    name = cur.name(f"tensor #{i}'s name", MAX_NAME_BYTES)
     what = f"tensor {quoted(name)}"
     n_dims = cur.scalar("I", f"{what}'s n_dims")
     if n_dims > MAX_DIMS:

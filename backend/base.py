@@ -44,6 +44,8 @@ class RunResult:
     # calls and the stream's synchronisation), without building, uploading and reading back;
     # None: the device does not time it apart (the whole `run` is then its time)
     compute_seconds: float | None = None
+    # the device work the run asked for, counted (backend/cost.py; the simulator), None: not counted
+    cost: dict | None = None
 
 
 @dataclass

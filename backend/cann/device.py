@@ -3,6 +3,7 @@ device memory from the pool, each op node is handed to the native aclnn layer, a
 checked tensors are copied back after one stream synchronisation."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -12,6 +13,7 @@ import numpy as np
 from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
                                   Support, TracedError, numeric_gradient)
 from cannops.backend import hygiene as hyg
+from cannops.backend.cost import summarise
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.implementations import ACLNN
 from cannops.cases.inputs import values
@@ -211,7 +213,27 @@ class CANNDevice(CANNRules):
 
     def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
             hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
-        return self._run(graph, inputs, check, hygiene)[0]
+        if not self.simulated:
+            return self._run(graph, inputs, check, hygiene)[0]
+        with self.counted() as events:
+            result = self._run(graph, inputs, check, hygiene)[0]
+        result.cost = summarise(events)
+        return result
+
+    @contextlib.contextmanager
+    def counted(self):
+        """The simulator counts the device work of what runs inside (sim/cost.py), into the
+        list it gives, from an empty memory pool: a case's allocations are its own, whatever
+        ran before it in the process."""
+        from .sim import cost
+        with self._lock:
+            self._check(lib.ops_cann_pool_empty(self.ctx, *self._err()), "empty the pool")
+        cost.start()
+        events: list[dict] = []
+        try:
+            yield events
+        finally:
+            events += cost.stop()
 
     def _run(self, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
              hygiene: hyg.Hygiene = hyg.NONE) -> tuple[RunResult, dict]:

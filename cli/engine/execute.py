@@ -166,6 +166,7 @@ def _tested(device: Device, case: Case, g, opts: CaseOptions, ctx: WorkerContext
         result.note = "; ".join(filter(None, [result.note, f"{device.name} does not poison outputs nor "
                                                          f"compare inputs (docs/hygiene.md)"]))
     result.trace = got.calls or []
+    result.cost = got.cost
     if result.status == FAIL and device.can_trace:
         if metric_ok:
             _trace_only(run, result)

@@ -384,6 +384,14 @@ int ops_cann_pool_trim(struct ops_cann_ctx *ctx, char *err, size_t n) {
     return 0;
 }
 
+int ops_cann_pool_empty(struct ops_cann_ctx *ctx, char *err, size_t n) {
+    ops_node_begin(ctx, err, n);
+    if (ctx->rc) return ctx->rc;
+    CHECK_ACL(ACL.aclrtSynchronizeStream(ctx->stream), "aclrtSynchronizeStream");
+    CHECK_ACL(pool_free_unused(ctx, 0), "aclrtFree");
+    return 0;
+}
+
 void *ops_cann_alloc(struct ops_cann_ctx *ctx, size_t size, char *err, size_t n) {
     ops_node_begin(ctx, err, n);
     return ctx->rc ? NULL : ops_pool_alloc(ctx, size);

@@ -78,7 +78,7 @@ def start_stream(hello: dict) -> None:
     simulator's settings, by which a reader knows its records will come."""
     start()
     _REC.stream = True
-    _send(hello)
+    send(hello)
 
 
 @functools.cache
@@ -90,7 +90,8 @@ def _c_stdio():
     return c, c.dlopen(None)
 
 
-def _send(record: dict) -> None:
+def send(record: dict) -> None:
+    """One record into the client's stdout, after what it printed so far."""
     c, libc = _c_stdio()
     libc.fflush(c.NULL)
     for f in (sys.stdout, sys.stderr):
@@ -108,7 +109,7 @@ def _done(i: int) -> None:
         return
     for k in [*(k for k in _REC.open if k < i), i]:
         if _REC.calls[k] is not None:
-            _send(_REC.calls[k])
+            send(_REC.calls[k])
             _REC.calls[k] = None
     _REC.open = [k for k in _REC.open if k > i]
 
@@ -226,7 +227,8 @@ def failed(call: dict, code: int, message: str) -> None:
     _done(len(_REC.calls) - 1)
 
 
-def launched(plan, stream) -> None:
+def launched(plan, stream, cost: dict | None = None) -> None:
+    """A launch: its record complete (with the call's cost record where counting is on)."""
     if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(_REC.calls):
         return
     call = _REC.calls[plan.call]
@@ -234,6 +236,8 @@ def launched(plan, stream) -> None:
         return
     call["stream"] = _hex(stream)
     call.setdefault("rc", 0)
+    if cost is not None:
+        call["cost"] = cost
     _done(plan.call)
 
 

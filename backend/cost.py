@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 COPIES = ("h2d", "d2h", "d2d")
+# a toolkit client's switch: its device work counted, the events framed into its stdout
+COST_SWITCH = "CANN_SIM_COST"
 # the estimate's hook: backend/cann/perf_model.py (issue 42, part 2) where it exists
 ESTIMATE_SOC = "910B"
 

@@ -191,6 +191,10 @@ def cli():
               help="Record every case's ACL / aclnn calls on CANN-SIM into the results (a FAIL "
                    "records them anyway, replays them in float64 and names the call to blame; "
                    "docs/trace-and-blame.md).")
+@click.option("--cost", is_flag=True,
+              help="Print each case's device work as CANN-SIM counts it (aclnn calls, kernels, bytes, "
+                   "FLOPs by unit, copies, syncs; per case and per op) and keep its per-call records "
+                   "in the results (the counts are there anyway; docs/perf-model.md).")
 @click.option("--repeat", type=int, default=1, metavar="N", callback=at_least_one,
               help="Run each case N times on the device, on the same inputs: a FAIL unless the "
                    "outputs are bit-identical (docs/hygiene.md).")
@@ -230,6 +234,11 @@ def _run_and_report(mode, log_dir, summary_file, baseline, timings=False, **kw):
         from .timings import timing_lines
         for d in run.devices:
             for ln in timing_lines(d.name, run.by_device(d.name)):
+                click.echo(ln, err=kw["output"] != "console")
+    if kw.get("cost"):
+        from .cost_report import cost_lines
+        for d in run.devices:
+            for ln in cost_lines(run.by_device(d.name), d.name):
                 click.echo(ln, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
@@ -642,6 +651,11 @@ def tbo(summary_file, baseline, **kw):
                            kw["log_dir"])
     base = check_report_options(None, summary_file, baseline)
     run, status = run_binary(**kw)
+    if kw.get("cost"):
+        from .cost_report import cost_lines
+        for d in run.devices:
+            for ln in cost_lines(run.by_device(d.name), d.name):
+                click.echo(ln, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, None, summary_file, base)
     sys.exit(_Stdout.status(status))

@@ -76,6 +76,10 @@ TBO_OPTIONS = [
     click.option("--trace", is_flag=True,
                  help="On the simulated toolkit: every case's ACL / aclnn calls in the results (a FAIL's "
                       "are kept anyway; docs/trace-and-blame.md)."),
+    click.option("--cost", is_flag=True,
+                 help="On the simulated toolkit: each case's device work counted (aclnn calls, kernels, "
+                      "bytes, FLOPs by unit, copies, syncs, graph captures and replays) into the results, "
+                      "and printed per case and per op (docs/perf-model.md)."),
     click.option("--poison", is_flag=True,
                  help="On the simulated toolkit: fresh device memory is 0xFF bytes, a NaN in every float "
                       "type, so an element never written fails (CANN_SIM_POISON; docs/hygiene.md)."),
@@ -133,7 +137,7 @@ def tbo_options(f):
 
 def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, output, results_path,
                resume_path, log_dir, require_clean, ggml_version, source_name, cases_file=None,
-               trace=False, poison=False, check_inputs=False):
+               trace=False, poison=False, check_inputs=False, cost=False):
     """The run: its results (the results file written) and the exit status; a bad input
     is a BadInput before anything runs."""
     from .engine import TboSpec, binary_source, check_binary, device_names, list_cases, simulator_environment
@@ -159,7 +163,7 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
     devices = device_names(backends)
     listing = list_cases(binary, devices[0] if devices else None, test_file=test_file,
                          env=simulator_environment(poison, check_inputs))
-    _check_simulated(binary, listing, trace=trace, poison=poison, check_inputs=check_inputs)
+    _check_simulated(binary, listing, trace=trace, poison=poison, check_inputs=check_inputs, cost=cost)
     unknown = [d for d in devices if d not in listing.devices]
     if unknown:
         raise BadInput(f"{os.path.basename(binary)} has no device {', '.join(unknown)} "
@@ -192,7 +196,7 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
         source["test_file"] = test_file   # the cases' definitions: a resume checks it is the same
     spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
                    jobs=jobs, max_aborts=max_aborts, shard=shard, test_file=test_file, cases=names,
-                   simulated=listing.simulator is not None, trace=trace,
+                   simulated=listing.simulator is not None, trace=trace, cost=cost,
                    # a switch already on in the environment counts as asked (the simulator said so)
                    poison=poison or bool((listing.simulator or {}).get("poison")),
                    check_inputs=check_inputs or bool((listing.simulator or {}).get("check_inputs")))
@@ -200,7 +204,7 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
 
 
 def _check_simulated(binary, listing, **flags):
-    """--trace, --poison, --check-inputs are the simulated toolkit's: refused for a binary
+    """--trace, --poison, --check-inputs, --cost are the simulated toolkit's: refused for a binary
     whose support mode showed no simulator (a real CANN, or a toolkit not found)."""
     asked = [f"--{k.replace('_', '-')}" for k, on in flags.items() if on]
     if asked and listing.simulator is None:

@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from cannops.backend.cost import COST_SWITCH, summarise
+
 from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
 from .runner import STOP_SIGNALS, leave_hung_up_terminal
 from .selection import BadInput, parse_shard
@@ -414,13 +416,16 @@ class TboSpec:
     trace: bool = False
     poison: bool = False
     check_inputs: bool = False
+    cost: bool = False                    # each case's device work counted (CANN_SIM_COST)
 
     def regex(self, op: str) -> str | None:
         return op_regex(self.params, op)
 
     def environment(self) -> dict[str, str]:
         """What the binary's test processes get in their environment."""
-        return simulator_environment(self.poison, self.check_inputs) if self.simulated else {}
+        if not self.simulated:
+            return {}
+        return {**simulator_environment(self.poison, self.check_inputs), **({COST_SWITCH: "1"} if self.cost else {})}
 
 
 def simulator_environment(poison: bool = False, check_inputs: bool = False) -> dict[str, str]:
@@ -625,7 +630,7 @@ def run_op(spec: TboSpec, procs: Processes, device: str, op: str, op_no: int, li
     def on_case(line: Line) -> None:
         if line.op != op or line.params in got or (line.params not in order and rx and not rx.search(line.params)):
             return
-        keep(_traced(line.result(device), spec.trace))
+        keep(_traced(line.result(device), spec))
 
     unnamed = any(r.params.startswith("#") and r.status == FAIL for r in known.values())
     if unnamed and all(p in got for p in listed):
@@ -692,7 +697,7 @@ def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str) -> Case
         story += ("\n(after the op's listed cases: an unlisted whole-graph case, which has no name until it "
                   "prints, or the process's exit; the op stops here)")
     return _traced(CaseResult(device=device, op=op, params=params, status=FAIL, reason=story, trace=reader.calls,
-                              seconds=round(time.monotonic() - reader.last, 6)), spec.trace)
+                              seconds=round(time.monotonic() - reader.last, 6)), spec)
 
 
 def _unlisted_death(death: CaseResult, n: int) -> CaseResult:
@@ -704,11 +709,16 @@ def _unlisted_death(death: CaseResult, n: int) -> CaseResult:
     return death
 
 
-def _traced(r: CaseResult, every: bool) -> CaseResult:
-    """A result's calls (on the simulated toolkit) kept where it FAILed, or `every` case's;
-    a FAIL whose trace has a refused call names the first as its blame, as ops test does."""
+def _traced(r: CaseResult, spec: TboSpec) -> CaseResult:
+    """A result's calls (on the simulated toolkit) kept where it FAILed, or every case's
+    with --trace; a FAIL whose trace has a refused call names the first as its blame, as
+    ops test does. With --cost, its device work summed from them (backend/cost.py), and
+    the records that only count taken out of its trace."""
+    if spec.cost:
+        r.cost = summarise(r.trace)
+        r.trace = [c for c in r.trace if "args" in c or "cost" not in c]
     if r.status != FAIL:
-        if not every:
+        if not spec.trace:
             r.trace = []
     elif r.trace:
         from cannops.backend.trace import blame

@@ -28,11 +28,12 @@ from typing import Callable
 
 from .binding import ffi, lib
 
+from cannops.backend.cost import COST_SWITCH  # noqa: F401 - read at aclInit (acl_device.py)
+
 from . import dtypes
 
 ON = False
 CUBE, VECTOR = "cube", "vector"
-COST_SWITCH = "CANN_SIM_COST"
 _EVENTS: list[dict] | None = None   # the recording in progress (None: none, or streamed)
 _STREAM = False                     # events written into the client's stdout (a toolkit client)
 

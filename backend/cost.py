@@ -102,12 +102,30 @@ def estimate(cost: Mapping, soc: str = ESTIMATE_SOC) -> float | None:
         return None
 
 
+def work_text(cost: Mapping) -> str:
+    """The headline with the estimate where the model is there: `... [est. 12.3 µs (910B)]`."""
+    us = estimate(cost)
+    return headline(cost) + (f" [est. {us:.1f} µs ({ESTIMATE_SOC})]" if us is not None else "")
+
+
+def si(n: float, unit: str) -> str:
+    """4100 B -> '4.1 kB'."""
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {prefix}{unit}"
+    return f"{n:.0f} {unit}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def headline(cost: Mapping) -> str:
     """One line: calls, kernels, bytes, FLOPs by unit, syncs (and the graph's part)."""
-    mb = (cost["bytes_read"] + cost["bytes_written"]) / 1e6
-    text = (f"{cost['calls']} calls, {cost['kernels']} kernels, {mb:.3g} MB, "
-            f"{cost['flops'].get('cube', 0) / 1e6:.3g} MFLOP cube + "
-            f"{cost['flops'].get('vector', 0) / 1e6:.3g} vector, {cost['syncs']} syncs")
+    flops = [si(f, f"FLOP {unit}") for unit, f in cost["flops"].items() if f] or ["0 FLOP"]
+    text = (f"{_plural(cost['calls'], 'call')}, {_plural(cost['kernels'], 'kernel')}, "
+            f"{si(cost['bytes_read'] + cost['bytes_written'], 'B')}, {' + '.join(flops)}, "
+            f"{_plural(cost['syncs'], 'sync')}")
     g = cost.get("graph")
     if g:
         text += f", graph {g['captured']} captured / {g['replays']} replays"

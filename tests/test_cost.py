@@ -239,3 +239,18 @@ def test_cost_is_refused_for_a_binary_off_the_simulator(tmp_path):
     p = subprocess.run([*OPS, "tbo", str(fake), "-o", "ADD", "--cost"], capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if not k.startswith("CANN_SIM")})
     assert p.returncode == 2 and "--cost" in p.stderr
+
+
+def test_perf_on_the_simulator_heads_with_the_counted_work(tmp_path):
+    """ops perf -b CANN-SIM: one compute's device work (counted in the timing's warm-up,
+    without the harness's uploads), then the host's figures as the simulator's cost."""
+    name = next(iter(OWN))
+    out = tmp_path / "p.json"
+    p = _ops("perf", "-b", "CANN-SIM", "--cases", _write_cases(tmp_path / "c.txt", [name]), "--min-time", "0.05",
+             "--results", str(out))
+    line = next(ln for ln in p.stdout.splitlines() if ln.strip().startswith("ADD("))
+    assert line.index("1 call, 1 kernel, 12 kB") < line.index("host") < line.index("us/run (simulator's cost)")
+    cost = _costs(out)[name]
+    assert (cost["calls"], cost["kernels"], cost["bytes_read"], cost["bytes_written"]) == \
+        (1, 1, ADD[0]["bytes_read"], ADD[0]["bytes_written"])
+    assert cost["h2d"] == [0, 0] and cost["syncs"] == 1   # the compute alone: no upload, one sync

@@ -506,7 +506,8 @@ def _perf_measured(device: Device, case: Case, g, seed: int, min_seconds: float,
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e))
     per_run = m.seconds_per_run
-    return _result(device, case, OK, n_runs=m.runs, time_us=per_run * 1e6,
+    # the simulator: one compute's device work, counted in the timing's warm-up
+    return _result(device, case, OK, cost=getattr(device, "timed_cost", None), n_runs=m.runs, time_us=per_run * 1e6,
                    flops=flops / per_run if flops else 0.0,
                    bandwidth_gb_s=0.0 if flops else mem / n_runs / per_run / GB,
                    memory_kb=size // 1024, batches=len(m.per_run), spread=m.spread,

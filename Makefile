@@ -152,6 +152,8 @@ SAMPLE_OPS_P := ^(?!.*type_src=f16)(?!.*type=q8_0.*vs0=1)(?!.*kv=16384)
 # case to case in an order of their own, and the cache overruns (or goes stale) when the
 # rope dims or YaRN change at the same positions (docs/ggml-cann-on-cann-sim.md)
 SAMPLE_ROPE_P := ne_a=\[128,32,2,1\].*ef=0\.0
+# Then the device work count's planted-call check (tests/test_cost_planted.py: a copy of the
+# tree with one aclnn call more, built as a 910B variant of its own, a few minutes).
 # The 310P variant: ggml-cann has no FLASH_ATTN_EXT there (by design), and it lets bf16
 # ADD through although the 310P has no bf16 (an abort per case: a ggml-cann finding).
 SAMPLE_OPS_310P := ADD,MUL_MAT,SOFT_MAX,ROPE,GET_ROWS,SET_ROWS,CPY,RMS_NORM
@@ -163,6 +165,7 @@ ggml-cann-check: ggml-cann
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
 	OPS_REQUIRE_GGML_SOURCES=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_cann_evidence.py \
 	    -k test_ggml_cann_facts_match_its_0_25_3_sources
+	OPS_COST_PLANTED=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_cost_planted.py
 	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
 	. $(GGML_CANN_OUT)/910B/env.sh && \
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \

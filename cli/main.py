@@ -194,7 +194,7 @@ def cli():
 @click.option("--cost", is_flag=True,
               help="Print each case's device work as CANN-SIM counts it (aclnn calls, kernels, bytes, "
                    "FLOPs by unit, copies, syncs; per case and per op) and keep its per-call records "
-                   "in the results (the counts are there anyway; docs/perf-model.md).")
+                   "in the results (the counts are there anyway; docs/device-work.md).")
 @click.option("--repeat", type=int, default=1, metavar="N", callback=at_least_one,
               help="Run each case N times on the device, on the same inputs: a FAIL unless the "
                    "outputs are bit-identical (docs/hygiene.md).")

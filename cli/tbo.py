@@ -79,7 +79,7 @@ TBO_OPTIONS = [
     click.option("--cost", is_flag=True,
                  help="On the simulated toolkit: each case's device work counted (aclnn calls, kernels, "
                       "bytes, FLOPs by unit, copies, syncs, graph captures and replays) into the results, "
-                      "and printed per case and per op (docs/perf-model.md)."),
+                      "and printed per case and per op (docs/device-work.md)."),
     click.option("--poison", is_flag=True,
                  help="On the simulated toolkit: fresh device memory is 0xFF bytes, a NaN in every float "
                       "type, so an element never written fails (CANN_SIM_POISON; docs/hygiene.md)."),

@@ -5,7 +5,7 @@ through ggml-cann's test-backend-ops on the simulated toolkit (`ops tbo --cost`)
 The expected numbers are worked out here by hand from the case's shapes: which aclnn calls
 the op is realised with (native/aclnn/ops_*.c; ggml-cann's aclnn_ops.cpp), the elements
 each call's tensors name times the element size, and the FLOP formula of the operator
-(docs/perf-model.md: 1 per element for element-wise calls, 5 for a softmax, 3 for a
+(docs/device-work.md: 1 per element for element-wise calls, 5 for a softmax, 3 for a
 rotary embedding, 0 for copies and casts, 2 per multiply-add on the cube)."""
 import json
 import os

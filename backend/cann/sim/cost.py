@@ -4,7 +4,7 @@ runtime's allocations, copies, synchronisations and graph captures and replays, 
 events that backend/cost.py sums into a case's `cost`.
 
 Each simulated operator registers its unit and FLOP formula with `@operator(name, ...)`
-(aclnn.py); the formulas (docs/perf-model.md, "What is counted"):
+(aclnn.py); the formulas (docs/device-work.md):
   * cube operators (matmul, batch matmul, convolution, flash attention): 2 FLOPs per
     multiply-add: matmul 2·|out|·K, convolution 2·|out side|·|one filter|, attention
     2·B·N·Sq·Skv·(Dk + Dv);

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping
 COPIES = ("h2d", "d2h", "d2d")
 # a toolkit client's switch: its device work counted, the events framed into its stdout
 COST_SWITCH = "CANN_SIM_COST"
-# the estimate's hook: backend/cann/perf_model.py (issue 42, part 2) where it exists
-ESTIMATE_SOC = "910B"
 
 
 def empty() -> dict:
@@ -87,25 +85,6 @@ def summarise(events: Iterable[Mapping], per_call: bool = True) -> dict:
     if not per_call:
         del cost["per_call"]
     return cost
-
-
-def estimate(cost: Mapping, soc: str = ESTIMATE_SOC) -> float | None:
-    """The estimated device µs of a case's counted work (backend/cann/perf_model.py), None
-    where that model is not there (or has no figures for the SoC): never a measurement."""
-    try:
-        from cannops.backend.cann.perf_model import estimate_case
-    except ImportError:
-        return None
-    try:
-        return float(estimate_case(soc, cost)["us"])
-    except (KeyError, ValueError):
-        return None
-
-
-def work_text(cost: Mapping) -> str:
-    """The headline with the estimate where the model is there: `... [est. 12.3 µs (910B)]`."""
-    us = estimate(cost)
-    return headline(cost) + (f" [est. {us:.1f} µs ({ESTIMATE_SOC})]" if us is not None else "")
 
 
 def si(n: float, unit: str) -> str:

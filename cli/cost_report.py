@@ -3,9 +3,30 @@ per op, on the console (`ops test --cost`, `ops tbo --cost`) or in markdown; the
 device time beside the counts, always labelled an estimate."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from cannops.backend.cost import ESTIMATE_SOC, estimate
+from cannops.backend.cost import headline
+
+# the SoC whose estimate goes beside the counts (backend/cann/perf_model.py, issue 42 part 2)
+ESTIMATE_SOC = "910B"
+
+def estimate(cost: Mapping, soc: str = ESTIMATE_SOC) -> float | None:
+    """The estimated device µs of a case's counted work (backend/cann/perf_model.py), None
+    where that model is not there (or has no figures for the SoC): never a measurement."""
+    try:
+        from cannops.backend.cann.perf_model import estimate_case
+    except ImportError:
+        return None
+    try:
+        return float(estimate_case(soc, cost)["us"])
+    except (KeyError, ValueError):
+        return None
+
+
+def work_text(cost: Mapping) -> str:
+    """The headline with the estimate where the model is there: `... [est. 12.3 µs (910B)]`."""
+    us = estimate(cost)
+    return headline(cost) + (f" [est. {us:.1f} µs ({ESTIMATE_SOC})]" if us is not None else "")
 
 HEAD = ("calls", "kernels", "read B", "written B", "cube FLOP", "vector FLOP", "ws B", "syncs",
         "h2d", "d2h", "allocs")

@@ -638,6 +638,47 @@ def merge(results, out_path, allow_partial):
 
 
 @cli.command()
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
+@click.option("-b", "devices", metavar="DEVICE[,DEVICE]",
+              help="The device of each run to compare (one name for both, or OLD's,NEW's); default: "
+                   "each run's first.")
+@click.option("--all", "every", is_flag=True, help="List every case, not only those that changed.")
+@click.option("--markdown", is_flag=True, help="Print markdown tables (a CI's step summary).")
+@click.option("--output", type=click.Choice(["console", "csv"]), default="console", show_default=True,
+              help="console, or csv on stdout: each op and case with both runs' figures.")
+def diff(old, new, devices, every, markdown, output):
+    """What a change did: two results files (ops test / perf / tbo) compared per op and per
+    case: status, aclnn calls, kernels, bytes, syncs (counted on the simulator), est. µs, and
+    us/run, GB/s, GFLOPS where both measured (docs/device-work.md)."""
+    from .diff import console_lines, diff as compare, markdown_lines, write_csv
+    from .engine import load_run
+    if markdown and output != "console":
+        raise BadInput(f"--markdown prints the tables: it cannot go with --output {output}")
+    runs = []
+    for path in (old, new):
+        try:
+            runs.append(load_run(path))
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+    names = (devices or "").split(",") if devices else [None, None]
+    if len(names) == 1:
+        names *= 2
+    if len(names) != 2 or not all(n is None or n for n in names):
+        raise BadInput(f"-b {devices}: one device, or two separated by a comma")
+    for run, name, path in zip(runs, names, (old, new)):
+        if name is not None and name not in {r.device for r in run.results}:
+            raise BadInput(f"{path} has no result of device {name}")
+    ops, cases = compare(runs[0], runs[1], names[0], names[1], every)
+    if output == "csv":
+        write_csv(ops, cases, sys.stdout)
+    else:
+        lines = markdown_lines(ops, cases) if markdown else console_lines(ops, cases)
+        _Stdout.write(click.echo, "\n".join(lines))
+    sys.exit(_Stdout.status(0))
+
+
+@cli.command()
 @tbo_options
 @click.option("--summary-file", metavar="FILE", help="Write the markdown status report to FILE.")
 @click.option("--baseline", metavar="FILE",

@@ -9,7 +9,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from cannops.backend.base import SIMULATOR_CLOCK
-from cannops.backend.cost import work_text
 
 from . import plural
 from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
@@ -161,6 +160,7 @@ class ConsolePrinter:
         unit = "us/run (simulator's cost)" if r.clock == SIMULATOR_CLOCK else "us/run"
         figures = f"{' ' * (last - n)}    {r.n_runs:8d} runs - {r.time_us:8.2f} {unit} {spread} - "
         if r.cost:   # the simulator: what a device would be asked to do first, its host cost after
+            from .cost_report import work_text
             head, figures = head + f" {work_text(r.cost)};", f" host{figures}"
         doubt = (f"  [{r.doubts}]", "bold yellow") if r.doubts else ""
         if r.flops > 0:

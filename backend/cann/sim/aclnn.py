@@ -338,7 +338,8 @@ def _launch(name: str, workspace, ws_size, executor, stream) -> None:
         if a is None or not a.live:
             raise invalid(f"{what}: workspace [{ws:#x}, +{ws_size}) is not inside one live "
                           "device allocation")
-    counted = cost.launched(plan, s) if cost.ON else None
+    # a capture keeps its launches' cost records even uncounted: a later replay may be counted
+    counted = cost.launched(plan, s) if cost.ON or s.capture is not None else None
     if trace.ON:
         trace.launched(plan, stream, counted)
     enqueue(s, lambda: execute(plan, ws))   # or into the stream's capture

@@ -138,8 +138,9 @@ def _event(name: str, cost: dict) -> None:
 
 def launched(plan, stream) -> dict | None:
     """An aclnn launch (checked): a call of the host; a kernel now, or, launched into a
-    capture, one of the model's kernels (kept on the capture, counted per replay).
-    Streamed, the record is returned for the call's trace record to carry as its `cost`."""
+    capture, one of the model's kernels (kept on the capture whether or not counting is
+    on, counted per replay). Streamed, the record is returned for the call's trace record
+    to carry as its `cost`."""
     rec = record(plan)
     if stream.capture is not None:
         stream.capture.work.append(rec)

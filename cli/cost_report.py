@@ -86,3 +86,11 @@ def cost_lines(results: Iterable, device: str = "") -> list[str]:
                          [[op, *(str(o[k]) for k in ("cases", "calls", "kernels", "bytes", "cube", "vector",
                                                       "syncs"))] for op, o in ops.items()], 1)
     return out
+
+
+def echo_cost_tables(run, err: bool = False) -> None:
+    """--cost: each device's tables after the run (on stderr where stdout is machine-readable)."""
+    import click
+    for d in run.devices:
+        for ln in cost_lines(run.by_device(d.name), d.name):
+            click.echo(ln, err=err)

@@ -14,7 +14,7 @@ import csv
 from dataclasses import dataclass, field
 
 from .cost_report import estimate
-from .engine import OK, Run
+from .engine import OK, BadInput, Run, load_run
 from .support import op_status
 
 COUNTS = ("calls", "kernels", "bytes", "syncs")
@@ -205,3 +205,35 @@ def write_csv(ops: list[Row], cases: list[Row], stream) -> None:
     for r in (*ops, *cases):
         w.writerow([r.op, r.case, *r.status,
                     *("" if v is None else v for k in keys for v in r.figures.get(k, (None, None))), r.note])
+
+
+def _devices(devices: str | None) -> list[str | None]:
+    names = devices.split(",") if devices else [None, None]
+    if len(names) == 1:
+        names *= 2
+    if len(names) != 2 or not all(n is None or n for n in names):
+        raise BadInput(f"-b {devices}: one device, or two separated by a comma")
+    return names
+
+
+def run_diff(old: str, new: str, devices: str | None, every: bool, markdown: bool, output: str,
+             stream) -> list[str]:
+    """`ops diff`: the two files checked (a bad one is a BadInput), compared; csv written to
+    `stream`, or the console / markdown lines returned."""
+    if markdown and output != "console":
+        raise BadInput(f"--markdown prints the tables: it cannot go with --output {output}")
+    runs = []
+    for path in (old, new):
+        try:
+            runs.append(load_run(path))
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+    names = _devices(devices)
+    for run, name, path in zip(runs, names, (old, new)):
+        if name is not None and name not in {r.device for r in run.results}:
+            raise BadInput(f"{path} has no result of device {name}")
+    ops, cases = diff(runs[0], runs[1], names[0], names[1], every)
+    if output == "csv":
+        write_csv(ops, cases, stream)
+        return []
+    return markdown_lines(ops, cases) if markdown else console_lines(ops, cases)

@@ -236,10 +236,8 @@ def _run_and_report(mode, log_dir, summary_file, baseline, timings=False, **kw):
             for ln in timing_lines(d.name, run.by_device(d.name)):
                 click.echo(ln, err=kw["output"] != "console")
     if kw.get("cost"):
-        from .cost_report import cost_lines
-        for d in run.devices:
-            for ln in cost_lines(run.by_device(d.name), d.name):
-                click.echo(ln, err=kw["output"] != "console")
+        from .cost_report import echo_cost_tables
+        echo_cost_tables(run, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
     sys.exit(_Stdout.status(run.exit_status))
@@ -651,29 +649,9 @@ def diff(old, new, devices, every, markdown, output):
     """What a change did: two results files (ops test / perf / tbo) compared per op and per
     case: status, aclnn calls, kernels, bytes, syncs (counted on the simulator), est. µs, and
     us/run, GB/s, GFLOPS where both measured (docs/device-work.md)."""
-    from .diff import console_lines, diff as compare, markdown_lines, write_csv
-    from .engine import load_run
-    if markdown and output != "console":
-        raise BadInput(f"--markdown prints the tables: it cannot go with --output {output}")
-    runs = []
-    for path in (old, new):
-        try:
-            runs.append(load_run(path))
-        except ValueError as e:
-            raise BadInput(str(e)) from None
-    names = (devices or "").split(",") if devices else [None, None]
-    if len(names) == 1:
-        names *= 2
-    if len(names) != 2 or not all(n is None or n for n in names):
-        raise BadInput(f"-b {devices}: one device, or two separated by a comma")
-    for run, name, path in zip(runs, names, (old, new)):
-        if name is not None and name not in {r.device for r in run.results}:
-            raise BadInput(f"{path} has no result of device {name}")
-    ops, cases = compare(runs[0], runs[1], names[0], names[1], every)
-    if output == "csv":
-        write_csv(ops, cases, sys.stdout)
-    else:
-        lines = markdown_lines(ops, cases) if markdown else console_lines(ops, cases)
+    from .diff import run_diff
+    lines = run_diff(old, new, devices, every, markdown, output, sys.stdout)
+    if lines:
         _Stdout.write(click.echo, "\n".join(lines))
     sys.exit(_Stdout.status(0))
 
@@ -693,10 +671,8 @@ def tbo(summary_file, baseline, **kw):
     base = check_report_options(None, summary_file, baseline)
     run, status = run_binary(**kw)
     if kw.get("cost"):
-        from .cost_report import cost_lines
-        for d in run.devices:
-            for ln in cost_lines(run.by_device(d.name), d.name):
-                click.echo(ln, err=kw["output"] != "console")
+        from .cost_report import echo_cost_tables
+        echo_cost_tables(run, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, None, summary_file, base)
     sys.exit(_Stdout.status(status))

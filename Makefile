@@ -115,8 +115,8 @@ check-cann-headers: setup
 # run against it on any CPU.
 TOOLKIT := build/cann-sim-toolkit
 cann-sim-toolkit: $(TOOLKIT)/cann-sim.json
-$(TOOLKIT)/cann-sim.json: $(NATIVE_STAMP) native/cann_sim_toolkit.py
-	$(PY) -m cannops.native.cann_sim_toolkit $(TOOLKIT)
+$(TOOLKIT)/cann-sim.json: $(NATIVE_STAMP) native/cann_sim_toolkit.py backend/cann/sim/toolkit.py
+	$(PY) -m cannops.backend.cann.sim.toolkit $(TOOLKIT)
 
 # ggml-cann and test-backend-ops built against the simulated toolkit, from the pinned
 # llama-cpp-python sdist (ggml 0.25.3; downloaded once, sha256-checked), another release

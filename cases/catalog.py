@@ -300,11 +300,19 @@ def at_version(name: str, version: str) -> Family:
 # (defining module, registration count) of each family: the catalog's order, the same in
 # every process whichever family module was imported first (a test, a tool)
 _ORDER: dict[str, tuple[str, int]] = {}
+# family name -> (source file, line) of the statement of its module that registered it: the
+# register() call, or the module-level call of the helper that made it (`ops list ops --parts`)
+PLACES: dict[str, tuple[str, int]] = {}
 
 
 def register(family: Family) -> Family:
     assert family.name not in FAMILIES, f"duplicate family {family.name}"
-    _ORDER[family.name] = (sys._getframe(1).f_globals.get("__name__", ""), len(_ORDER))
+    caller = frame = sys._getframe(1)
+    module = caller.f_globals.get("__name__", "")
+    while frame.f_back is not None and frame.f_back.f_globals.get("__name__") == module:
+        frame = frame.f_back
+    PLACES[family.name] = (frame.f_code.co_filename, frame.f_lineno)
+    _ORDER[family.name] = (module, len(_ORDER))
     FAMILIES[family.name] = family
     return family
 
@@ -370,13 +378,10 @@ def _case_from_family(name: str, params: Params, mode: str, op: str | None = Non
     return case
 
 
-# the case model and its caches, not families
-_NOT_FAMILIES = ("catalog", "graph", "types", "inputs", "plugins", "versions", "renames", "cache", "tables")
-
-
 def load_all() -> None:
-    """Import every family module of this package (each registers its families)."""
-    load_plugins(__package__, skip=_NOT_FAMILIES)
+    """Import every family module of this package: each calls `register(Family(...))` at
+    module level, which is how the loader tells it from the case model's modules."""
+    load_plugins(__package__, registers="register")
 
 
 def family(name: str, version: str | None = None) -> Family:

@@ -12,7 +12,7 @@ import click
 from . import __version__, plural
 from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_seed, check_distinct_outputs, check_report_options,
                       check_seconds, check_writable, catalog_option, checked_selection, common_options,
-                      graph_file_cases, open_journal, ops_text, output_option, report_options, sample_option, selected_devices,
+                      graph_file_cases, open_journal, ops_text, output_option, parts_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
 from .engine import BadInput, split_ops_filter
 from .tbo import tbo_options
@@ -580,9 +580,13 @@ def repro(args, device, after, seed, tensor_names):
 @sample_option
 @click.option("--mode", type=click.Choice(["test", "support", "perf"]), default="test", show_default=True)
 @catalog_option
-def list_(what, ops, params, sample, mode):
-    """List the ops, the cases or the devices."""
-    if what == "ops":
+@parts_option
+def list_(what, ops, params, sample, mode, parts):
+    """List the ops (or their parts), the cases or the devices."""
+    if parts is not None:
+        from .parts import print_parts
+        return print_parts(what, parts, click.echo)
+    elif what == "ops":
         from cannops.cases.cache import op_names
         click.echo("\n".join(op_names()))
     elif what == "cases":

@@ -92,6 +92,12 @@ def at_least_one(ctx, param, value):
     return value
 
 
+parts_option = click.option(
+    "--parts", is_flag=False, flag_value="", default=None, metavar="[OPS]",
+    help="With `ops`: where each part of these ops (a comma list; alone: every op) lives, by "
+         "file and line: family, builder, reference, replay, rule, C handler, ... (cli/parts.py); "
+         "exit status 1 where a part is missing.")
+
 sample_option = click.option(
     "--sample", type=int, metavar="N", callback=at_least_one,
     help="At most N cases per op (after -o and -p), picked by a hash of the case name: the "

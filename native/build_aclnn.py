@@ -60,6 +60,53 @@ def families() -> list[str]:
     return [p.stem[len("ops_"):] for p in sorted(SRC.glob("ops_*.c"))]
 
 
+@dataclass(frozen=True)
+class Handler:
+    """One entry of a family's dispatch table (OPS_FAMILY in ops_<family>.c), which
+    dispatch.c searches: the node it takes and the function that realises it."""
+    op: str          # ggml op without its prefix ("SOLVE_TRI")
+    subop: str       # "" (OPS_ANY), or the sub-op of UNARY / GLU ("SILU")
+    fn: str          # the handler function
+    source: str      # ops_<family>.c
+    line: int        # the table entry's line
+    fn_line: int     # the line that defines fn (0: not found)
+
+    @property
+    def op_key(self) -> str:
+        """The case model's Tensor.op_key of the nodes it takes ("UNARY:SILU")."""
+        return f"{self.op}:{self.subop}" if self.subop else self.op
+
+
+_TABLE = re.compile(r"OPS_FAMILY\(\s*(\w+)\s*\)\s*=\s*\{(?P<body>.*?)\bOPS_END\b", re.S)
+_ENTRY = re.compile(r"\{\s*GGML_OP_(?P<op>\w+)\s*,\s*(?P<subop>\w+)\s*,\s*(?P<fn>\w+)\s*\}")
+_SUBOP = re.compile(r"(?:GGML|OPS)_(?:UNARY|GLU)_OP_(\w+)")
+
+
+def _blank_comments(text: str) -> str:
+    """C comments replaced by spaces, newlines kept: offsets and line numbers stay."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S)
+
+
+def handlers() -> list[Handler]:
+    """Every entry of every family's dispatch table, read from the sources the build
+    compiles (families(): the list ops_family_list.h is generated from)."""
+    out = []
+    for family in families():
+        path = SRC / f"ops_{family}.c"
+        text = _blank_comments(path.read_text())
+        table = next((m for m in _TABLE.finditer(text) if m[1] == family), None)
+        if table is None:
+            raise RuntimeError(f"{path.name}: no OPS_FAMILY({family}) table")
+        for e in _ENTRY.finditer(text, table.start("body"), table.end("body")):
+            sub = "" if e["subop"] == "OPS_ANY" else _SUBOP.fullmatch(e["subop"])
+            if sub is None:
+                raise RuntimeError(f"{path.name}: sub-op {e['subop']} of {e['fn']} is not a unary or glu op")
+            defined = re.search(rf"^(?:static\s+)?int\s+{e['fn']}\s*\(|^\w+\(\s*{e['fn']}\s*,", text, re.M)
+            out.append(Handler(e["op"], sub and sub[1], e["fn"], path.name, text.count("\n", 0, e.start()) + 1,
+                               text.count("\n", 0, defined.start()) + 1 if defined else 0))
+    return out
+
+
 def entry_points() -> list[str]:
     """Every C symbol declared by the .def files (aclnn ops count twice)."""
     return [e.name for e in def_entries()]
@@ -79,6 +126,7 @@ class EntryPoint:
     params: str
     source: str = ""        # the .def file that declares it
     operator: bool = False  # one of an ACLNN_OP's two entries (not an ACL_FN)
+    line: int = 0           # its line in that file
 
     def declaration(self, prefix: str = "") -> str:
         return f"{self.ret} {prefix}{self.name}({self.params})"
@@ -95,20 +143,20 @@ def def_entries() -> list[EntryPoint]:
     out, headers = [], []
     for d in api_defs():
         header = None
-        for line in d.read_text().splitlines():
+        for number, line in enumerate(d.read_text().splitlines(), 1):
             if m := _INCLUDE.match(line):
                 header = m["header"]
                 headers.append(header)
             elif m := _FN.match(line):
-                out.append(EntryPoint(header, m["ret"], m["name"], m["params"], d.name))
+                out.append(EntryPoint(header, m["ret"], m["name"], m["params"], d.name, line=number))
             elif m := _OP.match(line):
                 op = m["name"]
                 out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}GetWorkspaceSize",
                                       f"{m['params']}, uint64_t *workspaceSize, aclOpExecutor **executor",
-                                      d.name, True))
+                                      d.name, True, number))
                 out.append(EntryPoint(header, "aclnnStatus", f"aclnn{op}",
                                       "void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, "
-                                      "aclrtStream stream", d.name, True))
+                                      "aclrtStream stream", d.name, True, number))
             else:
                 continue
             if header is None:

@@ -33,7 +33,7 @@ def dev():
 @pytest.fixture(scope="session")
 def toolkit(tmp_path_factory):
     """The simulated CANN toolkit (make cann-sim-toolkit), built once for the session's C clients."""
-    from cannops.native import cann_sim_toolkit
+    from cannops.backend.cann.sim import toolkit as sim_toolkit
     prefix = tmp_path_factory.mktemp("toolkit")
-    cann_sim_toolkit.build(prefix)
+    sim_toolkit.build(prefix)
     return prefix

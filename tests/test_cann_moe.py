@@ -78,10 +78,10 @@ def test_mul_mat_id_rule_refusals(dev, cases):
     def why(node):
         return rules.RULES["MUL_MAT_ID"].check(node)
     assert why(_moe_node(Graph(), "q4_0")) is None
-    assert "contiguous src0 and src1" in why(_moe_node(Graph(), "q8_0", b_view=True))
+    assert "contiguous src0 and src1" in why(_moe_node(Graph(), "q8_0", b_view=True)).reason
     assert why(_moe_node(Graph(), "f32", b_view=True)) is None      # float experts: any src1
-    assert "takes m up to 65535" in why(_moe_node(Graph(), "q8_0", m=65536, n_mats=1, n_used=1))
-    assert "no MUL_MAT_ID for this src0 type" in why(_moe_node(Graph(), "q4_K", k=256))
+    assert "takes m up to 65535" in why(_moe_node(Graph(), "q8_0", m=65536, n_mats=1, n_used=1)).reason
+    assert "no MUL_MAT_ID for this src0 type" in why(_moe_node(Graph(), "q4_K", k=256)).reason
     c = cases["MUL_MAT_ID(type_a=bf16,type_b=f32,n_mats=16,n_used=16,b=0,m=32,n=1024,k=16)"]
     s = dev.supports(c, c.build())
     assert not s and "no MUL_MAT_ID for this src0 type" in s.reason

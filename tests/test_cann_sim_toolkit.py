@@ -159,6 +159,32 @@ def test_set_env_and_marker(toolkit):
     assert build_aclnn.entry_points()   # the same .def files both read
 
 
+# a Python process whose own native layer the simulator serves (device CANN-SIM) loads the
+# toolkit's libascendcl and calls it: the backend's entry point refuses to serve both
+BESIDE = """
+import sys, cffi
+import cannops.backend.cann.sim.binding
+ffi = cffi.FFI()
+ffi.cdef("int aclInit(const char *configPath);")
+ffi.dlopen(sys.argv[1] + "/lib64/libascendcl.so").aclInit(ffi.NULL)
+"""
+
+
+def test_the_library_serves_through_the_entry_point_the_backend_names(toolkit):
+    """native/ names no module above it: the entry point comes from the build's caller
+    (cannops.backend.cann.sim.toolkit), is recorded in the marker, and is what runs."""
+    import json
+    import sys
+
+    from cannops.backend.cann.sim import toolkit as sim_toolkit
+    assert json.loads((toolkit / cann_sim_toolkit.MARKER).read_text())["serve"] == sim_toolkit.ENTRY
+    p = subprocess.run([sys.executable, "-c", BESIDE, str(toolkit)], capture_output=True, text=True, timeout=300)
+    assert "the simulated toolkit cannot run beside it" in p.stderr, p.stderr[-2000:]
+    assert f"{sim_toolkit.__file__}" in p.stderr     # raised by the entry point itself
+    with pytest.raises(ValueError, match="module:function"):
+        cann_sim_toolkit.build(toolkit / "unused", serve="import os")
+
+
 def test_named_relaxations_let_a_client_go_on_and_say_so(client):
     """ggml-cann relies on more than the docs promise (128-byte aligned buffers, views whose
     storage leaves out their offset): the launchers of make ggml-cann name each rule they

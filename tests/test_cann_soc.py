@@ -109,6 +109,26 @@ def test_310p_refuses_only_the_paths_that_call_unoffered_operators():
     assert "RotaryPositionEmbedding" in rules.RULES["ROPE"].aclnn and rules.supports(rope, soc="310P")
 
 
+def test_a_refusal_is_data_that_evidence_reads_and_str_renders():
+    """Rule.check answers a Refusal whose fields say which check failed, for which operator
+    or tensor; evidence weighs those fields, never the words (a check whose reason reads as
+    an unoffered operator's is still a check), and str() prints the sentence ops prints."""
+    from cannops.backend.cann import evidence
+    from cannops.backend.cann.refusal import Failed, Refusal
+
+    circular = next(n for n in _one("PAD", lambda p: p.get("circular")).nodes() if n.op_key == "PAD")
+    why = rules.RULES["PAD"].check(circular, "310P")
+    assert (why.check, why.operator, why.soc) == (Failed.UNOFFERED, "CircularPad2d", "310P")
+    assert str(why) == f"aclnnCircularPad2d on 310P: {why.reason}" and "ascend310p" in why.reason
+    assert evidence.refused(why, [], "PAD") == evidence.operator_evidence("CircularPad2d", "310P")
+    lookalike = Refusal("PAD", Failed.CHECK, "310P", str(why))
+    assert evidence.refused(lookalike, [], "PAD").level == evidence.BUILD_CLAIMS
+    branch = Refusal("PAD", Failed.SOC, "310P", "any words")   # ggml-cann's 310P code: the surer
+    assert evidence.refused(lookalike, [branch], "PAD").level == evidence.DEVICE_PATH
+    typed = Refusal("ADD", Failed.TYPE, "910B", argument="src1", type="q4_0", allowed=("f16", "f32"))
+    assert str(typed) == "src1 type q4_0 not in {f16, f32}"
+
+
 def test_310p_get_rows_of_many_slices(tmp_path):
     """GET_ROWS' batched gather (aclnnArange, aclnnAdd, one aclnnGatherV2) on 310P."""
     # 20 slices (the batched path starts above 16), off the grid

@@ -1,18 +1,24 @@
-"""No import cycle among the package's modules: read from the sources (imports inside
-functions included, TYPE_CHECKING blocks not), the import graph has no loop, so that the
-layering cli -> backend -> cases -> native holds module by module too."""
+"""No import cycle among the package's modules and the layering cli -> engine -> backend ->
+cases -> native, module by module. Read from the sources: imports inside functions and
+TYPE_CHECKING blocks included (an annotation's import is still a dependency a reader
+follows), imports in Python code held in a string (code embedded in a built library), and,
+for the layering, the modules each `load_plugins` call imports (cases/plugins.py)."""
 import ast
 import importlib
 import pathlib
 
+import pytest
+
 ROOTS = ("cannops.cli", "cannops.cases", "cannops.backend", "cannops.native")
 
 
-def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
-    """module name -> (source file, is a package)"""
+def _modules(roots: dict[str, pathlib.Path] | None = None) -> dict[str, tuple[pathlib.Path, bool]]:
+    """module name -> (source file, is a package), for each root package -> its folder
+    (default: ours)."""
+    if roots is None:
+        roots = {r: pathlib.Path(importlib.import_module(r).__path__[0]) for r in ROOTS}
     mods = {}
-    for root in ROOTS:
-        folder = pathlib.Path(importlib.import_module(root).__path__[0])
+    for root, folder in roots.items():
         for path in folder.rglob("*.py"):
             parts = list(path.relative_to(folder).with_suffix("").parts)
             is_pkg = parts[-1] == "__init__"
@@ -27,14 +33,38 @@ def _owner(name: str, mods) -> str | None:
     return name or None
 
 
+def _embedded(tree: ast.AST) -> list[ast.AST]:
+    """The import statements of Python code held in the module's strings (e.g. the init
+    code a built library runs)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import " in node.value:
+            found += [n for code in _parsed(node.value) for n in ast.walk(code)
+                      if isinstance(n, ast.Import) or isinstance(n, ast.ImportFrom) and not n.level]
+    return found
+
+
+def _parsed(text: str) -> list[ast.AST]:
+    """`text` as Python code, or (a template with {fields}, a fragment) each of its lines
+    that parses on its own."""
+    try:
+        return [ast.parse(text)]
+    except SyntaxError:
+        pass
+    found = []
+    for line in text.splitlines():
+        try:
+            found.append(ast.parse(line.strip()))
+        except SyntaxError:
+            continue
+    return found
+
+
 def _imports(name: str, path: pathlib.Path, is_pkg: bool, mods) -> set[str]:
     tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            node.body = []   # for annotations only: never imported at run time
     package = name if is_pkg else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(tree):
+    for node in list(ast.walk(tree)) + _embedded(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -49,6 +79,32 @@ def _imports(name: str, path: pathlib.Path, is_pkg: bool, mods) -> set[str]:
             continue
         found.update(o for t in targets if t.startswith("cannops.") and (o := _owner(t, mods)) and o != name)
     return found
+
+
+def _plugin_loads(name: str, path: pathlib.Path, is_pkg: bool, mods) -> set[str]:
+    """The modules the `load_plugins(package, prefix=..., registers=...)` calls of a module
+    import, as cases/plugins.py chooses them; a call whose package or options are not
+    literal (or the module's own __name__ / __package__) cannot be checked and fails."""
+    from cannops.cases.plugins import plugin_modules
+    package = name if is_pkg else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_plugins"):
+            continue
+        args = dict(zip(("package", "prefix", "registers"), node.args)) | {k.arg: k.value for k in node.keywords}
+        where = args["package"]
+        names = {"__name__": name, "__package__": package}
+        target = names.get(getattr(where, "id", None), getattr(where, "value", None))
+        options = {k: v.value for k, v in args.items() if k != "package" and isinstance(v, ast.Constant)}
+        assert isinstance(target, str) and len(options) == len(args) - 1, \
+            f"{name}: a load_plugins call this test cannot follow: {ast.unparse(node)}"
+        assert target in mods and mods[target][1], f"{name}: load_plugins of {target}, not a package of ours"
+        found |= {f"{target}.{m}" for m in plugin_modules(mods[target][0].parent, **options)}
+    return found
+
+
+def _graph(mods) -> dict[str, set[str]]:
+    return {m: _imports(m, path, is_pkg, mods) for m, (path, is_pkg) in mods.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -80,10 +136,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle():
+    """Plugin loads are left out: a plugin imports its registry, which loads it when first
+    asked (cases/plugins.py), a loop by design that runs once."""
     mods = _modules()
     assert len(mods) > 100
-    graph = {m: _imports(m, path, is_pkg, mods) for m, (path, is_pkg) in mods.items()}
-    assert _cycles(graph) == []
+    assert _cycles(_graph(mods)) == []
 
 
 def test_a_cycle_is_found():
@@ -113,10 +170,43 @@ def _against_the_layers(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
+def _with_plugin_loads(mods) -> dict[str, set[str]]:
+    """The import graph, each module's plugin loads added to its imports."""
+    graph = _graph(mods)
+    return {m: graph[m] | _plugin_loads(m, path, is_pkg, mods) for m, (path, is_pkg) in mods.items()}
+
+
 def test_imports_point_one_way():
+    """Plugin loads included: a registry must not load modules of a layer above its own."""
     mods = _modules()
-    graph = {m: _imports(m, path, is_pkg, mods) for m, (path, is_pkg) in mods.items()}
+    graph = _with_plugin_loads(mods)
+    assert sum(map(len, graph.values())) - sum(map(len, _graph(mods).values())) > 100   # the loads seen
     assert _against_the_layers(graph) == []
+
+
+def test_plugin_loads_and_embedded_code_against_the_layers_are_found(tmp_path):
+    """Planted: a registry of cases loading a package of backend's, a family module of
+    cases (found by its register call) importing from backend, and native code that
+    embeds an import of backend in a string."""
+    files = {"cases/__init__.py": "", "backend/__init__.py": "", "native/__init__.py": "",
+             "backend/fams/__init__.py": "", "backend/fams/fam_a.py": "", "backend/fams/other.py": "",
+             "cases/registry.py": 'from .plugins import load_plugins\nload_plugins("cannops.backend.fams", "fam_")\n',
+             "cases/catalog.py": "def load_all():\n    load_plugins(__package__, registers='register')\n",
+             "cases/rows.py": "def build():\n    from cannops.backend.fams import other\n\n\nregister(build)\n",
+             "cases/model.py": "def register(f):\n    pass\n",
+             "native/lib.py": 'INIT = """\nimport sys\nfor d in {dirs!r}:\n    pass\nfrom cannops.backend import fams\n"""\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    mods = _modules({f"cannops.{r}": tmp_path / r for r in ("cases", "backend", "native")})
+    assert _plugin_loads("cannops.cases.catalog", *mods["cannops.cases.catalog"], mods) == {"cannops.cases.rows"}
+    assert _against_the_layers(_with_plugin_loads(mods)) == [
+        "cannops.cases.registry imports cannops.backend.fams.fam_a: cannops.cases is below cannops.backend",
+        "cannops.cases.rows imports cannops.backend.fams.other: cannops.cases is below cannops.backend",
+        "cannops.native.lib imports cannops.backend.fams: cannops.native is below cannops.backend"]
+    (tmp_path / "cases" / "registry.py").write_text("load_plugins(PACKAGE)\n")
+    with pytest.raises(AssertionError, match="cannot follow: load_plugins"):
+        _with_plugin_loads(mods)
 
 
 def test_an_import_against_the_layers_is_found():

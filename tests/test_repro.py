@@ -271,9 +271,9 @@ def test_an_f32_weight_named_like_a_model_weight_aborts_ggml_cann(tmp_path, ggml
 @pytest.fixture(scope="module")
 def toolkit(tmp_path_factory):
     """The simulated toolkit (make cann-sim-toolkit), built for these tests."""
-    from cannops.native import cann_sim_toolkit
+    from cannops.backend.cann.sim import toolkit as sim_toolkit
     prefix = tmp_path_factory.mktemp("toolkit")
-    cann_sim_toolkit.build(prefix)
+    sim_toolkit.build(prefix)
     return {"ASCEND_TOOLKIT_HOME": str(prefix)}
 
 

@@ -27,12 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .refusal import Failed, Refusal
 from .soc import DEFAULT, PAGES_WITHOUT_310P, UNOFFERED, page_refusal, unoffered
 
 if TYPE_CHECKING:
     from cannops.cases.graph import Tensor
-
-    from .rules import Check, Rule
 
 DEVICE_RUN, DEVICE_PATH, PAGE_ALONE, BUILD_CLAIMS, PAGE_AND_SOURCE = (
     "device run", "device path", "page alone", "build claims it", "page and source agree")
@@ -156,59 +155,50 @@ def _weakest(items: list[Evidence]) -> Evidence:
     return worst if len(same) == 1 else Evidence(worst.level, "; ".join(dict.fromkeys(e.line for e in same)))
 
 
-def _called(rule: Rule, node: Tensor, family: str) -> list[str]:
-    return [op for op in rule.aclnn if op not in rule.calls or rule.calls[op](node, family)]
-
-
-def accepted(rule: Rule, node: Tensor, family: str, op: str) -> Evidence:
-    """The evidence of a node `rule` accepts on `family`; `op`: the case's op (the name
-    the Ascend CI runs it under)."""
-    beyond = Evidence(PAGE_ALONE, f"beyond ggml-cann, no device has run it: {rule.beyond}")
+def accepted(op_key: str, called: list[str], beyond: str, family: str, op: str) -> Evidence:
+    """The evidence of a node of `op_key` a rule accepts on `family`: `called`, the aclnn
+    operators its handler calls there; `beyond`, the rule's note where it accepts the node
+    beyond ggml-cann ("" where it does not); `op`, the case's op (the name the Ascend CI
+    runs it under)."""
+    past = Evidence(PAGE_ALONE, f"beyond ggml-cann, no device has run it: {beyond}")
     if family != DEFAULT:
-        if node.op_key in DEVICE_PATH_OPS_310P and not rule.goes_beyond(node):
-            return Evidence(DEVICE_PATH, DEVICE_PATH_OPS_310P[node.op_key])
-        return _weakest([operator_evidence(o, family) for o in _called(rule, node, family)]
-                        + ([beyond] if rule.goes_beyond(node) else []))
-    if rule.goes_beyond(node):
-        return beyond
+        if op_key in DEVICE_PATH_OPS_310P and not beyond:
+            return Evidence(DEVICE_PATH, DEVICE_PATH_OPS_310P[op_key])
+        return _weakest([operator_evidence(o, family) for o in called] + ([past] if beyond else []))
+    if beyond:
+        return past
     if op in CI_PASSED:
         return Evidence(DEVICE_RUN, f"{CI_REPORT} passes {op}")
     return Evidence(PAGE_ALONE, f"no device run: {CI_REPORT} does not pass {op}"
                                 + ("" if op in CI_RAN else " (not among the ops it runs)"))
 
 
-def refused(rule: Rule | None, node: Tensor, family: str, op: str, why: str,
-            soc_checks: tuple[Check, ...] = ()) -> Evidence:
-    """The evidence of the refusal `why` of a node on `family` (`rule`: its op's, None when
-    it has none; `soc_checks`: the family's checks of every rule): the surest of the reasons
-    that refuse it (the first one found, and on another SoC than the 910B that SoC's own:
-    ggml-cann's 310P branch, the missing BFLOAT16, an operator not offered)."""
-    found = [_reason_evidence(rule, family, op, why, soc_checks)]
-    if rule is not None and family != DEFAULT:
-        found += [_reason_evidence(rule, family, op, reason, soc_checks)
-                  for ok, reason in rule.soc.get(family, ()) + soc_checks if not ok(node)]
-        found += [operator_evidence(o, family) for o in _called(rule, node, family) if unoffered(family, o)]
-    return min(found, key=lambda e: _RANK[e.level])
+def refused(why: Refusal, others: list[Refusal], op: str) -> Evidence:
+    """The evidence of the refusal `why` of a node (`op`: the case's op): the surest of the
+    reasons that refuse it, `why` (the first one found) and `others` (on another SoC than the
+    910B, that SoC's own: ggml-cann's 310P branch, the missing BFLOAT16, an operator not
+    offered)."""
+    return min((_reason_evidence(r, op) for r in [why, *others]), key=lambda e: _RANK[e.level])
 
 
-def _reason_evidence(rule: Rule | None, family: str, op: str, why: str, soc_checks: tuple[Check, ...]) -> Evidence:
-    if why.startswith("aclnn") and f" on {family}: " in why:   # rules.Rule.check: an unoffered operator
-        return operator_evidence(why[5:].split(" ", 1)[0], family)
-    if any(why == reason for _, reason in soc_checks):
+def _reason_evidence(why: Refusal, op: str) -> Evidence:
+    if why.check is Failed.UNOFFERED:
+        return operator_evidence(why.operator, why.soc)
+    if why.check is Failed.EVERY_RULE_SOC:
         return Evidence(PAGE_AND_SOURCE, "the pages' notes on the Atlas inference series (不支持BFLOAT16) and "
                                          "op_api's BF16 checks (DAV_2201 / regbase only)")
-    if rule is not None and any(why == reason for _, reason in rule.soc.get(family, ())):
+    if why.check is Failed.SOC:
         return Evidence(DEVICE_PATH, f"{GGML_CANN} ggml-cann.cpp, supports_op's #ifdef ASCEND_310P branch refuses it")
-    if rule is not None and any(why == reason for _, reason in rule.narrower):
+    if why.check is Failed.NARROWER:
         return Evidence(PAGE_ALONE, "ggml-cann claims it; refused for a measured reason (docs/rules-vs-ggml-cann.md)")
-    if family != DEFAULT:
+    if why.soc != DEFAULT:
         return Evidence(BUILD_CLAIMS, "ggml-cann's supports_op refuses it on every SoC (or ops' rule, as it)")
     if op in CI_RAN:
         return Evidence(DEVICE_RUN, f"{CI_REPORT}: its run of {op} refuses what ggml-cann's supports_op refuses")
     return Evidence(PAGE_ALONE, f"no device run: {op} is not among the ops of {CI_REPORT}")
 
 
-def of_case(judged: list[tuple[Tensor, str | None, Evidence]]) -> Evidence:
+def of_case(judged: list[tuple[Tensor, Refusal | None, Evidence]]) -> Evidence:
     """The evidence of a case's verdict from its judged nodes (node, refusal or None,
     evidence), up to the first refused: that one's, else the least sure node's."""
     if judged and judged[-1][1]:

@@ -14,8 +14,10 @@ a node whose handler would call an operator the SoC does not offer (soc.UNOFFERE
 its page and kernel registration; `calls` says which operators a handler calls only for
 some nodes).
 
-Each answer carries its evidence level (evidence.py: a device run, a device path, a page,
-a build's claim), which `supports` returns and `explain` prints with its source.
+A refusal is data (refusal.py's Refusal: the check that failed, its SoC, argument or aclnn
+operator, and its reason), printed by its str(). Each answer carries its evidence level
+(evidence.py, which weighs a refusal's fields: a device run, a device path, a page, a
+build's claim), which `supports` returns and `explain` prints with its source.
 
 Adding an op family: a rules_<family>.py beside this file with one entry per op, keyed by
 the node's op_key ("ADD", "UNARY:SILU"), next to a handler in native/aclnn/ops_<family>.c.
@@ -35,6 +37,7 @@ from cannops.cases.plugins import load_plugins
 from cannops.cases.versions import at_or_after, current
 
 from . import evidence
+from .refusal import Failed, Refusal, no_handler, no_rule
 from .soc import DEFAULT as DEFAULT_SOC, unoffered
 
 FLOAT = frozenset({"f32", "f16", "bf16"})
@@ -80,24 +83,43 @@ class Rule:
         """The checks of the rule as ggml-cann of `version` has them."""
         return self.checks + tuple(c for f in self.changes if at_or_after(version, f.version) for c in f.checks)
 
-    def check(self, node: Tensor, soc: str = DEFAULT_SOC, version: str | None = None) -> str | None:
+    def check(self, node: Tensor, soc: str = DEFAULT_SOC, version: str | None = None) -> Refusal | None:
         """None when the node is supported on `soc` (by the rules of `version`, default: the
         catalog version in use), else why not."""
+        key = node.op_key
         for role, allowed in self.types.items():
             t = node if role == "dst" else _src(node, int(role[3:]))
             if t is None:
-                return f"{role} is missing"
+                return Refusal(key, Failed.MISSING, soc, argument=role)
             if t.type.name not in allowed:
-                return f"{role} type {t.type.name} not in {{{', '.join(sorted(allowed))}}}"
+                return Refusal(key, Failed.TYPE, soc, argument=role, type=t.type.name, allowed=tuple(sorted(allowed)))
         checks = self.checks_at(version or current()) if self.changes else self.checks
-        for ok, reason in checks + self.soc.get(soc, ()) + SOC_CHECKS.get(soc, ()) + self.narrower:
-            if not ok(node):
-                return reason
-        for op in self.aclnn:
-            why = unoffered(soc, op)
-            if why and (op not in self.calls or self.calls[op](node, soc)):
-                return f"aclnn{op} on {soc}: {why}"
-        return None
+        for failed, group in ((Failed.CHECK, checks), (Failed.SOC, self.soc.get(soc, ())),
+                              (Failed.EVERY_RULE_SOC, SOC_CHECKS.get(soc, ())), (Failed.NARROWER, self.narrower)):
+            for ok, reason in group:
+                if not ok(node):
+                    return Refusal(key, failed, soc, reason)
+        return next(iter(self.unoffered_calls(node, soc)), None)
+
+    def _calls(self, op: str, node: Tensor, soc: str) -> bool:
+        return op not in self.calls or self.calls[op](node, soc)
+
+    def called(self, node: Tensor, soc: str) -> list[str]:
+        """The aclnn operators the handler calls for `node` on a SoC of family `soc`."""
+        return [op for op in self.aclnn if self._calls(op, node, soc)]
+
+    def unoffered_calls(self, node: Tensor, soc: str) -> list[Refusal]:
+        """A refusal per operator called for `node` that `soc` does not offer (soc.UNOFFERED)."""
+        return [Refusal(node.op_key, Failed.UNOFFERED, soc, why, operator=op)
+                for op in self.aclnn if (why := unoffered(soc, op)) and self._calls(op, node, soc)]
+
+    def soc_refusals(self, node: Tensor, soc: str) -> list[Refusal]:
+        """Every refusal of `node` that is `soc`'s own: the rule's checks for that SoC
+        (ggml-cann's #ifdef branch), those of every rule there, an operator not offered."""
+        groups = ((Failed.SOC, self.soc.get(soc, ())), (Failed.EVERY_RULE_SOC, SOC_CHECKS.get(soc, ())))
+        found = [Refusal(node.op_key, failed, soc, reason) for failed, group in groups
+                 for ok, reason in group if not ok(node)]
+        return found + self.unoffered_calls(node, soc)
 
 
 def _src(node: Tensor, i: int) -> Tensor | None:
@@ -140,29 +162,34 @@ RULES: dict[str, Rule] = {}   # op_key -> Rule; filled by the rules_<family>.py 
 
 
 def refusal(node: Tensor, has_handler: Callable[[Tensor], bool] | None,
-            soc: str = DEFAULT_SOC) -> str | None:
+            soc: str = DEFAULT_SOC) -> Refusal | None:
     """Why the CANN backend cannot run op node `node` on a SoC of family `soc` (None: a
     rule accepts it)."""
     rule = RULES.get(node.op_key)
     if rule is None:
-        return "no aclnn mapping in the CANN backend"
-    return rule.check(node, soc) or (has_handler is not None and not has_handler(node)
-                                and "no native handler") or None
+        return no_rule(node.op_key, soc)
+    why = rule.check(node, soc)
+    if why is None and has_handler is not None and not has_handler(node):
+        return no_handler(node.op_key, soc)
+    return why
 
 
 def judge_node(node: Tensor, has_handler: Callable[[Tensor], bool] | None = None, soc: str = DEFAULT_SOC,
-               op: str | None = None) -> tuple[str | None, evidence.Evidence]:
+               op: str | None = None) -> tuple[Refusal | None, evidence.Evidence]:
     """(why the node is refused on `soc` or None, the evidence of that answer); `op`: the
     case's op, default the node's."""
     why = refusal(node, has_handler, soc)
     rule, name = RULES.get(node.op_key), op or node.op
     if why:
-        return why, evidence.refused(rule, node, soc, name, why, SOC_CHECKS.get(soc, ()))
-    return None, evidence.accepted(rule, node, soc, name)
+        # on another SoC than the 910B, every reason of that SoC's own weighs too
+        others = rule.soc_refusals(node, soc) if rule is not None and soc != DEFAULT_SOC else []
+        return why, evidence.refused(why, others, name)
+    return None, evidence.accepted(node.op_key, rule.called(node, soc), rule.beyond if rule.goes_beyond(node) else "",
+                                   soc, name)
 
 
 def judge(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None, soc: str = DEFAULT_SOC,
-          op: str | None = None) -> list[tuple[Tensor, str | None, evidence.Evidence]]:
+          op: str | None = None) -> list[tuple[Tensor, Refusal | None, evidence.Evidence]]:
     """(node, refusal or None, evidence) per op node of the graph, up to the first refused."""
     out = []
     for node in (n for n in graph.nodes() if not n.is_view()):
@@ -196,7 +223,7 @@ def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
         why, level = judge_node(node, has_handler, soc, op)
         rule = RULES.get(key)
         if why:
-            narrower = rule is not None and any(why == reason for _, reason in rule.narrower)
+            narrower = why.check is Failed.NARROWER
             lines.append(f"{key}: refused: {why}" + ("; ggml-cann claims it (narrower)" if narrower else ""))
         else:
             lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"

@@ -89,6 +89,8 @@ class ModelCase:
     n_tokens: int
     count: int = 0
     roles: list[str] = field(default_factory=list)
+    # how often each batch size's forward pass runs it (its runs of `count`, per tokens)
+    by_tokens: dict[int, int] = field(default_factory=dict)
 
     def flops(self) -> int:
         """The floating-point work of all its runs in one forward pass (0: memory-bound)."""
@@ -115,6 +117,7 @@ class _Cases:
         case = case_from_name(Case(fam, params).name)
         mc = self.by_name.setdefault(case.name, ModelCase(case, n_tokens))
         mc.count += 1
+        mc.by_tokens[n_tokens] = mc.by_tokens.get(n_tokens, 0) + 1
         if role not in mc.roles:
             mc.roles.append(role)
 
@@ -232,8 +235,9 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
         if il == layers[-1][0]:   # the last layer keeps the rows of the outputs (inp_out_ids): of
             for role in ("the outputs' rows (inp_out_ids)", "the residual's rows (inp_out_ids)"):
                 out.add("get_rows", T, role, type="f32", n=n_embd, m=T, r=T, be1=1, be2=1, v=0)   # cur, inpSA
+        out.binary(T, "residual", "ADD", [n_embd, T, 1, 1])     # ffn_inp = cur + inpSA
         _ffn(m, out, lt, T, spec, n_embd)
-        out.binary(T, "residual", "ADD", [n_embd, T, 1, 1])
+        out.binary(T, "residual", "ADD", [n_embd, T, 1, 1])     # cur = cur + ffn_inp
 
     if "output_norm.weight" in m.tensors:
         out.rms_norm(T, "output_norm.weight", [n_embd, T], eps)

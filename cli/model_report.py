@@ -1,9 +1,11 @@
 """`ops support --from-gguf MODEL`: per op of a model, its status on each device, the share
 of the model's FLOPs it carries and the evidence behind the verdict, and whether the model
-runs there or which ops ggml's scheduler would hand to the CPU."""
+runs there or which ops ggml's scheduler would hand to the CPU; on CANN-SIM with --run, the
+estimated device time per op and tokens per second (cli/model_estimate.py)."""
 from __future__ import annotations
 
 from .engine import FAIL, OK
+from .model_estimate import estimate_lines
 
 
 def _evidence(device: str, computed: bool) -> str:
@@ -70,6 +72,7 @@ def report_lines(run, model_cases, model_name: str, computed: bool) -> list[str]
         else:
             verdict = "runs entirely on the device"
         lines.append(f"  => {model_name} on {dev}: {verdict}")
+        lines += estimate_lines([r for r in run.results if r.device == dev], model_cases, dev)
         if "FLASH_ATTN_EXT" in fallback:
             lines.append("     (llama.cpp's --flash-attn auto would attend without it instead: "
                          "--no-flash-attn reports that graph)")

@@ -155,6 +155,17 @@ def test_counts_say_how_often_a_forward_pass_runs_a_case(models):
     assert q.count == 19 and "token_embd.weight (tied)" in q.roles and q.flops() == 19 * 2 * 512 * 256 * T
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3moe"])
+def test_each_layer_adds_two_residuals(models, arch):
+    # llama.cpp's layers: ffn_inp = cur + inpSA after attention, cur = cur + ffn_inp after
+    # the FFN; both [n_embd, T]: one case, run twice a layer (the estimate sums the runs)
+    found = derive(read_gguf(models[arch]), [T], CTX)
+    n_embd = read_gguf(models[arch]).key("embedding_length")
+    name = f"ADD(type=f32,ne=[{n_embd},{T},1,1],nr=[1,1,1,1],nf=1,perm1=0,src_overlap=0)"
+    residual = next(mc for mc in found if mc.case.name == name)
+    assert residual.by_tokens[T] == 2 * 2 and "residual" in residual.roles   # 2 layers
+
+
 def test_deepseek2_without_mla_attends_with_192_and_128(tmp_path):
     path = MODELS["deepseek2"](tmp_path / "ds.gguf", mla=False)
     names = [mc.case.name for mc in derive(read_gguf(path), [T], CTX)]

@@ -11,14 +11,16 @@ from cannops.backend.cost import headline
 ESTIMATE_SOC = "910B"
 
 def estimate(cost: Mapping, soc: str = ESTIMATE_SOC) -> float | None:
-    """The estimated device µs of a case's counted work (backend/cann/perf_model.py), None
-    where that model is not there (or has no figures for the SoC): never a measurement."""
+    """The estimated device µs of a case's counted calls (backend/cann/perf_model.py; its
+    copies and syncs left out), None where the model has no figures for the SoC: never a
+    measurement."""
     try:
         from cannops.backend.cann.perf_model import estimate_case
     except ImportError:
         return None
     try:
-        return float(estimate_case(soc, cost)["us"])
+        # the calls' device time: a case's copies and syncs are the harness's (uploads, read-back)
+        return float(estimate_case(soc, cost, transfers=False)["us"])
     except (KeyError, ValueError):
         return None
 
@@ -79,7 +81,8 @@ def cost_lines(results: Iterable, device: str = "") -> list[str]:
     head = ["case", *HEAD] + ([f"est. µs ({ESTIMATE_SOC})"] if est else [])
     rows = [[r.name, *row(r.cost)] + ([_est(r.cost)] if est else []) for r in rs]
     title = f"Device work counted{' on ' + device if device else ''} (the simulator's count of what a device is asked to do"
-    title += "; est. = an estimate from published figures, not a measurement)" if est else ")"
+    title += ("; est. = the calls' device time estimated from published figures (copies and syncs left out), "
+              "not a measurement)") if est else ")"
     out = ["", title] + _table(head, rows, 1)
     ops = per_op(rs)
     out += [""] + _table(["op", "cases", "calls", "kernels", "bytes", "cube FLOP", "vector FLOP", "syncs"],

@@ -155,6 +155,7 @@ def test_counts_are_the_same_across_runs_and_workers(own_run):
 def test_the_console_table_lists_cases_and_ops(own_run):
     out = own_run[0][0]
     assert "Device work counted on CANN-SIM" in out
+    assert "est. µs (910B)" in out and "not a measurement" in out   # the perf model's, labelled
     rope = next(ln for ln in out.splitlines() if ln.startswith("ROPE") and "ne_a" not in ln)
     assert rope.split()[1:4] == ["1", "6", "6"]   # op, cases, calls, kernels
 

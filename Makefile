@@ -17,18 +17,34 @@ NATIVE_STAMP := native/.built
 
 all: setup
 
-# Byte-compile the sources: with PYTHONDONTWRITEBYTECODE set, every `ops` command would
-# otherwise compile them again (a quarter of `ops list cases`); up-to-date files are skipped.
-setup: $(STAMP) $(NATIVE_STAMP)
-	@$(PY) -m compileall -q cases cli backend native bench > /dev/null
+# The development install is editable in setuptools' strict mode: a tree of links to the
+# sources under build/__editable__.cannops-*/cannops/, on the venv's path, which type
+# checkers and editors follow (the default mode's import hook they cannot); the native
+# modules built in place are found beside their sources (native/__init__.py). Strict mode
+# links each file, so the link tree is made again when the package's files change: their
+# list is kept in build/ (rewritten only when it differs; a removed build/ is remade too).
+LINK_TREE_FILES := build/.cannops-files
+PACKAGE_FILES := $(sort $(wildcard cli/*.py cli/engine/*.py cases/*.py backend/*.py backend/*/*.py \
+	backend/*/*/*.py native/*.py native/*.c native/*.h))
+$(shell mkdir -p build && echo '$(PACKAGE_FILES)' > $(LINK_TREE_FILES).new && \
+	{ cmp -s $(LINK_TREE_FILES).new $(LINK_TREE_FILES) && rm $(LINK_TREE_FILES).new || \
+	  mv $(LINK_TREE_FILES).new $(LINK_TREE_FILES); })
 
-$(STAMP): pyproject.toml
+# Byte-compile the sources where Python looks for them (the link tree): with
+# PYTHONDONTWRITEBYTECODE set, every `ops` command would otherwise compile them again (a
+# quarter of `ops list cases`); up-to-date files are skipped.
+setup: $(STAMP) $(NATIVE_STAMP)
+	@$(PY) -m compileall -q build/__editable__.cannops-*/cannops bench > /dev/null
+
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	CANNOPS_NATIVE=make $(PY) -m pip install -q -e '.[test]'
+
+$(STAMP): pyproject.toml $(LINK_TREE_FILES) | $(VENV)/bin/python
+	CANNOPS_NATIVE=make $(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=strict
 	touch $@
 
-$(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
+$(NATIVE_STAMP): pyproject.toml $(NATIVE_SRC) | $(STAMP)
 	GGML_HOME="$(GGML_HOME)" $(PY) -m cannops.native.build
 	touch $@
 
@@ -208,7 +224,7 @@ ggml-cann-release-check: cann-sim-toolkit
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean
 
 # The Ascend CI's two shared reports replayed at their ggml (ggml-org/ggml trees unpacked
-# from the GGML_MIRROR git dir) and at 0.3.17, the CI's ops through `ops tbo -j 2` on the
+# from GGML_MIRROR=DIR, the git directory of a ggml-org/ggml clone) and at 0.3.17, the CI's ops through `ops tbo -j 2` on the
 # simulated 910B, and docs/ascend-ci-replay.md written from the runs (bench/ascend_ci_replay.py;
 # consoles and results in build/replay/; a finished run is kept). Each of the three runs:
 # 3 to 6 min on 2 loaded cores; a build: up to 3 min.

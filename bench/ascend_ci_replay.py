@@ -11,8 +11,10 @@ ops with `ops tbo` (which also resumes an op after an abort, so every case gets 
 its --log-dir keeps each op's console, each process after a `$ COMMAND` line) and
 classifies the first process of each op, the CI's one, by the same rule.
 
-  python bench/ascend_ci_replay.py trees          unpack the reports' ggml trees (needs
-                                                  the ggml-org/ggml mirror; build/ggml-src/)
+  python bench/ascend_ci_replay.py trees          unpack the reports' ggml trees from a
+                                                  ggml-org/ggml clone (--ggml-git DIR, or
+                                                  GGML_MIRROR: its git directory, e.g.
+                                                  ggml/.git or a bare clone; build/ggml-src/)
   python bench/ascend_ci_replay.py build [T ...]  make ggml-cann VARIANTS=910B per target
   python bench/ascend_ci_replay.py run [T ...]    the CI's ops through `ops tbo -j 2`: results
                                                   build/replay/<T>.json, consoles <T>-logs/
@@ -40,7 +42,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 REPLAY = BUILD / "replay"
 REFERENCE = ROOT.parent / "shared" / "reference"
-GGML_MIRROR = pathlib.Path(os.environ.get("GGML_MIRROR", "/work/.mirror/ggml-org+ggml/repo"))
 DOC = ROOT / "docs" / "ascend-ci-replay.md"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -124,12 +125,23 @@ def tree(target: str) -> pathlib.Path:
     return BUILD / "ggml-src" / f"ggml-{TARGETS[target]['ggml_commit']}"
 
 
-def cmd_trees(_targets: list[str]) -> None:
-    for t, spec in TARGETS.items():
-        if "ggml_commit" not in spec or (tree(t) / "CMakeLists.txt").exists():
-            continue
+def trees_missing() -> list[str]:
+    """The targets whose ggml tree is not unpacked yet."""
+    return [t for t, spec in TARGETS.items() if "ggml_commit" in spec and not (tree(t) / "CMakeLists.txt").exists()]
+
+
+def ggml_git_dir(given: str | None) -> pathlib.Path | None:
+    """The ggml-org/ggml git directory (--ggml-git, else GGML_MIRROR): None where neither
+    names a folder."""
+    path = given or os.environ.get("GGML_MIRROR")
+    return pathlib.Path(path) if path and pathlib.Path(path).is_dir() else None
+
+
+def cmd_trees(targets: list[str], git_dir: pathlib.Path) -> None:
+    for t in targets:
+        spec = TARGETS[t]
         tree(t).mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "--git-dir", str(GGML_MIRROR), "archive", spec["ggml_commit"]],
+        archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", spec["ggml_commit"]],
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree(t))], input=archive, check=True)
         print(f"replay: {t}: {tree(t)}")
@@ -511,9 +523,9 @@ HEADER = """
 
 The two real 910B reports in `shared/reference/` (the Ascend CI's nightly, Ascend910B1)
 replayed at the ggml they tested, on the simulated 910B (`make ggml-cann VARIANTS=910B
-GGML_SRC=...`), op by op as the CI runs them. Regenerate with `make ascend-ci-replay`
-(`bench/ascend_ci_replay.py`: trees, build, run, doc; raw logs and results stay under
-`build/replay/`).
+GGML_SRC=...`), op by op as the CI runs them. Regenerate with `make ascend-ci-replay
+GGML_MIRROR=DIR`, DIR the git directory of a ggml-org/ggml clone (`bench/ascend_ci_replay.py`:
+trees, build, run, doc; raw logs and results stay under `build/replay/`).
 
 How the CI works (Ascend/Ascend-CI, `.github/workflows/llamacpp_test.yml` and
 `script/classify_backend_ops.py`): it builds llama.cpp master with `-DGGML_CANN=on`, runs
@@ -549,17 +561,29 @@ ggml-cann and test cases; for b, the CANN commits after #18653 (#18796, #18625, 
 """
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=("trees", "build", "run", "doc", "convert"))
     ap.add_argument("targets", nargs="*", help=f"of {', '.join(TARGETS)} (default: all)")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="run: ops side by side (ops tbo -j)")
-    args = ap.parse_args()
+    ap.add_argument("--ggml-git", metavar="DIR", help="trees: the git directory of a ggml-org/ggml "
+                    "clone (default: $GGML_MIRROR)")
+    args = ap.parse_args(argv)
     targets = args.targets or list(TARGETS)
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
         print(f"replay: unknown target {unknown[0]} (known: {', '.join(TARGETS)})", file=sys.stderr)
         return 2
+    if args.step == "trees":
+        missing = trees_missing()
+        git_dir = ggml_git_dir(args.ggml_git)
+        if missing and git_dir is None:
+            print("replay: trees needs the git directory of a ggml-org/ggml clone: --ggml-git DIR "
+                  "or GGML_MIRROR (none given, or not a folder)", file=sys.stderr)
+            return 2
+        if git_dir is not None:
+            cmd_trees(missing, git_dir)
+        return 0
     if args.step == "run":
         cmd_run(targets, args.jobs)
     elif args.step == "convert":   # once: the runs made before ops tbo, kept in build/replay/
@@ -568,7 +592,7 @@ def main() -> int:
                 if path.exists():
                     convert(path)
     else:
-        {"trees": cmd_trees, "build": cmd_build, "doc": cmd_doc}[args.step](targets)
+        {"build": cmd_build, "doc": cmd_doc}[args.step](targets)
     return 0
 
 

@@ -5,10 +5,11 @@ each (offered, not offered, not documented), the dtype combinations of its syste
 (tests/st/aclnn<Name>/*.json) and the SoCs its kernel registrations name
 (op_host/*_def.cpp), into tests/data/ascend-tables.json.
 
-    .venv/bin/python bench/extract_ascend_tables.py [--mirrors /work/.mirror] [--out PATH]
+    .venv/bin/python bench/extract_ascend_tables.py --mirrors DIR [--out PATH]
 
-The mirrors are bare git repositories (hicann+ops-math/repo, ...), read at HEAD; their
-commits are recorded in the output. tests/test_cann_sim_tables.py checks the simulator
+The mirrors are bare git repositories under DIR (DIR/hicann+ops-math/repo, ...; --mirrors,
+else the environment variable ASCEND_OPS_MIRRORS), read at HEAD; their commits are recorded
+in the output. tests/test_cann_sim_tables.py checks the simulator
 against the output.
 """
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import pathlib
 import re
 import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REPOS = ("ops-math", "ops-nn", "ops-transformer", "ops-cv")
@@ -296,18 +299,32 @@ def extract(mirrors: pathlib.Path) -> dict:
     return out
 
 
-def main() -> None:
+def mirrors_missing(mirrors: pathlib.Path | None) -> str | None:
+    """Why the mirrors' folder cannot be read (None: it can): each repository must be there."""
+    if mirrors is None:
+        return "no mirrors' folder: --mirrors DIR or ASCEND_OPS_MIRRORS"
+    absent = [r for r in REPOS if not (mirrors / f"hicann+{r}" / "repo").is_dir()]
+    return f"{mirrors}: no bare git repository hicann+{absent[0]}/repo" if absent else None
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mirrors", type=pathlib.Path, default=pathlib.Path("/work/.mirror"))
+    ap.add_argument("--mirrors", type=pathlib.Path, default=os.environ.get("ASCEND_OPS_MIRRORS") or None,
+                    help="the folder of the hicann repositories' bare clones (default: $ASCEND_OPS_MIRRORS)")
     ap.add_argument("--out", type=pathlib.Path, default=OUT)
-    args = ap.parse_args()
-    data = extract(args.mirrors)
+    args = ap.parse_args(argv)
+    why = mirrors_missing(None if args.mirrors is None else pathlib.Path(args.mirrors))
+    if why:
+        print(f"extract_ascend_tables: {why}", file=sys.stderr)
+        return 2
+    data = extract(pathlib.Path(args.mirrors))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, ensure_ascii=False, indent=1, sort_keys=False) + "\n")
     ops = data["operators"]
     print(f"{args.out}: {len(ops)} operators, {sum(1 for e in ops.values() if e['page'])} with a page, "
           f"{sum(1 for e in ops.values() if e.get('st'))} with system tests")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -5,6 +5,8 @@ chains of nf ops), test_add_id (ADD_ID), test_acc (ACC) and test_set (SET).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .catalog import Family, fmt_vars, register, Since
@@ -146,7 +148,7 @@ def bin_bcast_fused_eval():
     return out
 
 
-BIN_BCAST = dict(
+BIN_BCAST: dict[str, Any] = dict(
     build=build_bin_bcast,
     vars=("type", "ne", "nr", "nf", "perm1", "src_overlap"),
     op=lambda p: p["op"],

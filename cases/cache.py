@@ -169,9 +169,10 @@ def cache_dir() -> Path | None:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         where = os.path.join(base, "cannops-ops")
     if where not in _claimed:
-        _claimed[where] = claim(Path(where), "names", lambda e: OWN_NAMES.fullmatch(e.name) is not None)
-        if _claimed[where] is not None:
-            sweep_tmp(_claimed[where])
+        claimed = claim(Path(where), "names", lambda e: OWN_NAMES.fullmatch(e.name) is not None)
+        if claimed is not None:
+            sweep_tmp(claimed)
+        _claimed[where] = claimed
     return _claimed[where]
 
 

@@ -214,7 +214,7 @@ class Family:
     err_name: str = "NMSE"
     err_srcs: bool = False
     fused: bool = False
-    flops: Callable[[Tensor, Params], int] | None = None
+    flops: Callable[[Tensor | None, Params], int] | None = None   # None: the node not built (from_model)
     op_size: Callable[[Tensor, Params], int] | None = None
     # Known deviations of an implementation from the reference, keyed by implementation
     # (cases/implementations.py, e.g. GGML_CPU): a Deviation names the cases it concerns and

@@ -3,6 +3,8 @@ test_cos, test_clamp, test_leaky_relu, test_floor/ceil/round/trunc, test_scale a
 fused test_softcap (SCALE -> TANH -> SCALE, printed as SOFTCAP)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .catalog import EVERY_DEVICE, Family, fd_limit, register, Since
@@ -70,7 +72,7 @@ def _n(p):
 
 
 # test-backend-ops' gradient settings of these structs (ops grad); every one marks `a`
-GRAD = {
+GRAD: dict[str, dict[str, Any]] = {
     "sqr": dict(grad_eps=lambda p: 0.1 * 0.25 * _n(p)),    # 10% of the expected sum
     "sqrt": dict(grad_eps=20.0, grad_precise=True),
     "log": dict(grad_precise=True),
@@ -101,6 +103,10 @@ def _init_range(lo_hi):
     return None if lo_hi is None else uniform_init(*lo_hi)
 
 
+def _eval_grid(shapes):
+    return lambda: (dict(type=t, ne=ne) for t in TYPES for ne in _shapes(shapes))
+
+
 for _name, (_op, _fn, _ne, _range) in SIMPLE.items():
     register(Family(
         name=_name,
@@ -108,7 +114,7 @@ for _name, (_op, _fn, _ne, _range) in SIMPLE.items():
         vars=("type", "ne"),
         op=_op,
         init=_init_range(_range),
-        eval_grid=lambda _ne=_ne: (dict(type=t, ne=ne) for t in TYPES for ne in _shapes(_ne)),
+        eval_grid=_eval_grid(_ne),
         **GRAD.get(_name, {}),
     ))
 

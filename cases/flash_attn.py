@@ -278,7 +278,7 @@ def perf_grid():
     return cases
 
 
-def flops(out: Tensor, p) -> int:
+def flops(out: Tensor | None, p) -> int:
     """Only the two matrix products: Q K^T and P V, per head."""
     return 2 * p["nh"] * p["nr23"][0] * p["nb"] * (p["hsk"] + p["hsv"]) * p["kv"] * p["nr23"][1]
 

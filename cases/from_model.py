@@ -233,8 +233,8 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
         _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_rot, fs, ef, af, ff,
                    softcap, n_swa)
         if il == layers[-1][0]:   # the last layer keeps the rows of the outputs (inp_out_ids): of
-            for role in ("the outputs' rows (inp_out_ids)", "the residual's rows (inp_out_ids)"):
-                out.add("get_rows", T, role, type="f32", n=n_embd, m=T, r=T, be1=1, be2=1, v=0)   # cur, inpSA
+            for rows_role in ("the outputs' rows (inp_out_ids)", "the residual's rows (inp_out_ids)"):
+                out.add("get_rows", T, rows_role, type="f32", n=n_embd, m=T, r=T, be1=1, be2=1, v=0)   # cur, inpSA
         out.binary(T, "residual", "ADD", [n_embd, T, 1, 1])     # ffn_inp = cur + inpSA
         _ffn(m, out, lt, T, spec, n_embd)
         out.binary(T, "residual", "ADD", [n_embd, T, 1, 1])     # cur = cur + ffn_inp

@@ -53,6 +53,9 @@ class Tensor:
 
     __slots__ = ("graph", "index", "type", "ne", "nb", "op", "op_params", "src",
                  "view_src", "view_offs", "name", "flags")
+    view_src: Tensor | None
+    view_offs: int
+    nb: tuple[int, ...]
 
     def __init__(self, graph: "Graph", type: GGMLType, ne: Sequence[int],
                  view_src: "Tensor | None" = None, view_offs: int = 0):
@@ -71,6 +74,8 @@ class Tensor:
         self.nb = contiguous_strides(type, ne)
         self.op = "NONE"
         self.op_params = bytearray(GGML_MAX_OP_PARAMS)
+        # an optional source ggml leaves NULL is None here; typed as a Tensor, since the readers
+        # index the sources their op always has (the few that set a None ignore the type)
         self.src: list[Tensor] = []
         self.view_src = view_src
         self.view_offs = view_offs
@@ -226,12 +231,12 @@ class Graph:
         return t
 
 
-def new_op(g: Graph, op: str, type, ne: Sequence[int], srcs: Sequence[Tensor],
+def new_op(g: Graph, op: str, type, ne: Sequence[int], srcs: Sequence[Tensor | None],
            i32: Sequence[int] = (), f32: Sequence[float] = (), f32_start: int | None = None) -> Tensor:
     """A new contiguous op node (ggml_new_tensor + op, op_params and src)."""
     t = Tensor(g, ggml_type(type), ne)
     t.op = op
-    t.src = list(srcs)
+    t.src = list(srcs)   # type: ignore[arg-type]   # None: a NULL source (Tensor.src)
     t.set_params_i32(i32)
     if f32:
         t.set_params_f32(f32, len(i32) if f32_start is None else f32_start)

@@ -20,7 +20,9 @@ from .versions import current
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """`text` split at the separators outside brackets."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == sep and depth == 0:
             items.append("".join(cur))

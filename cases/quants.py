@@ -124,7 +124,7 @@ def _signed_absmax(x: np.ndarray):
     return v, np.abs(v)
 
 
-def _f16(v: np.ndarray) -> np.ndarray:
+def _f16(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """f32 -> stored f16 bytes (..., 2), and the value read back as f32."""
     h = np.asarray(v, F32).astype(np.float16)
     return h[..., None].view(np.uint8), h.astype(F32)

@@ -35,7 +35,7 @@ def rope(a: Tensor, pos: Tensor, freq: Tensor | None, n_dims: int, mode: int, n_
     op = "ROPE_BACK" if back else "ROPE"
     if inplace:
         t = view_of(a, op, a.ne, a.nb)
-        t.src = srcs
+        t.src = srcs   # type: ignore[assignment]   # freq None: a NULL source (Tensor.src)
     else:
         t = new_op(a.graph, op, a.type, a.ne, srcs)
     t.set_params_i32([0, n_dims, mode, 0, n_ctx_orig])

@@ -34,7 +34,7 @@ def soft_max_add_sinks(t: Tensor, sinks: Tensor | None) -> Tensor:
         return t
     assert t.op == "SOFT_MAX" and len(t.src) < 3
     assert t.src[0].ne[2] == sinks.ne[0] and sinks.type == F32
-    t.src = (t.src + [None])[:2] + [sinks]
+    t.src = (t.src + [None])[:2] + [sinks]   # type: ignore[assignment]   # a NULL mask (Tensor.src)
     return t
 
 

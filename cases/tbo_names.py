@@ -6,10 +6,10 @@ a ggml version is checked against (tests/test_parity_versions.py).
 
 
 writes OUTDIR/support.tsv and OUTDIR/test.tsv (op, params, status), the layout of
-/work/shared/reference/test-backend-ops-v0.20.2-*.tsv. Support mode lists every case
-without computing (under a second). Test mode lists the same cases plus those that run
-their whole graph (test_case::run_whole_graph, the fused ones); running every case there
-takes minutes, so only the fused ones are run (about 1 minute on 2 cores): the ops that
+shared/reference/test-backend-ops-v0.20.2-*.tsv (the shared folder beside the checkout).
+Support mode lists every case without computing (under a second). Test mode lists the
+same cases plus those that run their whole graph (test_case::run_whole_graph, the fused
+ones); running every case there takes minutes, so only the fused ones are run (about 1 minute on 2 cores): the ops that
 support mode never prints, found among the quoted upper-case names in
 SOURCE (test-backend-ops.cpp; -o takes no lookahead, a '(' makes an entry a case name), and
 the fused variants of ops that have both kinds, picked by their params (-p), as each

@@ -5,6 +5,8 @@ probabilities, arg-top-k, the chosen experts' weights, optional norm and scale).
 from __future__ import annotations
 
 
+from typing import Any
+
 import numpy as np
 
 from .catalog import Family, register, Since
@@ -111,7 +113,7 @@ def top_k_0_25_3(ties: bool):
     return cases + [_tk(ne, k, ties) for ne, k in (large_ties if ties else large)]
 
 
-TOP_K = dict(build=build_top_k, vars=("type", "ne", "k", "ties"), op="TOP_K", init=init_top_k,
+TOP_K: dict[str, Any] = dict(build=build_top_k, vars=("type", "ne", "k", "ties"), op="TOP_K", init=init_top_k,
              max_nmse=0.0, err=top_k_err, err_name="err", err_srcs=True)
 
 register(Family(

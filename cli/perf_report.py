@@ -7,6 +7,7 @@ import json
 
 from . import plural
 from .engine import OK, CaseResult, Run, load_run
+from .report import read_baseline
 from .support import run_devices
 
 
@@ -101,13 +102,7 @@ class PerfBaseline(dict):
 def load_perf_baseline(path: str) -> PerfBaseline:
     """A previous perf run: its results JSON, or its per-result CSV (`ops perf --output csv`
     with one device)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise PerfBaselineError(f"cannot read baseline {path}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise PerfBaselineError(f"baseline {path} is not UTF-8 text") from None
+    text = read_baseline(path, PerfBaselineError)
     out = PerfBaseline()
     if text.lstrip().startswith("{"):
         try:

@@ -240,15 +240,21 @@ def parse_summary(text: str, source: str = "baseline") -> Baseline:
     return out
 
 
-def load_baseline(path: str) -> Baseline:
-    """A previous report (markdown) or results file (JSON) as device -> op -> status."""
+def read_baseline(path: str, error: type[ValueError]) -> str:
+    """A baseline file's text (`ops test/perf --baseline`); `error`, in one line, where it
+    cannot be read or is not UTF-8."""
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except OSError as e:
-        raise BaselineError(f"cannot read baseline {path}: {e.strerror}") from None
+        raise error(f"cannot read baseline {path}: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise BaselineError(f"baseline {path} is not UTF-8 text") from None
+        raise error(f"baseline {path} is not UTF-8 text") from None
+
+
+def load_baseline(path: str) -> Baseline:
+    """A previous report (markdown) or results file (JSON) as device -> op -> status."""
+    text = read_baseline(path, BaselineError)
     if text.lstrip().startswith("{"):
         try:
             json.loads(text)

@@ -3,6 +3,7 @@ hand-made graphs) on CANN-SIM and compare them with the NumPy reference."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from cannops.backend import reference
 from cannops.cli.engine.compare import compare
@@ -90,3 +91,13 @@ def rejected(prepare, *args) -> SimError:
     except SimError as e:
         return e
     raise AssertionError(f"{prepare.__name__} accepted an invalid call")
+
+
+def sim_fixture(kind: type[SimTensors] = SimTensors):
+    """A test's own simulator session of `kind`, closed after the test (a `sim` fixture)."""
+    @pytest.fixture
+    def sim():
+        s = kind()
+        yield s
+        s.close()
+    return sim

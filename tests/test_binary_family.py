@@ -9,13 +9,7 @@ from cannops.cases import binary as fam
 from cannops.cases.catalog import FAMILIES, Case
 from cannops.cases.graph import Graph, add, div, mul, permute, sub
 from cannops.cases.inputs import shape_of
-
-
-def run(g, out, data):
-    """Reference output of `out`, leaves set from {tensor: logical values}."""
-    g.out = out
-    inputs = {t.index: np.asarray(v, dtype=t.type.dtype).reshape(shape_of(t)) for t, v in data.items()}
-    return reference.compute(g, inputs).read(out)
+from _reference import run
 
 
 def case(family, **params):
@@ -197,15 +191,7 @@ def test_set_case(type, inplace):
     np.testing.assert_array_equal(out.ravel(), expect)
 
 
-# --- against ggml (skipped where the bridge is not built) ---
-
-@pytest.fixture(scope="module")
-def ggml_cpu():
-    ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
-    dev = ggml.open_device("GGML-CPU")
-    yield dev
-    dev.close()
-
+# --- against ggml (conftest.py's ggml_cpu: skipped where the bridge is not built) ---
 
 def family_cases(*names, mode="test"):
     from cannops.cases import all_cases

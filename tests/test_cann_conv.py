@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")
-from _cann_compare import SimTensors, rejected  # noqa: E402
+from _cann_compare import SimTensors, rejected, sim_fixture  # noqa: E402
 from _sample import assert_ok, cases_of, sample  # noqa: E402
 from cannops.backend.cann.sim.ops_conv import convolve, convolve_transposed  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
@@ -59,11 +59,7 @@ class _Sim(SimTensors):
         return t
 
 
-@pytest.fixture
-def sim():
-    s = _Sim()
-    yield s
-    s.close()
+sim = sim_fixture(_Sim)
 
 
 def test_simulator_refuses_documented_invalid_calls(sim):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")
-from _cann_compare import SimTensors, check_cases, nmse, rejected, run_graph  # noqa: E402
+from _cann_compare import SimTensors, check_cases, nmse, rejected, run_graph, sim_fixture  # noqa: E402
 from cannops.backend.base import DeviceError  # noqa: E402
 from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
 from cannops.cases import movement as M  # noqa: E402
@@ -108,11 +108,7 @@ def test_rules_say_why(dev, cases):
 
 # ------------------------------------------- documented-invalid aclnn calls ----
 
-@pytest.fixture
-def sim():
-    s = SimTensors()
-    yield s
-    s.close()
+sim = sim_fixture()
 
 
 def test_simulator_refuses_documented_invalid_calls(sim):

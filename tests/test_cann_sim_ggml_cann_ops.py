@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")
-from _cann_compare import SimTensors  # noqa: E402
+from _cann_compare import SimTensors, sim_fixture  # noqa: E402
 from cannops.backend.cann.sim import aclnn, dtypes  # noqa: E402
 from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
 from cannops.native._aclnn import ffi, lib  # noqa: E402
@@ -76,11 +76,7 @@ class Sim(SimTensors):
         super().close()
 
 
-@pytest.fixture
-def sim():
-    s = Sim()
-    yield s
-    s.close()
+sim = sim_fixture(Sim)
 
 
 def run(name: str, *args) -> None:

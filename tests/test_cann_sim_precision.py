@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 cann = pytest.importorskip("cannops.backend.cann")
+from _cann_compare import sim_fixture  # noqa: E402
 from test_cann_sim_ggml_cann_ops import Sim, run  # noqa: E402
 from cannops.backend.cann.sim import aclnn, cube, dtypes  # noqa: E402
 from cannops.backend.cann.sim.refusals import SimError  # noqa: E402
@@ -15,11 +16,7 @@ RNG = np.random.default_rng(11)
 ALLOW_FP32_DOWN_PRECISION, USE_FP16 = 1, 2
 
 
-@pytest.fixture
-def sim():
-    s = Sim()
-    yield s
-    s.close()
+sim = sim_fixture(Sim)
 
 
 def f16(v):

@@ -1,22 +1,13 @@
 """Catalog versions (cases/versions.py): the version in use, a later version as deltas on
 the families, and the catalog version recorded by results, resumes and merges."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from cannops.cases import versions
 from cannops.cases.catalog import Family, Since, all_cases, at_version, new_params
 from cannops.cli.engine.results import Run, load_resume, merge_runs
-
-OPS = [sys.executable, "-m", "cannops.cli.main"]
-
-
-def ops(*args, env=None):
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+from _ops import ops
 
 
 def test_versions_are_named_and_picked_by_ggml_release():

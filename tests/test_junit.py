@@ -1,16 +1,13 @@
 """`--output junit`: JUnit XML that CI dashboards read, checked against the Ant/Surefire
 schema that Jenkins' JUnit and xUnit plugins (and GitLab, GitHub, Azure readers) accept."""
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from cannops.cli.junit import junit_xml
 from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
+from _ops import ops
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 
 # The Surefire / Jenkins JUnit report schema, as those tools define it: <testsuites> of
 # <testsuite name tests failures errors> of <testcase name> whose children are failure,
@@ -101,11 +98,6 @@ JUNIT_XSD = """<?xml version="1.0" encoding="UTF-8"?>
 def schema():
     xmlschema = pytest.importorskip("xmlschema")
     return xmlschema.XMLSchema(JUNIT_XSD)
-
-
-def ops(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300)
 
 
 def check_counts(root: ET.Element) -> None:

@@ -3,9 +3,6 @@ junit output, and a baseline that flags the cases that became slower."""
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -13,14 +10,9 @@ import pytest
 from cannops.cli import plural
 from cannops.cli.perf_report import slower_than_baseline
 from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
+from _ops import ops
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 ADD = ["-o", "ADD", "-p", r"nr=\[1,1,1,1\]", "--min-time", "0.01"]
-
-
-def ops(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300)
 
 
 @pytest.fixture(scope="module")

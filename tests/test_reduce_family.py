@@ -8,13 +8,7 @@ from cannops.backend.numpy_device import NumpyDevice
 from cannops.cases import reduce as fam
 from cannops.cases.catalog import FAMILIES, Case
 from cannops.cases.graph import Graph, permute
-from cannops.cases.inputs import shape_of
-
-
-def run(g, out, data):
-    g.out = out
-    inputs = {t.index: np.asarray(v, dtype=t.type.dtype).reshape(shape_of(t)) for t, v in data.items()}
-    return reference.compute(g, inputs).read(out)
+from _reference import run
 
 
 def case(family, **params):
@@ -123,15 +117,7 @@ def test_names():
     assert len(names) == len(set(names)) == 19 * 2 + 22
 
 
-# --- against ggml (skipped where the bridge is not built) ---
-
-@pytest.fixture(scope="module")
-def ggml_cpu():
-    ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
-    dev = ggml.open_device("GGML-CPU")
-    yield dev
-    dev.close()
-
+# --- against ggml (conftest.py's ggml_cpu: skipped where the bridge is not built) ---
 
 FAMS = ("sum", "sum_rows", "mean", "argmax", "count_equal", "cumsum", "argsort")
 

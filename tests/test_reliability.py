@@ -8,26 +8,15 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from _proc import cmdline as _cmdline, proc_stats
+from _ops import OPS, ops, load
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
-
-
-def ops(*args, env=None, **kw):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300, **kw)
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def one_line_error(p, message):

@@ -4,16 +4,14 @@ report files a CI keeps (`--summary-file`, `--log-dir`)."""
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from cannops.cli.report import load_baseline, markdown_report
 from cannops.cli.engine.results import CaseResult, DeviceInfo, Run
 from cannops.cli.support import device_statuses
+from _ops import ops
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 
 # the CI's symbols, as its reports spell them (the spec, written out independently here)
 SYMBOL = {"supported": "\u2705", "partial": "\U0001f7e1", "fail": "\u274c",
@@ -29,11 +27,6 @@ CASES_FOR = {
     "unsupported": ["not supported", "not supported"],
     "unknown": ["skipped", "skipped"],
 }
-
-
-def ops(*args, env=None):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300)
 
 
 def results_for(op_status: dict, device="CANN0", start=0):

@@ -15,15 +15,10 @@ import pytest
 
 from _proc import proc_stats
 from cannops.backend.base import list_devices
+from _ops import OPS, ops
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 TWO = ["-o", "ABS,SGN", "-p", r"type=f32,ne_a=\[5,.*v=0"]  # two cases
 HANG = ["-b", "FAULTY", "-o", "ABS,EXP", "-p", "type=f16,.*v=0", "--timeout", "600"]
-
-
-def ops(*args, env=None, **kw):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300, **kw)
 
 
 def one_line_error(p, message):

@@ -1,29 +1,17 @@
 """The runner end to end through `ops`: worker isolation (abort, segfault, hang, overrun),
 parallel and sharded runs, interrupts, and bad input."""
 import ast
-import json
 import os
 import pathlib
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from _ops import OPS, ops, load
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 FAULTS = "abort=ABS,segv=NEG,hang=EXP,overrun=RELU"
-
-
-def ops(*args, env=None, **kw):
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, env=e, timeout=300, **kw)
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def statuses(doc):

@@ -17,8 +17,8 @@ import pytest
 from _proc import cmdline, proc_stats
 from cannops.cli.engine import case_statuses, is_death, load_run, log_processes
 from cannops.cli.engine.tbo import Reader, death_story
+from _ops import OPS, ops
 
-OPS = [sys.executable, "-m", "cannops.cli.main"]
 
 # (op, params, what it does, listed by support mode)
 CASES = [
@@ -155,11 +155,6 @@ def binary(tmp_path):
         "kind": "release", "name": "llama-cpp-python==0.3.36", "ggml_version": "0.25.3", "variant": "910B",
         "soc": "Ascend910B3", "built": "2026-11-27T07:00:00Z", "cmake": {"SOC_TYPE": "Ascend910B3"}}))
     return str(exe)
-
-
-def ops(*args, env=None, timeout=300):
-    return subprocess.run([*OPS, *args], capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, **(env or {})))
 
 
 def by_name(path) -> dict:

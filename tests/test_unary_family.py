@@ -265,14 +265,6 @@ MY_FAMILIES = ("unary", "xielu", "relu_sqr", "unary_mul", "sqr", "sqrt", "log", 
                "swiglu_oai")
 
 
-@pytest.fixture(scope="module")
-def ggml_cpu():
-    ggml = pytest.importorskip("cannops.backend.ggml", reason="ggml bridge not built")
-    dev = ggml.open_device("GGML-CPU")
-    yield dev
-    dev.close()
-
-
 def test_every_graph_is_what_ggml_constructors_build(ggml_cpu):
     """Each node replayed through libggml's constructor has our type, ne, nb, op, op_params,
     srcs and view (the device raises otherwise): eval and perf grids."""

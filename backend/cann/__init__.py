@@ -67,7 +67,9 @@ def _start() -> Runtime:
             count = ffi.new("uint32_t *")
             if lib.ops_cann_device_count(count, err, len(err)) == 0 and count[0] > 0:
                 soc = ffi.string(lib.ops_cann_soc_name()).decode() or "Ascend NPU"
-                home = find_toolkit().home
+                toolkit = find_toolkit()
+                assert toolkit is not None   # the libraries came from it (find_cann_libraries)
+                home = toolkit.home
                 if is_simulated(home):
                     # the simulator behind CANN's own libraries (make cann-sim-toolkit): the
                     # layer's real-hardware path runs, but this is no NPU
@@ -96,6 +98,8 @@ def _start() -> Runtime:
 
 
 def _shutdown() -> None:
+    if _runtime is None:
+        return
     for dev in list(_runtime.open):
         dev.close()
     lib.ops_cann_finalize(err_buffer(), 2048)

@@ -7,6 +7,7 @@ import contextlib
 import os
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class _Placed:
 
     def __init__(self, dev: "CANNDevice", graph: Graph):
         self.dev, self.graph = dev, graph
-        self.structs: dict[int, object] = {}
+        self.structs: dict[int, Any] = {}   # cffi structs (untyped)
         self.blocks: list[object] = []
         self.guards: list[tuple[str, object]] = []   # (where, device address)
         self.images: dict[int, np.ndarray] = {}      # leaf index -> the bytes uploaded
@@ -163,8 +164,8 @@ class CANNRules(Device):
         self.soc_name = soc_name
         self.soc = soc.family(soc_name)
 
-    @property
-    def implements(self) -> tuple[str, ...]:
+    @property   # over Device's class attribute: the SoC decides it
+    def implements(self) -> tuple[str, ...]:   # type: ignore[override]
         """ops' aclnn layer, and on another SoC than the 910B that SoC's too (aclnn:310P): a
         note of the 310P is never taken for the 910B's."""
         return (ACLNN,) if self.soc == soc.DEFAULT else (f"{ACLNN}:{self.soc}", ACLNN)
@@ -282,6 +283,7 @@ class CANNDevice(CANNRules):
         `built` is not called: the calls are the program, recorded as they are made, so a
         run that kills its process leaves none."""
         from .repro import CallProgram, NativeRecorder
+        recorder: Any   # sim/trace.py or a NativeRecorder: each has start(repro), stop() and ON
         if self.simulated and os.environ.get("OPS_REPRO_RECORDER", "") != "native":
             from .sim import trace as recorder
         else:
@@ -326,6 +328,7 @@ class CANNDevice(CANNRules):
             raise TracedError(str(e), trace.stop().calls) from e
         finally:
             rec = trace.stop() if trace.ON else None
+        assert rec is not None   # the run returned: its recording was on until now
         if data:
             blame.evaluate(rec)
         result.calls = rec.calls
@@ -358,6 +361,7 @@ class CANNDevice(CANNRules):
                 # the simulator: the device work of one compute of the graph (ops perf's headline)
                 self.timed_cost = counted or None
                 ms = ffi.new("float *")
+                assert graph.out is not None, "a graph without its output node"
                 self._check(lib.ops_cann_time(self.ctx, placed.structs[graph.out.index], n_runs,
                                               ms, *self._err()), "timing")
                 return ms[0] / 1e3
@@ -382,11 +386,14 @@ class CANNDevice(CANNRules):
                 cache: dict[int, np.ndarray] = {}
                 loss, cell = np.empty(1, np.float32), np.empty(1, np.float32)
 
+                loss_node = bw.graph.out
+                assert loss_node is not None, "a graph without its output node"
+
                 def forward() -> float:
                     placed.compute(bw.forward)
                     self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
                     self._check(lib.ops_cann_download(self.ctx, ffi.from_buffer(loss),
-                                                      placed.structs[bw.graph.out.index].data, 4,
+                                                      placed.structs[loss_node.index].data, 4,
                                                       *self._err()), "download loss")
                     return float(loss[0])
                 out = []

@@ -38,7 +38,8 @@ def from_device(type, image: np.ndarray) -> np.ndarray:
     image = np.ascontiguousarray(image).view(np.uint8).reshape(-1)
     n_blocks = image.size // type.type_size
     n_q = image.size - 2 * n_blocks
-    qs, scales = image[:n_q].reshape(n_blocks, -1), image[n_q:].reshape(n_blocks, 2)
+    qs: np.ndarray = image[:n_q].reshape(n_blocks, -1)
+    scales = image[n_q:].reshape(n_blocks, 2)
     if type.name == "q4_0":
         qs = qs ^ 0x88
         nib = np.empty((n_blocks, 32), np.uint8)

@@ -319,7 +319,9 @@ class _Writer:
     def operator(self, name: str, call: dict) -> list[str]:
         header, params = _operators()[name]
         self.headers.add(header)
-        body, made, args = [], [], []
+        body: list[str] = []
+        made: list[tuple[str, str]] = []   # (destroy function, variable)
+        args = []
         for ctype, pname in params:
             expr = self.argument(ctype, _c_name(pname), call["args"].get(pname), body, made)
             args.append(expr)

@@ -9,6 +9,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,19 +56,19 @@ def support(device: Device, case: Case) -> CaseResult:
     return _result(device, case, status, reason=reason, evidence=evidence)
 
 
-def probe(device: Device, case: Case, riders: tuple = ()) -> list[tuple[str, str, str]]:
-    """(status, reason, evidence) of the device and of each rider (what decides another device's
+def probe(device: Device, case: Case, other_probers: tuple = ()) -> list[tuple[str, str, str]]:
+    """(status, reason, evidence) of the device and of each of other_probers (what decides another device's
     support without it: backend.base.open_prober) for the case, whose graph is built once;
     an error is that device's FAIL. `case`: a Case or a reference to one."""
     try:
         case = case.resolve()
         g = case.build()
     except StaleName as e:
-        return [(SKIPPED, f"not a case of the catalog ({e})", "")] * (1 + len(riders))
+        return [(SKIPPED, f"not a case of the catalog ({e})", "")] * (1 + len(other_probers))
     except Exception as e:
-        return [(FAIL, f"error: {type(e).__name__}: {e}", "")] * (1 + len(riders))
+        return [(FAIL, f"error: {type(e).__name__}: {e}", "")] * (1 + len(other_probers))
     out = []
-    for d in (device, *riders):
+    for d in (device, *other_probers):
         try:
             s = d.supports(case, g)
             out.append((OK if s else NOT_SUPPORTED, s.reason, s.evidence))
@@ -193,7 +194,7 @@ class _Runner:
     def __init__(self, device: Device, case: Case, g, inputs: dict, check: list[int], hygiene: Hygiene):
         self.device, self.case, self.g, self.inputs, self.check = device, case, g, inputs, check
         self.hygienic = getattr(device, "hygienic", False)
-        self.kw = {"hygiene": hygiene} if hygiene and self.hygienic else {}
+        self.kw: dict[str, Any] = {"hygiene": hygiene} if hygiene and self.hygienic else {}
 
     def __call__(self, traced: bool = False, data: bool = False):
         args = (self.case, self.g, self.inputs, self.check)
@@ -270,11 +271,13 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
     device's own problems': a hygiene mode's, a guard overwritten)."""
     fam = case.family
     threshold = fam.threshold(case.params)
-    reasons, worst, elems, far, metric_ok = list(got.problems), None, None, [], True
+    reasons, worst, elems, metric_ok = list(got.problems), None, None, True
+    far: list = []
     for i in check:
         node = g.tensors[i]
         ref, srcs = expected[i]
-        err_fn = (lambda r, o: fam.err(r, o, case.params, *srcs)) if fam.err else None
+        err = fam.err
+        err_fn = (lambda r, o: err(r, o, case.params, *srcs)) if err else None
         label = f"[{node.op_desc}]"
         ok, why, e = compare(label, ref, got.outputs[i], threshold, err_fn, fam.err_name, device.name)
         if e is not None:
@@ -293,7 +296,7 @@ def _judge(device: Device, case: Case, g, check: list[int], expected: dict, got,
             far = far or worst_elements(ref, got.outputs[i])
     dev = find_deviation(fam.notes, device.implements, case.params, worst)
     if dev and dev.holds and reasons:
-        beyond = [why for i in check if (why := dev.holds(got.outputs[i], case.params, *expected[i][1]))]
+        beyond = [held for i in check if (held := dev.holds(got.outputs[i], case.params, *expected[i][1]))]
         if beyond:
             dev = None
             reasons += beyond
@@ -347,7 +350,8 @@ def _reference(case: Case, g, inputs, check: list[int], seed: int, ref_cache: st
     them)}, from the reference cache (cli/engine/refcache.py) or computed (and kept there); and
     whether it came from the cache: True, False (computed), or REJECTED (an entry was there
     that was not this case's reference, or not whole: computed)."""
-    path, cached = None, False
+    path = None
+    cached: bool | str = False   # True, False or REJECTED
     if ref_cache:
         from . import refcache
         args = (case.family.version or current(), case.name, seed)
@@ -447,8 +451,9 @@ def grad(device: Device, case: Case, seed: int, ctx: WorkerContext = IN_PROCESS)
     status = OK
     if reasons:
         dev = find_deviation(fam.grad_notes, device.implements, p, worst)
-        status = DEVIATION if dev and (dev.nonfinite or not nonfinite) else FAIL
-        if status == DEVIATION:
+        status = FAIL
+        if dev and (dev.nonfinite or not nonfinite):
+            status = DEVIATION
             notes.insert(0, dev.reason)
     return _result(device, case, status, reason="; ".join(reasons), error=worst,
                    threshold=threshold, metric="MAA", note="; ".join(notes),

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 
 from . import worker
 
@@ -63,9 +63,9 @@ class Forked:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)   # this process's handler is the main's
                 # a closed terminal hangs up the whole group: the main process decides
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)
-                keep = {0, 1, 2, w, *keep}
+                kept = {0, 1, 2, w, *keep}
                 for fd in map(int, os.listdir("/proc/self/fd")):
-                    if fd not in keep:
+                    if fd not in kept:
                         try:
                             os.close(fd)   # the results journal's lock, the other workers' pipes
                         except OSError:
@@ -80,7 +80,8 @@ class Forked:
                 os._exit(code)
         os.close(w)
         Forked.count += 1
-        self.pid, self.sentinel, self.exitcode = pid, r, None
+        self.pid, self.sentinel = pid, r
+        self.exitcode: int | None = None
         _forked[pid] = self
 
     def _reap(self, block: bool) -> bool:
@@ -114,7 +115,7 @@ class Forked:
             self._reap(True)
 
 
-_ahead: "tuple[Forked, object] | None" = None   # fork_ahead's worker and its pipe, not taken yet
+_ahead: "tuple[Forked, Connection] | None" = None   # fork_ahead's worker and its pipe, not taken yet
 
 
 def fork_ahead() -> None:
@@ -154,7 +155,8 @@ def reap_children() -> None:
     """Leave no process of ours behind: the workers still alive (a pool not closed on some
     path) are killed and waited for, and multiprocessing's resource tracker, which spawning
     a worker starts and which otherwise outlives `ops` by a moment, is stopped and waited for."""
-    for p in [*mp.active_children(), *_forked.values()]:
+    alive: list[mp.process.BaseProcess | Forked] = [*mp.active_children(), *_forked.values()]
+    for p in alive:
         p.kill()
         p.join(5)
     from multiprocessing import resource_tracker

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import forking
@@ -62,8 +62,8 @@ class WorkerStartError(Exception):
 
 @dataclass
 class _Worker:
-    process: mp.process.BaseProcess
-    conn: object
+    process: mp.process.BaseProcess | Forked
+    conn: Connection
     log_path: str
     device: str = ""                # the device this worker opened
     slot: int = 0                   # its place in the pool: a worker replacing it takes it
@@ -136,8 +136,10 @@ class _Queue:
         return sum(map(len, self.lanes.values())) + len(self.suspects)
 
     def _open(self, table: str | None, slot: int) -> bool:
+        if table is None:
+            return True
         owner = self.owner.get(table)
-        return table is None or owner is None or owner == slot or owner in self.dropped
+        return owner is None or owner == slot or owner in self.dropped
 
     def has_work_for(self, w: "_Worker") -> bool:
         return bool(self.suspects) or any(lane and self._open(t, w.slot) for t, lane in self.lanes.items())
@@ -150,7 +152,7 @@ class _Queue:
             if self.from_both_ends and w.slot % 2:
                 return [lane.pop() for _ in range(min(n, len(lane)))][::-1]
             return [lane.popleft() for _ in range(min(n, len(lane)))]
-        batch = []
+        batch: list[tuple[int, Case]] = []
         while len(batch) < n:
             heads = [(lane[0][0], t) for t, lane in self.lanes.items() if lane and self._open(t, w.slot)]
             if not heads:
@@ -179,10 +181,10 @@ class _Queue:
 @dataclass
 class Reply:
     """What the pool hands back for a case: its result (seq: its place in the tasks given),
-    and in a probe, the riders' results decided on the same graph."""
+    and in a probe, the other devices' results decided on the same graph."""
     seq: int
     result: CaseResult
-    riders: list[CaseResult] = field(default_factory=list)
+    others: list[CaseResult] = field(default_factory=list)
 
 
 class WorkerPool:
@@ -192,13 +194,13 @@ class WorkerPool:
     Its workers get the run's spec whole, and do what it says with each case sent."""
 
     def __init__(self, target: Target | str, spec: RunSpec = RunSpec(), jobs: int | None = None,
-                 prober=None, riders: tuple = ()):
+                 prober=None, other_probers: tuple = ()):
         if isinstance(target, str):
             target = Target(target, (target,))
         self.spec = spec
         self.members = target.members
         self.prober = prober    # a probe: what decides support without the device, opened instead
-        self.riders = riders    # a probe: other devices' probers, asked on the same graphs
+        self.other_probers = other_probers   # a probe: other devices' probers, asked on the same graphs
         self.batched = spec.mode in BATCHED   # its workers answer per message
         self.device_name = target.label
         self.jobs = max(1, spec.jobs if jobs is None else jobs)
@@ -224,7 +226,7 @@ class WorkerPool:
         if ahead is not None:
             p, parent = ahead
             try:
-                parent.send((device, log_path, self.spec, self.env, self.prober, self.riders))
+                parent.send((device, log_path, self.spec, self.env, self.prober, self.other_probers))
                 return self._started(p, parent, None, log_path, device, slot)
             except OSError:   # it died waiting: a worker is forked as usual
                 p.kill()
@@ -237,13 +239,13 @@ class WorkerPool:
             try:
                 if Forked.count:
                     preload()
-                p = Forked(worker_main, (child, device, log_path, self.spec, self.prober, self.riders),
+                p = Forked(worker_main, (child, device, log_path, self.spec, self.prober, self.other_probers),
                             (child.fileno(),), self.env)
             finally:
                 signal.signal(signal.SIGINT, handler)
             return self._started(p, parent, child, log_path, device, slot)
         p = self.ctx.Process(target=worker_main, args=(child, device, log_path, self.spec, self.prober,
-                                                        self.riders), daemon=True)
+                                                        self.other_probers), daemon=True)
         saved = {k: os.environ.get(k) for k in (*BLAS_THREADS, *self.env)}
         os.environ.update(self.env)
         if self.threads:
@@ -306,6 +308,7 @@ class WorkerPool:
         if not self._slots:
             self.workers.append(self._spawn(0))
             self._slots = 1
+        assert self.info is not None   # set by the first worker's start (_started)
         return self.info
 
     def _grow(self) -> None:
@@ -377,6 +380,7 @@ class WorkerPool:
         return result
 
     def _crash_result(self, w: _Worker, why: str) -> Reply:
+        assert w.task is not None   # a crash is blamed on the case the worker runs
         seq, case = w.task
         tail = _tail(w.log_path)
         reason = why + (f"; last output:\n{tail}" if tail else "")
@@ -410,8 +414,8 @@ class WorkerPool:
                 continue   # every worker died idle and was replaced: send again
             now = time.monotonic()
             deadline = min([w.started + self._limit(w) for w in busy] + ([grow_at] if grow_at else []))
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                         timeout=max(0.0, deadline - now))
+            waited: list[Connection | int] = [*(w.conn for w in busy), *(w.process.sentinel for w in busy)]
+            ready = wait(waited, timeout=max(0.0, deadline - now))
             for w in busy:
                 if w.conn in ready:
                     # every message waiting is read before the next wait(): a probe answers
@@ -449,11 +453,11 @@ class WorkerPool:
 
     def _probed(self, w: _Worker, seq: int, case, answers: list) -> Reply:
         """A probed case's reply from a worker's (status, reason, evidence) answers: the
-        device's result, with the riders'."""
-        (status, reason, level), *rode = answers   # (reasons cleaned by the worker)
+        device's result, with the other devices'."""
+        (status, reason, level), *others = answers   # (reasons cleaned by the worker)
         result = self._label(w, CaseResult(self.device_name, case.op, case.vars, status, reason, evidence=level))
         return Reply(seq, result, [CaseResult(r.name, case.op, case.vars, st, why, evidence=lv)
-                                   for r, (st, why, lv) in zip(self.riders, rode)])
+                                   for r, (st, why, lv) in zip(self.other_probers, others)])
 
     def _top_up(self, w: _Worker, queue: "_Queue", depth: int) -> None:
         """Send w the next cases of the queue, up to `depth` held, once it holds half of that

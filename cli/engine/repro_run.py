@@ -11,6 +11,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 
 from .selection import BadInput
 
@@ -21,7 +22,7 @@ BRIDGE = "cannops.native._ggml"   # the cffi bridge to ggml
 @dataclass
 class CaseRun:
     """One case as it ran: its graph, inputs, checked nodes, reference, outputs, verdict."""
-    case: object
+    case: Any                           # the catalog's Case
     graph: object
     inputs: dict
     check: list[int]
@@ -76,6 +77,7 @@ def device_runs(device_name: str, cases: list, graphs: list, seed: int, say,
         raise BadInput(f"{pending.case.name} on {device_name}: the run died ({_how(child.exitcode)}) before "
                        f"its graph was recorded, no reproducer written" + (f": {lines[-1]}" if lines else ""))
     say("\n".join(lines[-OUTPUT_TAIL:]))
+    assert child.exitcode is not None   # joined
     return runs + [pending], Death(child.exitcode, _why(lines), "\n".join(lines[-OUTPUT_TAIL:]))
 
 
@@ -95,10 +97,13 @@ def _receive(conn, cases: list, graphs: list, say) -> tuple[list[CaseRun], CaseR
             raise BadInput(body[0])
         elif kind == "prepared":      # inputs, check, expected: before the device runs it
             k = len(runs)
-            pending = CaseRun(cases[k], graphs[k], *body, program=None, result=None)
+            inputs, check, expected = body
+            pending = CaseRun(cases[k], graphs[k], inputs, check, expected, program=None, result=None)
         elif kind == "built":         # the program, before the compute
+            assert pending is not None, "a program built before its case was prepared"
             pending.program = body[0]
         elif kind == "ran":
+            assert pending is not None, "a case ran before it was prepared"
             pending.program, pending.result, pending.calls = body
             runs.append(pending)
             pending = None
@@ -177,6 +182,8 @@ def _use_bridge(path: str) -> None:
     if spec is not None and spec.origin and os.path.samefile(spec.origin, path):
         return
     spec = importlib.util.spec_from_file_location(BRIDGE, path)
+    if spec is None or spec.loader is None:
+        raise BadInput(f"{path}: not a module Python can load")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules[BRIDGE] = module

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from cannops.cases.versions import OLDEST
 
@@ -338,6 +338,7 @@ def _check_shards(runs: list[Run], paths: list[str], allow_partial: bool) -> dic
             continue
         split: dict[int, dict[int, str]] = {}
         for shard, p in given:
+            assert shard is not None   # every run of d is a shard here (whole is empty)
             k, n = parse_shard(shard)
             if k in split.setdefault(n, {}):
                 raise ValueError(f"{d}: shard {k}/{n} is given twice: {split[n][k]} and {p}")
@@ -419,7 +420,7 @@ class Journal:
 
     def __init__(self, path: str, run: Run | None = None):
         self.path = path
-        self.f = None
+        self.f: TextIO | None = None   # open from lock() on
         self.lock()
         if run is not None:
             self.begin(run)
@@ -442,6 +443,7 @@ class Journal:
 
     def begin(self, run: Run) -> None:
         self.begun = True
+        assert self.f is not None, "begin() before lock()"
         self.f.seek(0)
         self.f.truncate()
         self._write({"journal": SCHEMA, "pid": os.getpid(), **{k: getattr(run, k) for k in RUN_KEYS}})

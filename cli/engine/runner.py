@@ -10,8 +10,8 @@ import os
 import signal
 import sys
 import tempfile
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from cannops.cases.versions import current
@@ -58,7 +58,7 @@ def _raise_interrupt(signum, frame):
 
 
 def new_run(spec: RunSpec) -> Run:
-    standard = None
+    standard: str | None = None
     if spec.strict:   # the checker's module imports NumPy: only a strict run takes its standard
         from .strict import STANDARD as standard
     return Run(mode=spec.mode, seed=spec.seed, ops_filter=spec.ops_filter,
@@ -66,17 +66,35 @@ def new_run(spec: RunSpec) -> Run:
                strict=standard, hygiene=spec.hygiene(), catalog=spec.catalog or current())
 
 
+@dataclass
+class _RunState:
+    """What every device of a run shares while the run goes: its cases, devices and spec,
+    where results go (the printer, the run, the journal), what it resumes, and in a probe
+    the devices probed by the lead device's workers (_probe_plan)."""
+    cases: list
+    devices: list[Target]
+    spec: RunSpec
+    printer: Any   # printers.py's, or the pytest plugin's: each a device_start, case, ...
+    run: Run
+    resumed: Resumed
+    journal: "Journal | None"
+    probers: dict = field(default_factory=dict)          # label -> its prober
+    other_probers: dict = field(default_factory=dict)    # lead label -> the other devices' probers
+    # label -> index -> result: the other devices' results, decided by the lead's workers
+    decided_with_lead: dict[str, dict[int, CaseResult]] = field(default_factory=dict)
+
+
 def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, printer,
               journal_path: "str | Journal | None" = None, resumed: Resumed | None = None) -> Run:
     """Run the cases on each target (a Target, or a plain device name) in turn. Each
     result goes to the journal as it comes (see results.Journal); the cases in `resumed`
-    are not run again, their earlier results are taken."""
+    are not run again, their results there are taken."""
     devices = [Target(d, (d,)) if isinstance(d, str) else d for d in devices]
     run = new_run(spec)
     resumed = _this_runs(resumed or Resumed(), devices, cases)
     # a Journal given is the caller's (locked, closed once the results file is written)
     owned = isinstance(journal_path, str)
-    journal = Journal(journal_path) if owned else journal_path
+    journal = Journal(journal_path) if isinstance(journal_path, str) else journal_path
     if journal:
         journal.begin(run)  # the journal replaces the resumed one: it starts with what that one held
         for info in resumed.devices.values():
@@ -86,17 +104,18 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
     old = {s: signal.signal(s, _raise_interrupt) for s in STOP_SIGNALS}
     n_ok = 0
     spec, scratch = _references(spec, len(devices))
-    turns = tempfile.TemporaryDirectory(prefix="ops-run-")   # the run's memory turn, one for its pools
-    spec = replace(spec, turn_lock=os.path.join(turns.name, "memory-turn.lock"))
+    turn_dir = tempfile.TemporaryDirectory(prefix="ops-run-")   # the run's memory turn, one for its pools
+    spec = replace(spec, turn_lock=os.path.join(turn_dir.name, "memory-turn.lock"))
     if spec.mode == "test":
         run.reference_cache = {"hits": 0, "computed": 0, "rejected": 0}
-    probers, riders = _probe_plan(devices) if spec.mode == "support" else ({}, {})
-    rode: dict[str, dict[int, CaseResult]] = {}   # a rider's label -> its results by case index
+    state = _RunState(cases, devices, spec, printer, run, resumed, journal)
+    if spec.mode == "support":
+        state.probers, state.other_probers = _probe_plan(devices)
+    raise_after: Interrupted | None
     try:
         printer.start(len(devices))
         for i, target in enumerate(devices):
-            done = _run_target(i, target, cases, devices, spec, printer, run, resumed, journal,
-                               probers, riders, rode)
+            done = _run_target(i, target, state)
             if done is not None:
                 ok = device_passed(done)
                 n_ok += ok
@@ -119,10 +138,10 @@ def run_cases(cases: list[tuple[int, Case]], devices: list, spec: RunSpec, print
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        turns.cleanup()
+        turn_dir.cleanup()
         if scratch is not None:
             scratch.cleanup()
-        elif spec.ref_dir is not None and run.reference_cache["computed"]:
+        elif spec.ref_dir is not None and (run.reference_cache or {}).get("computed"):
             from . import refcache
             refcache.prune(spec.ref_dir)
         if journal and owned:
@@ -151,41 +170,42 @@ def _references(spec: RunSpec, n_devices: int):
     if spec.mode != "test":
         return spec, None
     from . import refcache
-    ref_dir, scratch = refcache.location(spec.ref_cache), None
+    cache, scratch = refcache.location(spec.ref_cache), None
+    ref_dir = None if cache is None else str(cache)
     if ref_dir is None and n_devices > 1:
         scratch = tempfile.TemporaryDirectory(prefix="ops-references-")
         ref_dir = scratch.name
-    return replace(spec, ref_dir=None if ref_dir is None else str(ref_dir)), scratch
+    return replace(spec, ref_dir=ref_dir), scratch
 
 
-def _run_target(i: int, target: Target, cases, devices, spec: RunSpec, printer, run: Run, resumed: Resumed,
-                journal, probers: dict, riders: dict, rode: dict) -> list | None:
+def _run_target(i: int, target: Target, state: _RunState) -> list | None:
     """One target's cases, through a pool of its own: its results (None: its workers could
     not start, and its cases are in the run as skipped)."""
-    name = target.label
-    earlier = {idx: resumed.results[(idx, name)] for idx, _ in cases if (idx, name) in resumed.results}
-    given = rode.pop(name, {})   # decided with another device's cases (riders)
-    left = sum(idx not in earlier and idx not in given for idx, _ in cases)
-    pool = WorkerPool(target, spec, jobs=max(1, min(spec.jobs, left)), prober=probers.get(name),
-                      riders=riders.get(name, ()))
+    name, cases, spec, printer, run = target.label, state.cases, state.spec, state.printer, state.run
+    resumed_here = {idx: state.resumed.results[(idx, name)] for idx, _ in cases
+                    if (idx, name) in state.resumed.results}
+    with_lead = state.decided_with_lead.pop(name, {})   # decided by the lead device's workers
+    left = sum(idx not in resumed_here and idx not in with_lead for idx, _ in cases)
+    pool = WorkerPool(target, spec, jobs=max(1, min(spec.jobs, left)), prober=state.probers.get(name),
+                      other_probers=state.other_probers.get(name, ()))
     try:
-        known = resumed.devices.get(name) or (device_info(probers[name]) if given else None)
-        if len(earlier.keys() | given.keys()) == len(cases) and known:
+        known = state.resumed.devices.get(name) or (device_info(state.probers[name]) if with_lead else None)
+        if len(resumed_here.keys() | with_lead.keys()) == len(cases) and known:
             info = known  # all done before, or beside the lead: no worker needed
         else:
             try:
                 info = pool.start()
             except WorkerStartError as e:
-                printer.device_skipped(i, len(devices), name, str(e))
+                printer.device_skipped(i, len(state.devices), name, str(e))
                 # its cases stay in the results, skipped: the device's ops are unknown
                 run.results.extend(CaseResult(device=name, op=c.op, params=c.vars, status=SKIPPED,
                                               reason=str(e), index=idx) for idx, c in cases)
                 return None
         run.devices.append(info)
-        if journal:
-            journal.device(info)
-        printer.device_start(i, len(devices), info, len(cases))
-        return _run_device(pool, cases, printer, run, earlier, journal, given, rode)
+        if state.journal:
+            state.journal.device(info)
+        printer.device_start(i, len(state.devices), info, len(cases))
+        return _run_device(pool, state, resumed_here, with_lead)
     finally:
         pool.close()
 
@@ -195,15 +215,16 @@ def _probe_plan(targets: list[Target]) -> tuple[dict, dict]:
     backend.base.open_prober, e.g. the CANN rules) is probed through its prober, in forked
     workers, and those after the first device ride with that one's workers: each of their
     decisions is taken on the graph the worker built once for the case (the catalog's
-    graphs are most of a probe's time). Returns (label -> prober, lead label -> riders)."""
+    graphs are most of a probe's time). Returns (label -> prober, lead label -> the other
+    devices' probers)."""
     from cannops.backend.base import open_prober
     probers = {}
     for t in targets:   # a kind's devices share workers; --soc SoCs set their workers' runtime
         p = open_prober(t.label) if t.members == (t.label,) and not t.env else None
         if p is not None:
             probers[t.label] = p
-    rode = tuple(probers[t.label] for t in targets[1:] if t.label in probers)
-    return probers, ({targets[0].label: rode} if rode else {})
+    others = tuple(probers[t.label] for t in targets[1:] if t.label in probers)
+    return probers, ({targets[0].label: others} if others else {})
 
 
 def _keep_resumed(run: Run, resumed: Resumed) -> None:
@@ -214,24 +235,26 @@ def _keep_resumed(run: Run, resumed: Resumed) -> None:
     run.devices.extend(d for n, d in resumed.devices.items() if n not in names)
 
 
-def _run_device(pool: WorkerPool, cases, printer, run: Run, earlier=None, journal=None, given=None, rode=None):
-    """Feed the pool the cases not in `earlier` (index -> result of a resumed run) nor in
-    `given` (index -> result decided beside another device's: journalled here); print
-    results in case order; keep out-of-order ones on interrupt. The results of the pool's
-    riders go to `rode` (label -> index -> result)."""
-    pending: dict[int, object] = {}
+def _run_device(pool: WorkerPool, state: _RunState, resumed_here: dict | None = None,
+                with_lead: dict | None = None) -> list:
+    """Feed the pool the cases not in `resumed_here` (index -> result of a resumed run) nor
+    in `with_lead` (index -> result decided by the lead device's workers: journalled here);
+    print results in case order; keep out-of-order ones on interrupt. The results the
+    pool's workers decide for other devices go to state.decided_with_lead."""
+    cases, printer, run, journal = state.cases, state.printer, state.run, state.journal
+    pending: dict[int, CaseResult] = {}
     done = []
     next_seq = 0
-    earlier = earlier or {}
-    given = given or {}
+    resumed_here = resumed_here or {}
+    with_lead = with_lead or {}
     todo = []
     for seq, (idx, c) in enumerate(cases):
-        if idx in earlier:
-            pending[seq] = earlier[idx]
-        elif idx in given:
-            pending[seq] = given[idx]
+        if idx in resumed_here:
+            pending[seq] = resumed_here[idx]
+        elif idx in with_lead:
+            pending[seq] = with_lead[idx]
             if journal:
-                journal.result(given[idx])
+                journal.result(with_lead[idx])
         else:
             todo.append((seq, c))
 
@@ -250,9 +273,9 @@ def _run_device(pool: WorkerPool, cases, printer, run: Run, earlier=None, journa
             for reply in pool.run(iter(todo)):
                 seq, result = reply.seq, reply.result
                 result.index = cases[seq][0]
-                for r in reply.riders:
+                for r in reply.others:
                     r.index = result.index
-                    rode.setdefault(r.device, {})[r.index] = r
+                    state.decided_with_lead.setdefault(r.device, {})[r.index] = r
                 if result.ref_cached is not None and run.reference_cache is not None:
                     run.reference_cache["hits" if result.ref_cached else "computed"] += 1
                     run.reference_cache["rejected"] += result.ref_rejected

@@ -5,7 +5,7 @@ import difflib
 import re
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cannops.cases.catalog import Case
@@ -18,7 +18,9 @@ class BadInput(Exception):
 
 def split_ops_filter(text: str) -> list[str]:
     """Comma list of op names or full case names; commas inside (...) belong to the name."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "," and depth == 0:
             items.append("".join(cur).strip())
@@ -55,11 +57,12 @@ def sample_per_op(picked: list, n: int) -> list:
 
 def select_cases(mode: str, ops: str | None = None, params: str | None = None,
                  shard: str | None = None, names_only: bool = False,
-                 sample: int | None = None, refs: bool = False) -> list[tuple[int, Case]]:
+                 sample: int | None = None, refs: bool = False) -> list[tuple[int, Any]]:
     """The selected cases with their position in the unsharded selection (stable across
     -j, shards and merges). names_only: cache.CaseName's (op and vars, from the names
     cache) instead of catalog Cases, in the same order and with the same positions; refs:
-    cache.CaseRef's, which a worker resolves (neither imports NumPy nor the catalog).
+    cache.CaseRef's, which a worker resolves (neither imports NumPy nor the catalog): each
+    has the op, vars and name a Case has.
     sample: at most that many cases per op, after -o and -p (sample_per_op)."""
     from cannops.cases.cache import case_names
     cases = case_names(mode)
@@ -67,7 +70,8 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
     if ops:
         from cannops.cases.cache import op_names
         known = op_names()
-        wanted_ops, wanted_names = set(), {}
+        wanted_ops: set[str] = set()
+        wanted_names: dict[str, None] = {}
         for item in split_ops_filter(ops):
             if "(" in item:
                 op = item.split("(", 1)[0]
@@ -84,7 +88,7 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
             # a name off the grid (e.g. found by `ops fuzz`) is built from its params
             extra = [_case_off_grid(n, mode, runs=not names_only) for n in wanted_names if n not in by_name]
     # positions in the catalog of the grid cases picked, then the cases off the grid
-    picked = [(pos, c) for pos, c in enumerate(cases)
+    picked: list[tuple[int | None, Any]] = [(pos, c) for pos, c in enumerate(cases)
               if not ops or c.op in wanted_ops or wanted_names and c.name in wanted_names]
     picked += [(None, c) for c in extra]
     if params:

@@ -19,8 +19,9 @@ from cannops.cases.catalog import Case
 STANDARD = "ops-strict/1: |out-ref| <= atol + rtol*|ref| per element; torch.testing.assert_close defaults"
 
 # (rtol, atol) per output type: torch.testing.assert_close's defaults for the float types
-# (/work/shared/PRECISION.md); integers are exact; quantized outputs (values decoded from
-# their blocks) are judged like the f16 they are a coarser form of, families loosen them
+# (shared/PRECISION.md, in the shared folder beside the checkout); integers are exact;
+# quantized outputs (values decoded from their blocks) are judged like the f16 they are a
+# coarser form of, families loosen them
 DEFAULT = {"f32": (1.3e-6, 1e-5), "f16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5), "f64": (1e-7, 1e-7)}
 EXACT = (0.0, 0.0)
 QUANTIZED = DEFAULT["f16"]

@@ -36,9 +36,9 @@ def worker_ahead(conn) -> None:
     except (EOFError, OSError):
         return
     if msg is not None:
-        device, log_path, spec, env, prober, riders = msg
+        device, log_path, spec, env, prober, other_probers = msg
         os.environ.update(env)
-        worker_main(conn, device, log_path, spec, prober, riders)
+        worker_main(conn, device, log_path, spec, prober, other_probers)
 
 
 def preload() -> None:
@@ -173,10 +173,10 @@ def _open_in_worker(conn, device_name: str, spec: RunSpec, prober):
 
 
 def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=None,
-                 riders: tuple = ()) -> None:
+                 other_probers: tuple = ()) -> None:
     """Entry point of a worker process: the run's spec says what to do with each case sent.
     prober: what decides the device's support without it (backend.base.open_prober), used
-    instead of opening the device (a probe); riders: the probers of other devices, each
+    instead of opening the device (a probe); other_probers: the probers of other devices, each
     asked too on the graph built for a probed case."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # and on a closed terminal, which hangs up the group
@@ -196,7 +196,8 @@ def worker_main(conn, device_name: str, log_path: str, spec: RunSpec, prober=Non
             answers = []
             for seq, case in tasks:
                 os.ftruncate(log_fd, 0)
-                answers.append((seq, [(status, clean_text(why), level) for status, why, level in probe(device, case, riders)]))
+                found = probe(device, case, other_probers)
+                answers.append((seq, [(status, clean_text(why), level) for status, why, level in found]))
             conn.send(("probed", answers))
             continue
         for seq, case in tasks:   # in order: the pool blames a crash on the oldest unanswered

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence, overload
 
 import numpy as np
 
@@ -81,6 +81,10 @@ def invalid(message: str) -> SimError:
     return SimError(lib.ACLNN_ERR_PARAM_INVALID, message)
 
 
+@overload
+def tensor(ptr, what: str, optional: Literal[False] = False) -> TensorDesc: ...
+@overload
+def tensor(ptr, what: str, optional: bool) -> TensorDesc | None: ...
 def tensor(ptr, what: str, optional: bool = False) -> TensorDesc | None:
     """A live aclTensor whose storage lies inside one live device allocation."""
     if optional and ptr == ffi.NULL:
@@ -256,6 +260,10 @@ def in_type(acl: int, fn: Callable[..., object]) -> Callable[..., object]:
 
 # --------------------------------------------------------------- protocol ----
 
+@overload
+def check_soc(name: str) -> None: ...
+@overload
+def check_soc(name: str, plan: Plan) -> Plan: ...
 def check_soc(name: str, plan: Plan | None = None) -> Plan | None:
     """The simulated SoC's refusals on top of an operator's own checks: before them, an
     operator the SoC does not offer (soc.UNOFFERED); after them, the plan's BFLOAT16

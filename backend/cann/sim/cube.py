@@ -17,7 +17,7 @@ from .state import soc_family
 
 KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32, USE_FP32_ADD = range(5)
 KEEP, HF32, F16 = "f32", "hf32", "f16"
-FLOAT_INPUTS = {
+FLOAT_INPUTS: dict[str, dict[int, str | None]] = {   # SoC -> cubeMathType -> mode (None: refused)
     # Atlas A2 / A3: an f32 cube; 1 and 3 round to HFLOAT32, 2 to FLOAT16
     "910B": {0: KEEP, 1: HF32, 2: F16, 3: HF32, 4: KEEP},
     # Atlas inference series (aclnnMm: "当输入数据类型为FLOAT32时不支持cubeMathType=0",

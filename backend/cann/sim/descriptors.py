@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -99,5 +100,5 @@ class TensorDesc:
 
 @dataclass(eq=False)
 class ScalarDesc:
-    value: object      # a Python number
+    value: Any         # a Python number
     dtype: int

@@ -253,12 +253,12 @@ def _masked(ma: np.ndarray, c: _Call) -> np.ndarray:
 
 def _attention(c: _Call, qa, *rest):
     """The computation, in f32 from the input values, a chunk of query rows at a time."""
-    rest = list(rest)
-    ka = np.concatenate([np.asarray(x, np.float32) for x in rest[:c.n_list]])
-    va = np.concatenate([np.asarray(x, np.float32) for x in rest[c.n_list:2 * c.n_list]])
-    rest = rest[2 * c.n_list:]
-    pa = np.asarray(rest.pop(0), np.float32)[:, :, :c.s_q, :c.s_kv] if c.has_pse else None
-    ma = _masked(np.asarray(rest.pop(0)), c) if c.has_mask else None
+    kv = list(rest)
+    ka = np.concatenate([np.asarray(x, np.float32) for x in kv[:c.n_list]])
+    va = np.concatenate([np.asarray(x, np.float32) for x in kv[c.n_list:2 * c.n_list]])
+    extra = kv[2 * c.n_list:]   # the pse and mask, where given
+    pa = np.asarray(extra.pop(0), np.float32)[:, :, :c.s_q, :c.s_kv] if c.has_pse else None
+    ma = _masked(np.asarray(extra.pop(0)), c) if c.has_mask else None
     rep = c.n // c.n_kv
     qh = _bnsd(np.asarray(qa, np.float32), c.layout, c.n)            # (B, N, S, D)
     kh = np.repeat(_bnsd(ka, c.layout, c.n_kv), rep, axis=1)          # query head h -> kv head h // rep

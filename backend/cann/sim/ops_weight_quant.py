@@ -50,7 +50,7 @@ class Memo:
 
     def get(self, key: tuple, values: list[np.ndarray], make: Callable[[], np.ndarray]) -> np.ndarray:
         values = [np.ascontiguousarray(v) for v in values]
-        key = key + tuple((v.shape, v.dtype.str, zlib.crc32(v.reshape(-1).view(np.uint8))) for v in values)
+        key = key + tuple((v.shape, v.dtype.str, zlib.crc32(v.reshape(-1).view(np.uint8).data)) for v in values)
         hit = self.entries.get(key)
         if hit is not None and all(np.array_equal(a, b) for a, b in zip(hit[0], values)):
             self.entries.move_to_end(key)

@@ -39,7 +39,7 @@ class Handles:
         self.objects[h] = obj
         return h
 
-    def get(self, ptr, what: str, code: int = None):
+    def get(self, ptr, what: str, code: int | None = None):
         if ptr == ffi.NULL:
             raise SimError(code or lib.ACLNN_ERR_PARAM_NULLPTR, f"{what}: {self.kind} is nullptr")
         h = int(ffi.cast("uintptr_t", ptr))

@@ -17,6 +17,7 @@ import functools
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ CUBE_MODES = ("KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32",
 @dataclass(eq=False)
 class Ran:
     """One operator's launch as it ran: its plan, its inputs before, its outputs after."""
-    plan: object
+    plan: Any   # its aclnn.Plan (aclnn.py imports this module: none back, even for types)
     inputs: list[np.ndarray]
     outputs: list[np.ndarray] = field(default_factory=list)
 
@@ -53,12 +54,19 @@ class Recording:
     data: bool = False
     repro: bool = False                                    # REPRO_WORK recorded, tensors' storage too
     blobs: list[bytes] = field(default_factory=list)      # repro: the bytes each copy moved
+    # a stream's calls become None once written (_done): typed as the traced runs read them
     calls: list[dict] = field(default_factory=list)
     ran: dict[int, Ran] = field(default_factory=dict)     # call index -> its run (data only)
     kept: int = 0                                          # bytes in `ran`
     dropped: bool = False                                  # DATA_LIMIT reached: some runs not kept
     stream: bool = False                                   # each record written to stdout once complete
     open: list[int] = field(default_factory=list)          # stream: prepared calls not launched yet
+
+
+def _recording() -> Recording:
+    """The recording on (the entry points call the functions below only while ON)."""
+    assert _REC is not None, "no recording on"
+    return _REC
 
 
 def start(data: bool = False, repro: bool = False) -> None:
@@ -77,7 +85,7 @@ def start_stream(hello: dict) -> None:
     gives each case the records that came before its line. `hello` goes first: the
     simulator's settings, by which a reader knows its records will come."""
     start()
-    _REC.stream = True
+    _recording().stream = True
     send(hello)
 
 
@@ -105,13 +113,14 @@ def send(record: dict) -> None:
 def _done(i: int) -> None:
     """Stream: the record at `i` is complete: out, with the prepared calls before it that
     were never launched (as they are), and not kept (a process runs thousands of cases)."""
-    if not _REC.stream:
+    rec = _recording()
+    if not rec.stream:
         return
-    for k in [*(k for k in _REC.open if k < i), i]:
-        if _REC.calls[k] is not None:
-            send(_REC.calls[k])
-            _REC.calls[k] = None
-    _REC.open = [k for k in _REC.open if k > i]
+    for k in [*(k for k in rec.open if k < i), i]:
+        if rec.calls[k] is not None:
+            send(rec.calls[k])
+            rec.calls[k] = None   # type: ignore[call-overload]   # written: not kept (Recording.calls)
+    rec.open = [k for k in rec.open if k > i]
 
 
 def stop() -> Recording:
@@ -204,34 +213,38 @@ def _args(name: str, args) -> dict:
 def operator_call(name: str, args) -> dict:
     """An aclnn<name>GetWorkspaceSize about to run: its record (arguments described now,
     while the descriptors they name are live)."""
+    rec = _recording()
     params = args[:-2]    # without workspaceSize and executor
-    call = {"call": f"aclnn{name}", "args": _args(f"aclnn{name}GetWorkspaceSize", params)}
+    call: dict[str, Any] = {"call": f"aclnn{name}", "args": _args(f"aclnn{name}GetWorkspaceSize", params)}
     cube = call["args"].get("cubeMathType")
     if isinstance(cube, int):
         call["cube"] = CUBE_MODES[cube] if 0 <= cube < len(CUBE_MODES) else str(cube)
-    _REC.calls.append(call)
+    rec.calls.append(call)
     return call
 
 
 def prepared(call: dict, plan, workspace: int) -> None:
+    rec = _recording()
     call["workspace"] = int(workspace)
-    plan.call = len(_REC.calls) - 1
+    plan.call = len(rec.calls) - 1
     _rules(call)
-    if _REC.stream:
-        _REC.open.append(plan.call)
+    if rec.stream:
+        rec.open.append(plan.call)
 
 
 def failed(call: dict, code: int, message: str) -> None:
+    rec = _recording()
     call["rc"], call["error"] = int(code), message
     _rules(call)
-    _done(len(_REC.calls) - 1)
+    _done(len(rec.calls) - 1)
 
 
 def launched(plan, stream, cost: dict | None = None) -> None:
     """A launch: its record complete (with the call's cost record where counting is on)."""
-    if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(_REC.calls):
+    rec = _recording()
+    if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(rec.calls):
         return
-    call = _REC.calls[plan.call]
+    call = rec.calls[plan.call]
     if call is None:   # stream: written already (another call came before its launch)
         return
     call["stream"] = _hex(stream)
@@ -243,28 +256,31 @@ def launched(plan, stream, cost: dict | None = None) -> None:
 
 def launch_failed(name: str, stream, code: int, message: str) -> None:
     """A launch refused (its executor already ran, a short workspace): its own record."""
-    _REC.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
-                       "error": message})
-    _done(len(_REC.calls) - 1)
+    rec = _recording()
+    rec.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
+                      "error": message})
+    _done(len(rec.calls) - 1)
 
 
 def runtime_call(name: str, args, code: int, message: str = "") -> None:
     """An ACL runtime call: recorded when refused, or when it queues work (STREAM_WORK)."""
-    if name.startswith("aclnn") or _REC is None:
+    rec = _REC
+    if name.startswith("aclnn") or rec is None:
         return
     call = {"call": name, "args": _args(name, args), "rc": int(code)}
     if message:
         call["error"] = message
-    elif _REC.repro:
+    elif rec.repro:
         _moved(name, args, call)
     _rules(call)
-    _REC.calls.append(call)
-    _done(len(_REC.calls) - 1)
+    rec.calls.append(call)
+    _done(len(rec.calls) - 1)
 
 
 def _moved(name: str, args, call: dict) -> None:
     """A reproducer's extras of a runtime call that ran: the address aclrtMalloc gave, the
     bytes a copy took from the host or gave to it (an index into the recording's blobs)."""
+    rec = _recording()
     from .memory import host_bytes
     if name == "aclrtMalloc":
         call["ptr"] = _hex(args[0][0])
@@ -272,8 +288,8 @@ def _moved(name: str, args, call: dict) -> None:
         dst, _, src, count, kind = args[:5]
         host = {lib.ACL_MEMCPY_HOST_TO_DEVICE: src, lib.ACL_MEMCPY_DEVICE_TO_HOST: dst}.get(int(kind))
         if host is not None and count:
-            call["data"] = len(_REC.blobs)
-            _REC.blobs.append(bytes(host_bytes(int(ffi.cast("uintptr_t", host)), int(count))))
+            call["data"] = len(rec.blobs)
+            rec.blobs.append(bytes(host_bytes(int(ffi.cast("uintptr_t", host)), int(count))))
 
 
 def _rules(call: dict) -> None:
@@ -291,15 +307,16 @@ def _rules(call: dict) -> None:
 def running(plan, arrays: list[np.ndarray]) -> Ran | None:
     """A traced operator starts: its inputs as gathered (copied: an in-place operator
     overwrites them). None when data is not kept."""
-    if not _REC.data or getattr(plan, "call", -1) < 0:
+    rec = _recording()
+    if not rec.data or getattr(plan, "call", -1) < 0:
         return None
     size = sum(a.nbytes for a in arrays) + sum(_nbytes(t) for t in plan.outputs)
-    if _REC.kept + size > DATA_LIMIT:
-        _REC.dropped = True
+    if rec.kept + size > DATA_LIMIT:
+        rec.dropped = True
         return None
-    _REC.kept += size
+    rec.kept += size
     ran = Ran(plan, [np.array(a) for a in arrays])
-    _REC.ran[plan.call] = ran
+    rec.ran[plan.call] = ran
     return ran
 
 

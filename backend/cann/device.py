@@ -355,7 +355,9 @@ class CANNDevice(CANNRules):
             try:
                 placed.build()
                 placed.upload(inputs)
-                with self.counted() if self.simulated else contextlib.nullcontext({}) as counted:
+                counting: contextlib.AbstractContextManager[dict] = (
+                    self.counted() if self.simulated else contextlib.nullcontext({}))
+                with counting as counted:
                     placed.compute()                  # warm-up: the whole graph once
                     self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
                 # the simulator: the device work of one compute of the graph (ops perf's headline)

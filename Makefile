@@ -13,7 +13,7 @@ NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-export ggml-cpu-check tbo-names parity-0.25.3 \
 	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
-	upstream-check ascend-ci-replay clean
+	upstream-check bisect-check ascend-ci-replay clean
 
 all: setup
 
@@ -116,9 +116,11 @@ parity-0.25.3: setup $(TBO_NAMES)/test.tsv
 	OPS_PARITY_VERSIONS=1 $(PY) -m pytest -q tests/test_parity_versions.py
 
 # The slow build paths: the bridge built against a plain install prefix (GGML_HOME) and
-# loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install).
+# loaded without LD_LIBRARY_PATH (OPS_TEST_GGML_PREFIX=<prefix> picks a real ggml install);
+# the wheel installed in a fresh venv, running from a folder outside the checkout every
+# command make test covers on the simulator (tests/test_install.py).
 check-install: setup
-	OPS_BUILD_TESTS=1 $(PY) -m pytest tests/test_build.py
+	OPS_BUILD_TESTS=1 $(PY) -m pytest tests/test_build.py tests/test_install.py
 
 # Compile the aclnn layer's own declarations against the real CANN headers of the
 # toolkit the CANN device would use; no toolkit is an error (exit 2) unless
@@ -212,6 +214,13 @@ upstream-check: setup
 	    $(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/310P/prefix && \
 	    UPSTREAM_CHECK_BRIDGE=310P $(UPSTREAM_PYTEST) -k reproducer; status=$$?; \
 	fi; $(MAKE) native; exit $$status
+
+# ops bisect with real builds: a ten-commit history made from the pinned release's ggml
+# (one commit plants a wrong SCALE factor into ggml-cann, one does not compile), bisected
+# both ways (--fixed too) on the 910B variant; several minutes (each step recompiles what
+# the commit changed).
+bisect-check: cann-sim-toolkit
+	OPS_BISECT_BUILD=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_bisect_build.py -s --basetemp=$(CURDIR)/build/bisect-check
 
 # An older release (CI_RELEASE, llama-cpp-python 0.3.17: ggml 0.9.8) built as the 910B
 # variant into build/ggml-cann-$(CI_RELEASE), and the CI sample through its

@@ -141,45 +141,161 @@ def frame(record: dict) -> bytes:
     return FRAME + json.dumps(record, separators=(",", ":")).encode() + b"\n"
 
 
+MAX_FRAME = 1 << 20    # bytes of one record (a call's takes a few hundred); a longer one is left out
+MAX_DEPTH = 8          # nesting of a record's values (a call's tensor list: 5)
+BAD_RECORD = "bad record"   # the key of what a frame that is no valid record gives: why
+
+
 class Unframer:
     """A toolkit client's stdout, fed as it comes: `feed(bytes)` gives back, in order, the
     program's own bytes and the records (dicts) framed between them; a frame cut by the
-    end of a chunk waits for the next one."""
+    end of a chunk waits for the next one. A frame that is no valid record (not JSON, too
+    deep, too long, a call that is not a string: `record_problem`) gives {BAD_RECORD: why}.
+    Each byte is looked at a bounded number of times, and a frame held is at most
+    MAX_FRAME bytes, however the output is cut into chunks."""
 
     def __init__(self):
-        self.held = b""
+        self.held: bytearray | None = None   # a frame begun (or a record separator), to its newline
+        self.plain = False   # a line begun by a record separator that starts no frame: the program's
+        self.over = 0        # bytes of a frame past MAX_FRAME, left out
 
     def feed(self, data: bytes) -> list:
-        data, self.held = self.held + data, b""
         out: list = []
-        while data:
-            i = data.find(FRAME[:1])
-            if i < 0:
-                out.append(data)
-                break
-            if i:
-                out.append(data[:i])
-            j = data.find(b"\n", i)
-            if j < 0:
-                self.held = data[i:]
-                break
-            record = _record(data[i:j]) if data.startswith(FRAME, i) else None
-            out.append(data[i:j + 1] if record is None else record)   # not a frame: the program's
-            data = data[j + 1:]
+        pos, n = 0, len(data)
+        while pos < n:
+            if self.held is None and not self.plain:
+                i = data.find(FRAME[:1], pos)
+                if i < 0:
+                    out.append(data[pos:])
+                    break
+                if i > pos:
+                    out.append(data[pos:i])
+                self.held, pos = bytearray(), i
+            j = data.find(b"\n", pos)
+            end = n if j < 0 else j + 1
+            if self.plain:
+                out.append(data[pos:end])
+            else:
+                self._hold(data[pos:end], out)
+            pos = end
+            if j >= 0:
+                if self.held is not None:
+                    out.append(self._record())
+                self.held, self.plain, self.over = None, False, 0
         return out
+
+    def _hold(self, piece: bytes, out: list) -> None:
+        if self.over:
+            self.over += len(piece)
+            return
+        self.held += piece
+        if len(self.held) >= len(FRAME) and not self.held.startswith(FRAME):
+            out.append(bytes(self.held))   # not a frame: the program's, to its newline
+            self.held, self.plain = None, True
+        elif len(self.held) > MAX_FRAME:
+            self.over, self.held = len(self.held), bytearray(FRAME)
+
+    def _record(self):
+        if self.over:
+            return {BAD_RECORD: f"a frame of {self.over} bytes, over the {MAX_FRAME} a record may take"}
+        if not self.held.startswith(FRAME):
+            return bytes(self.held)
+        return _record(bytes(self.held[len(FRAME):]))
 
     def close(self) -> list:
         """What is held at the end (a frame the process died writing): as bytes."""
-        held, self.held = self.held, b""
-        return [held] if held else []
+        held, over = self.held, self.over
+        self.held, self.plain, self.over = None, False, 0
+        if over:
+            return [{BAD_RECORD: f"a frame cut by the end of the output, over {MAX_FRAME} bytes"}]
+        return [bytes(held)] if held else []
 
 
-def _record(raw: bytes) -> dict | None:
+def _record(raw: bytes) -> dict:
     try:
-        value = json.loads(raw[len(FRAME):])
-    except ValueError:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {BAD_RECORD: "a frame that is not JSON (or nested too deep to read)"}
+    why = record_problem(value)
+    return value if why is None else {BAD_RECORD: why}
+
+
+def _depth(value) -> int:
+    """How deep lists and dicts nest in a JSON value (without recursion: any depth)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _tensor_problem(t) -> str | None:
+    if not isinstance(t, dict):
+        return "a tensor that is not an object"
+    if "dead" in t:
         return None
-    return value if isinstance(value, dict) else None
+    if not isinstance(t.get("dtype"), str):
+        return "a tensor without a dtype string"
+    for k in ("ne", "strides"):
+        v = t.get(k)
+        if not isinstance(v, list) or not all(type(x) is int for x in v):
+            return f"a tensor whose {k} is not a list of integers"
+    return None
+
+
+def record_problem(rec) -> str | None:
+    """Why a framed value is no record that results may keep and the trace's lines can
+    show (None: it is one): an object at most MAX_DEPTH deep; a call's fields of their
+    types (call, note and error strings, rc an integer, tolerated and warnings lists of
+    strings, NMSEs numbers, args an object of tensors, scalars, lists)."""
+    if not isinstance(rec, dict):
+        return "a frame that is not a JSON object"
+    if _depth(rec) > MAX_DEPTH:
+        return f"a record nested deeper than {MAX_DEPTH}"
+    if "call" not in rec:
+        return None   # (the simulator's hello; others are not read)
+    if not isinstance(rec["call"], str):
+        return "a call record whose call is not a string"
+    for key in ("note", "error"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return f"a call record whose {key} is not a string"
+    if "rc" in rec and type(rec["rc"]) is not int:
+        return "a call record whose rc is not an integer"
+    for key in ("tolerated", "warnings"):
+        v = rec.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            return f"a call record whose {key} is not a list of strings"
+    for key in ("own_nmse", "floor_nmse"):
+        if rec.get(key) is not None and not _is_number(rec[key]):
+            return f"a call record whose {key} is not a number"
+    return _args_problem(rec.get("args"))
+
+
+def _args_problem(args) -> str | None:
+    if args is None:
+        return None
+    if not isinstance(args, dict):
+        return "a call record whose args is not an object"
+    for v in args.values():
+        if not isinstance(v, dict):
+            continue
+        if "dtype" in v and "ne" in v or "dead" in v:
+            why = _tensor_problem(v)
+        elif "list" in v:
+            items = v["list"]
+            why = "a tensor list that is not a list" if not isinstance(items, list) else next(
+                filter(None, map(_tensor_problem, items)), None)
+        else:
+            why = None
+        if why:
+            return f"a call record with {why}"
+    return None
 
 
 def unframe(data: bytes) -> tuple[bytes, list[dict]]:

@@ -174,7 +174,7 @@ def cmd_run(targets: list[str], jobs: int = 2) -> None:
         if res.exists() and not resume:
             print(f"replay: {t}: done before ({res.relative_to(ROOT)}; delete it to run again)")
             continue
-        if not resume and logs.exists():   # a fresh run: the logs appended to are its own
+        if not resume and logs.exists():   # a fresh run: its OP.log (a resumed one adds OP.2.log)
             for old in logs.glob("*.log"):
                 old.unlink()
         t0 = time.monotonic()
@@ -231,7 +231,8 @@ def load(target: str) -> dict[str, dict]:
         return {}
     runs = per_op(run.results)
     for log in sorted((REPLAY / f"{target}-logs").glob("*.log")):   # an op with no case: its log only
-        runs.setdefault(log.stem, no_case(log.stem))
+        if "." not in log.stem:   # (OP.2.log: a resumed run's later processes, beside its OP.log)
+            runs.setdefault(log.stem, no_case(log.stem))
     for op, r in runs.items():
         text = first_process(REPLAY / f"{target}-logs" / f"{op}.log")
         r["ci"] = classify_log(text) if text else None

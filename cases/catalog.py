@@ -333,8 +333,9 @@ class Case:
     def name(self) -> str:
         return f"{self.op}({self.vars})"
 
-    def build(self) -> Graph:
-        g = Graph(self.family.version)
+    def build(self, max_bytes: int | None = None, max_tensors: int | None = None) -> Graph:
+        """The case's graph; with bounds (a name from outside), TooLarge at the first tensor past them."""
+        g = Graph(self.family.version, max_bytes, max_tensors)
         out = self.family.build(g, **self.params)
         g.out = out
         if self.family.fused and g.check_nodes is None:

@@ -15,14 +15,17 @@ contiguous). docs/models.md lists the shapes per architecture.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .catalog import Case, family
+from .gguf_header import GGUFError, Skipped, TensorInfo, read_header
 from .names import case_from_name
 from .reduce import SORT_DESC
 from .rope import NEOX, NORMAL
 from .types import ggml_type
+from .untrusted import NotRegular, quoted
 from .versions import at_or_after, current
 
 # per architecture: rope mode, the gated unit of its FFN, and what it has beyond llama's
@@ -45,6 +48,21 @@ REQUIRED = ("embedding_length", "block_count", "attention.head_count")
 GATING_SOFTMAX, GATING_SIGMOID = 1, 2   # llama_expert_gating_func_type
 
 
+# a model dimension past this is a damaged file, not a model (the largest real ones: vocabularies
+# of 256k, FFNs of 50k); the cases' own sizes are bounded again where they are built
+MAX_SIZE = 1 << 24
+ARCH_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")   # llama.cpp's LLM_ARCH_NAMES: gptneox, command-r, ...
+# tensors read by name, and the dims the graph reads of them
+DIMS = {"token_embd.weight": (2,), "output.weight": (2,), "ffn_up.weight": (2,), "ffn_up_shexp.weight": (2,),
+        "ffn_gate_inp_shexp.weight": (1, 2), "ffn_up_exps.weight": (3,), "ffn_gate_exps.weight": (3,),
+        "ffn_down_exps.weight": (3,), "attn_k_b.weight": (3,), "attn_v_b.weight": (3,)}
+
+
+def _kind(v: Any) -> str:
+    return ("a boolean" if isinstance(v, bool) else "an array" if isinstance(v, list) else
+            "a string" if isinstance(v, str) else repr(v) if isinstance(v, Skipped) else type(v).__name__)
+
+
 @dataclass(frozen=True)
 class Model:
     """A GGUF's architecture, metadata (key -> value) and tensor infos (name -> (type, ne))."""
@@ -56,29 +74,92 @@ class Model:
     def key(self, name: str, default: Any = None) -> Any:
         return self.keys.get(f"{self.arch}.{name}", default)
 
+    def bad(self, name: str, why: str) -> ValueError:
+        """The one-line error of a key (or a tensor: `name` with a '.weight'), naming the file."""
+        return ValueError(f"{self.path or 'the model'}: {self.arch}.{name}: {why}")
+
+    def count(self, name: str, default: int | None = None, low: int = 1) -> int:
+        """{arch}.NAME as an integer in [low, MAX_SIZE], `default` where absent (None: required)."""
+        v = self.key(name, default)
+        if v is None:
+            raise self.bad(name, "missing (the graph needs it)")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.bad(name, f"{_kind(v)} where an integer belongs")
+        if not low <= v <= MAX_SIZE:
+            raise self.bad(name, f"{v} is out of range [{low}, {MAX_SIZE}]")
+        return v
+
+    def real(self, name: str, default: float, low: float = 0.0) -> float:
+        """{arch}.NAME as a finite number >= low, `default` where absent."""
+        v = self.key(name, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.bad(name, f"{_kind(v)} where a number belongs")
+        if not (math.isfinite(v) and v >= low):
+            raise self.bad(name, f"{v:g} is not a finite number >= {low:g}")
+        return float(v)
+
+    def flag(self, name: str, default: bool) -> bool:
+        v = self.key(name, default)
+        if not isinstance(v, bool):
+            raise self.bad(name, f"{_kind(v)} where a boolean belongs")
+        return v
+
+    def word(self, name: str, default: str) -> str:
+        v = self.key(name, default)
+        if not isinstance(v, str):
+            raise self.bad(name, f"{_kind(v)} where a string belongs")
+        return v
+
+
+def _tensor_type(path: str, t: TensorInfo) -> tuple[str, tuple[int, ...]]:
+    """A tensor info as (type as ggml spells it, ne); ValueError naming an unknown type."""
+    from gguf import GGMLQuantizationType
+    try:
+        return ggml_type(GGMLQuantizationType(t.type).name.lower()).name, t.ne
+    except (ValueError, KeyError):
+        raise ValueError(f"{path}: tensor {quoted(t.name)}: unknown ggml type {t.type}") from None
+
 
 def read_gguf(path: str) -> Model:
-    """The metadata and tensor infos of a GGUF file (the weights are mapped, never read)."""
-    from gguf import GGUFReader
+    """The metadata and tensor infos of a GGUF file (the weights are never read; the header is
+    read with bounds: cases/gguf_header.py); ValueError in one line naming the file."""
     try:
-        reader = GGUFReader(path, "r")
-    except (OSError, ValueError) as e:
+        # tokenizer.ggml.*: the vocabulary (large, and not needed)
+        keys, infos = read_header(path, skip_prefixes=("tokenizer.ggml.",))
+    except OSError as e:
+        raise ValueError(f"{path}: not readable: {e.strerror or e}") from None
+    except GGUFError as e:
         raise ValueError(f"{path}: not a readable GGUF file: {e}") from None
-    keys = {}
-    for name, f in reader.fields.items():
-        if name.startswith("GGUF.") or name.startswith("tokenizer.ggml."):
-            continue   # the header's own fields; vocabularies (large, and not needed)
-        try:
-            keys[name] = f.contents()
-        except Exception:   # a field the reader cannot decode is not one we use
-            continue
-    # type names as ggml spells them (q4_K), shapes as ne
-    tensors = {t.name: (ggml_type(t.tensor_type.name.lower()).name, tuple(int(x) for x in t.shape))
-               for t in reader.tensors}
+    except NotRegular as e:
+        raise ValueError(str(e)) from None
+    tensors = {}
+    for t in infos:
+        if t.name in tensors:
+            raise ValueError(f"{path}: tensor {quoted(t.name)} is listed twice")
+        tensors[t.name] = _tensor_type(path, t)
     arch = keys.get("general.architecture")
-    if not isinstance(arch, str):
+    if arch is None:
         raise ValueError(f"{path}: no general.architecture key")
+    if not isinstance(arch, str) or not ARCH_NAME.fullmatch(arch):
+        shown = quoted(arch) if isinstance(arch, str) else _kind(arch)
+        raise ValueError(f"{path}: general.architecture: {shown} is not an architecture name")
     return Model(arch, keys, tensors, path)
+
+
+def _check_tensors(m: Model) -> None:
+    """The tensors the graph reads: the dims it reads of each, every dim in [1, MAX_SIZE]."""
+    for name, (_, ne) in m.tensors.items():
+        parts = name.split(".", 2)
+        base = parts[2] if parts[0] == "blk" and len(parts) == 3 else name
+        dims = DIMS.get(base)
+        if dims is None and not (parts[0] == "blk" and base.endswith((".weight", ".bias"))):
+            continue
+        if dims is not None and len(ne) not in dims:
+            raise ValueError(f"{m.path or 'the model'}: tensor {name}: {len(ne)}-d (ne {list(ne)}), "
+                             f"the graph reads it as {' or '.join(map(str, dims))}-d")
+        if any(not 1 <= n <= MAX_SIZE for n in ne):
+            raise ValueError(f"{m.path or 'the model'}: tensor {name}: ne {list(ne)} has a dim out of "
+                             f"range [1, {MAX_SIZE}]")
 
 
 @dataclass
@@ -103,8 +184,8 @@ class ModelCase:
 class _Cases:
     """The cases derived so far, in order, each name once (with its count and roles)."""
 
-    def __init__(self, version: str, flash_attn: bool = True):
-        self.version = version
+    def __init__(self, version: str, flash_attn: bool = True, path: str = "the model"):
+        self.version, self.path = version, path
         self.flash_attn = flash_attn   # llama.cpp's --flash-attn: FLASH_ATTN_EXT, or KQ / softmax / KQV
         self.by_name: dict[str, ModelCase] = {}
 
@@ -114,7 +195,10 @@ class _Cases:
         later = params.pop("later", {})   # params of a later catalog version, where it has them
         params = {**defaults, **params, **{k: v for k, v in later.items() if k in defaults}}
         # read back from its name: the case `ops test --cases` runs (floats as %f prints them)
-        case = case_from_name(Case(fam, params).name)
+        try:
+            case = case_from_name(Case(fam, params).name)
+        except ValueError as e:   # a size past what a case may take: the model's keys or shapes
+            raise ValueError(f"{self.path}: the {fam_name} case of {role} is refused: {e}") from None
         mc = self.by_name.setdefault(case.name, ModelCase(case, n_tokens))
         mc.count += 1
         mc.by_tokens[n_tokens] = mc.by_tokens.get(n_tokens, 0) + 1
@@ -163,7 +247,9 @@ def derive(model: Model, batches: Iterable[int] = (1, 512), ctx: int = 4096,
     if missing:
         raise ValueError(f"{model.path or 'the model'}: missing GGUF key{'s' if len(missing) > 1 else ''} "
                          f"{', '.join(missing)}")
-    out = _Cases(version or current(), flash_attn)
+    model.count("block_count")
+    _check_tensors(model)
+    out = _Cases(version or current(), flash_attn, model.path or "the model")
     for t in batches:
         if not 1 <= t <= ctx:
             raise ValueError(f"a batch of {t} tokens does not fit a context of {ctx}")
@@ -182,23 +268,30 @@ def _layers(model: Model) -> dict[int, dict[str, tuple[str, tuple[int, ...]]]]:
 
 
 def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
-    n_embd = int(m.key("embedding_length"))
-    n_head = int(m.key("attention.head_count"))
-    n_head_kv = int(m.key("attention.head_count_kv", n_head))
-    hd_k = int(m.key("attention.key_length", n_embd // n_head))
-    hd_v = int(m.key("attention.value_length", hd_k))
-    n_rot = int(m.key("rope.dimension_count", hd_k))
-    eps = float(m.key("attention.layer_norm_rms_epsilon", 1e-6))
-    softcap = float(m.key("attn_logit_softcapping", 0.0) or 0.0)
-    n_swa = int(m.key("attention.sliding_window", 0) or 0)
+    n_embd = m.count("embedding_length")
+    n_head = m.count("attention.head_count")
+    n_head_kv = m.count("attention.head_count_kv", n_head)
+    if n_head % n_head_kv:
+        raise m.bad("attention.head_count_kv", f"{n_head_kv} does not divide head_count {n_head}")
+    if n_embd < n_head and m.key("attention.key_length") is None:
+        raise m.bad("attention.head_count", f"{n_head} heads of embedding_length {n_embd} leave no head size "
+                                            f"(and there is no attention.key_length)")
+    hd_k = m.count("attention.key_length", n_embd // n_head)
+    hd_v = m.count("attention.value_length", hd_k)
+    n_rot = m.count("rope.dimension_count", hd_k)
+    if n_rot > hd_k:
+        raise m.bad("rope.dimension_count", f"{n_rot} is more than the head size {hd_k}")
+    eps = m.real("attention.layer_norm_rms_epsilon", 1e-6)
+    softcap = m.real("attn_logit_softcapping", 0.0)
+    n_swa = m.count("attention.sliding_window", 0, low=0)
 
     # RoPE scaling: freq_scale = 1/factor; YaRN's ext_factor 1 (llama_context's default) and
     # attn_factor as deepseek2 pre-scales it (1 / (1 + 0.1 ln factor))
-    scaling = m.key("rope.scaling.type", "none")
-    factor = float(m.key("rope.scaling.factor", 0.0) or 0.0)
+    scaling = m.word("rope.scaling.type", "none")
+    factor = m.real("rope.scaling.factor", 0.0)
     fs = 1.0 / factor if scaling in ("linear", "yarn") and factor > 0 else 1.0
     ef = 1.0 if scaling == "yarn" else 0.0
-    af = float(m.key("rope.scaling.attn_factor", 1.0) or 1.0)
+    af = m.real("rope.scaling.attn_factor", 1.0) or 1.0
     if scaling == "yarn" and m.arch == "deepseek2" and fs < 1.0:
         af = af / (1.0 + 0.1 * math.log(1.0 / fs))
     ff = "rope_freqs.weight" in m.tensors or any(k.endswith("rope_freqs.weight") for k in m.tensors)
@@ -244,7 +337,7 @@ def _forward(m: Model, spec: dict, out: _Cases, T: int, ctx: int) -> None:
     head_type, head_ne = m.tensors.get("output.weight", (emb_type, emb_ne))
     out.mul_mat(T, "output.weight" if "output.weight" in m.tensors else "token_embd.weight (tied)",
                 head_type, head_ne[1], head_ne[0], T)
-    final_cap = float(m.key("final_logit_softcapping", 0.0) or 0.0)
+    final_cap = m.real("final_logit_softcapping", 0.0)
     if final_cap:
         out.scale(T, "final logit softcap", [head_ne[1], T], 1.0 / final_cap)
         out.unary(T, "final logit softcap", "TANH", [head_ne[1], T])
@@ -289,7 +382,7 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
                 permute=[0, 2, 1, 3], later=dict(v_is_view_of_k=hsk == 576 and hsv == 512))
 
     if m.arch == "deepseek2":
-        kv_lora = int(m.key("attention.kv_lora_rank", 512))
+        kv_lora = m.count("attention.kv_lora_rank", 512)
         rope("q_pe", n_rot, n_head, view=True)   # views of q's and kv_a_mqa's rows (deepseek2.cpp)
         rope("k_pe", n_rot, 1, view=True)
         if "attn_k_b.weight" in lt:   # MLA, the absorbed form: MQA over the compressed cache
@@ -307,14 +400,14 @@ def _attention(m, out, lt, il, T, ctx, spec, n_head, n_head_kv, hd_k, hd_v, n_ro
             # the heads' outputs {v, T, n_head} permuted to {v, n_head, T}, made contiguous
             out.add("cont", T, "attention output (permuted)", type="f32", ne=[ne[2], ne[1], T, 1], use_view_slice=0)
         else:                          # MHA after decompression (attn_kv_b)
-            hd_k_mla = int(m.key("attention.key_length_mla", hd_k))
-            hd_v_mla = int(m.key("attention.value_length_mla", hd_v))
+            hd_k_mla = m.count("attention.key_length_mla", hd_k)
+            hd_v_mla = m.count("attention.value_length_mla", hd_v)
             store("K cache", hd_k_mla * n_head)
             store("V cache", hd_v_mla * n_head)
             attend(hd_k_mla, hd_v_mla, n_head, 1)
         return
     if spec.get("q_scale"):
-        scalar = float(m.key("attention.query_pre_attn_scalar", 0) or hd_k)   # gemma2: 1/sqrt(query_pre_attn_scalar)
+        scalar = m.real("attention.query_pre_attn_scalar", 0.0) or hd_k   # gemma2: 1/sqrt(query_pre_attn_scalar)
         out.scale(T, "Q * 1/sqrt(query_pre_attn_scalar)", [hd_k, n_head, T], 1.0 / math.sqrt(scalar))
     rope("Q", hd_k, n_head)
     rope("K", hd_k, n_head_kv)
@@ -342,9 +435,13 @@ def _ffn(m, out, lt, T, spec, n_embd):
         out.binary(T, "shared expert gate", "MUL", [1, T, 1, 1], [n_embd, 1, 1, 1])
     if "ffn_up_exps.weight" not in lt:
         return
-    n_expert = int(m.key("expert_count"))
-    n_used = int(m.key("expert_used_count"))
-    gating = int(m.key("expert_gating_func", GATING_SOFTMAX) or GATING_SOFTMAX)
+    n_expert = m.count("expert_count")
+    n_used = m.count("expert_used_count")
+    if n_used > n_expert:
+        raise m.bad("expert_used_count", f"{n_used} is more than expert_count {n_expert}")
+    if n_expert != lt["ffn_up_exps.weight"][1][2]:
+        raise m.bad("expert_count", f"{n_expert}, but ffn_up_exps holds {lt['ffn_up_exps.weight'][1][2]} experts")
+    gating = m.count("expert_gating_func", GATING_SOFTMAX, low=0) or GATING_SOFTMAX
     if gating == GATING_SIGMOID:
         out.unary(T, "expert gating (sigmoid)", "SIGMOID", [n_expert, T])
     else:
@@ -353,7 +450,7 @@ def _ffn(m, out, lt, T, spec, n_embd):
     # ggml_argsort_top_k: the experts sorted by weight, the first n_used taken (a view)
     out.add("argsort", T, "expert selection (argsort, top k)", type="f32", ne=[n_expert, T, 1, 1], order=SORT_DESC)
     out.add("get_rows", T, "expert weights", type="f32", n=1, m=n_expert, r=n_used, be1=T, be2=1, v=0)
-    norm_w = m.key("expert_weights_norm", spec.get("norm_w", False))
+    norm_w = m.flag("expert_weights_norm", spec.get("norm_w", False))
     if norm_w:
         out.add("sum_rows", T, "expert weights / their sum", type="f32", ne=[n_used, T, 1, 1], permute=False,
                 slice=False)
@@ -361,7 +458,7 @@ def _ffn(m, out, lt, T, spec, n_embd):
         out.add("clamp", T, "expert weights / their sum", type="f32", ne=[1, T, 1, 1], min=6.103515625e-5,
                 max=float("inf"))
         out.binary(T, "expert weights / their sum", "DIV", [1, T, 1, 1], [n_used, 1, 1, 1])
-    w_scale = float(m.key("expert_weights_scale", 0.0) or 0.0)
+    w_scale = m.real("expert_weights_scale", 0.0)
     if w_scale and w_scale != 1.0:
         out.scale(T, "expert weights * scale", [1, n_used, T], w_scale)
     for name in ("ffn_up_exps.weight", "ffn_gate_exps.weight", "ffn_down_exps.weight"):

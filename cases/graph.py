@@ -64,6 +64,14 @@ class Tensor:
             ne += (1,) * (GGML_MAX_DIMS - len(ne))
         if view_src is None:
             check_shape(type, ne)
+            if graph.max_bytes is not None:
+                graph.owned_bytes += math.prod(ne) // type.blck_size * type.type_size
+                if graph.owned_bytes > graph.max_bytes:
+                    raise TooLarge(f"its tensors take {graph.owned_bytes / 2**30:,.0f} GiB, more than the "
+                                   f"{graph.max_bytes / 2**30:,.0f} GiB a case named from outside may take")
+        if graph.max_tensors is not None and len(graph.tensors) >= graph.max_tensors:
+            raise TooLarge(f"it makes more than the {graph.max_tensors:,} tensors a case named from "
+                           f"outside may make")
         if view_src is not None and view_src.view_src is not None:
             view_offs += view_src.view_offs
             view_src = view_src.view_src
@@ -183,13 +191,20 @@ def contiguous_strides(type: GGMLType, ne: Sequence[int]) -> tuple[int, int, int
     return (nb0, nb1, nb2, nb3)
 
 
+class TooLarge(ValueError):
+    """A graph past its bound: a case named from outside asks for more than a run may take."""
+
+
 class Graph:
     """A ggml context plus the output node: every tensor of one case, in creation order."""
 
-    def __init__(self, version: str = ""):
+    def __init__(self, version: str = "", max_bytes: int | None = None, max_tensors: int | None = None):
         # the catalog version whose ggml the graph models (constructors that changed read
         # it, e.g. ggml_clamp); "": the one in use
         self.version = version
+        # bounds of a graph built from a name from outside, checked as each tensor is made
+        # (so that a count of 10^23 in a name stops at the bound, not at the machine's end)
+        self.max_bytes, self.max_tensors, self.owned_bytes = max_bytes, max_tensors, 0
         self.tensors: list[Tensor] = []
         self.out: Tensor | None = None
         # Fused test-mode cases are checked on these nodes only (test-backend-ops'

@@ -9,16 +9,20 @@ op_params words as they are, so every backend reads them as from ggml's own cons
 """
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from .catalog import Case, Family, family, register
 from .graph import GGML_MAX_SRC, GLU_OPS, OPS, UNARY_OPS, contiguous_strides, new_op, view_of
 from .inputs import kq_mask, shuffled_rows
 from .types import TYPES, ggml_type
+from .untrusted import quoted
 
 N_PARAMS = 16   # GGML_MAX_OP_PARAMS / sizeof(int32_t)
 _BY_VALUE = {t.value: t for t in TYPES.values()}
 ROPE_MROPE = 8
+NO_SOURCES = ("ARANGE",)   # the only op ggml makes without a source
 
 
 def _contiguous(src) -> bool:
@@ -130,40 +134,82 @@ register(Family(
 ))
 
 
+INT64_MAX, INT32 = (1 << 63) - 1, (-(1 << 31), (1 << 31) - 1)
+
+
+def _ne_rule(p) -> str | None:
+    """The shape rules ggml's constructors assert (GGML_ASSERT) for the ops a model's graph
+    makes most, so that a line breaking one is refused before any work rather than failing
+    every device: None where the node keeps them."""
+    op, ne, srcs = p["op"], p["ne"], [s[1] for s in p["sources"]]
+    if op in ("ADD", "SUB", "MUL", "DIV") and len(srcs) >= 2:   # ggml_can_repeat(b, a), a's shape
+        a, b = srcs[0], srcs[1]
+        if any(n == 0 or m % n for m, n in zip(a, b)):
+            return f"src1 {b} does not repeat onto src0 {a}"
+        if ne != a:
+            return f"ne {ne} is not src0's {a}"
+    if op == "MUL_MAT" and len(srcs) >= 2:                       # ggml_can_mul_mat
+        a, b = srcs[0], srcs[1]
+        if a[0] != b[0] or a[2] == 0 or a[3] == 0 or b[2] % a[2] or b[3] % a[3]:
+            return f"src0 {a} and src1 {b} cannot be multiplied"
+        if ne != [a[1], b[1], b[2], b[3]]:
+            return f"ne {ne} is not [{a[1]}, {b[1]}, {b[2]}, {b[3]}]"
+    if op in ("RMS_NORM", "NORM", "SCALE", "UNARY", "SOFT_MAX") and ne != srcs[0]:
+        return f"ne {ne} is not src0's {srcs[0]}"
+    if op in ("NORM", "RMS_NORM", "L2_NORM"):   # GGML_ASSERT(eps >= 0.0f) in the CPU kernels
+        eps = struct.unpack("<f", struct.pack("<i", p["op_params"][0]))[0]
+        if not eps >= 0.0:
+            return f"eps (op_params[0]) = {eps}: ggml asserts eps >= 0"
+    return None
+
+
 def parse_line(line: str) -> dict:
-    """One line of a test-export-graph-ops file as generic_op params; ValueError says why not."""
+    """One line of a test-export-graph-ops file as generic_op params; ValueError says which
+    field is wrong and why (every number checked for range before use)."""
     f = line.split()
     pos = 0
 
-    def take(n=1):
+    def ints(n, what, low, high):
         nonlocal pos
         if pos + n > len(f):
-            raise ValueError("the line ends early")
-        out = f[pos:pos + n]
+            raise ValueError(f"the line ends early, at {what}")
+        out = []
+        for text in f[pos:pos + n]:
+            try:
+                v = int(text)
+            except ValueError:
+                raise ValueError(f"{what}: {quoted(text, 20)} is not an integer") from None
+            if not low <= v <= high:
+                raise ValueError(f"{what}: {v} is out of range [{low}, {high}]")
+            out.append(v)
         pos += n
         return out
 
-    def type_of(v):
-        t = _BY_VALUE.get(int(v))
+    def type_of(what):
+        (v,) = ints(1, what, 0, INT32[1])
+        t = _BY_VALUE.get(v)
         if t is None:
-            raise ValueError(f"unknown ggml type {v}")
+            raise ValueError(f"{what}: unknown ggml type {v}")
         return t.name
 
-    op_value, type_value = (int(x) for x in take(2))
+    (op_value,) = ints(1, "op", 0, INT32[1])
     if not 0 < op_value < len(OPS):
         raise ValueError(f"unknown ggml op {op_value}")
-    ne = [int(x) for x in take(4)]
-    n_params = int(take()[0])
-    params = [int(x) for x in take(n_params)][:N_PARAMS]
-    params += [0] * (N_PARAMS - len(params))
+    op, type = OPS[op_value], type_of("type")
+    ne = ints(4, "ne", 0, INT64_MAX)
+    (n_params,) = ints(1, "the op_params count", 0, N_PARAMS)
+    params = ints(n_params, "op_params", *INT32) + [0] * (N_PARAMS - n_params)
+    (n_src,) = ints(1, "the source count", 0 if op in NO_SOURCES else 1, GGML_MAX_SRC)
     sources = []
-    for _ in range(int(take()[0])):
-        st = type_of(take()[0])
-        sne, snb = [int(x) for x in take(4)], [int(x) for x in take(4)]
-        sources.append([st, sne, snb])
-    name = take()[0] if pos < len(f) else "-"
-    return dict(op=OPS[op_value], type=type_of(type_value), ne=ne, op_params=params, sources=sources,
-                name="" if name == "-" else name)
+    for i in range(n_src):
+        st = type_of(f"src{i}'s type")
+        sources.append([st, ints(4, f"src{i}'s ne", 0, INT64_MAX), ints(4, f"src{i}'s nb", 0, INT64_MAX)])
+    name = f[pos] if pos < len(f) else "-"
+    p = dict(op=op, type=type, ne=ne, op_params=params, sources=sources, name="" if name == "-" else name)
+    why = _ne_rule(p)
+    if why:
+        raise ValueError(f"{op}: {why}")
+    return p
 
 
 def is_graph_ops_file(lines) -> bool:
@@ -173,15 +219,22 @@ def is_graph_ops_file(lines) -> bool:
 
 
 def read_graph_ops(lines, version: str) -> list[Case]:
-    """The cases of a test-export-graph-ops file's lines, at catalog `version` (0.25.3 on);
-    ValueError names the first line that is not one."""
+    """The cases of a test-export-graph-ops file's lines, at catalog `version` (0.25.3 on),
+    each built once within the bounds of a case named from outside; ValueError names the
+    first line that is not one, or whose node cannot be built."""
+    from .names import MAX_NAMED_BYTES, MAX_NAMED_TENSORS
     fam = family("generic_op", version)
     cases = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            cases.append(Case(fam, parse_line(line)))
-        except (ValueError, IndexError) as e:
+            case = Case(fam, parse_line(line))
+        except ValueError as e:
             raise ValueError(f"line {n}: not a test-export-graph-ops line: {e}") from None
+        try:
+            case.build(MAX_NAMED_BYTES, MAX_NAMED_TENSORS)
+        except Exception as e:   # a bound, ggml's shape rules as the graph checks them
+            raise ValueError(f"line {n}: its {case.op} node cannot be built: {type(e).__name__}: {e}") from None
+        cases.append(case)
     return cases

@@ -14,8 +14,17 @@ import functools
 from typing import Any
 
 from .catalog import Case, Params, all_cases, fmt_value
+from .graph import TooLarge
 from .types import GGMLType, ggml_type
+from .untrusted import quoted
 from .versions import current
+
+# what a case named from outside (-o, --cases, a model's derivation) may ask for, checked as its
+# graph is built: its own tensors' bytes (a few dims of 10^5 make terabytes; the catalog's
+# largest cases take a few GiB) and its tensors (the catalog's largest make 52; a count of
+# 10^23 in a name would make that many)
+MAX_NAMED_BYTES = 16 << 30
+MAX_NAMED_TENSORS = 4096
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
@@ -64,6 +73,8 @@ def parse_like(text: str, like: Any) -> Any:
             raise ValueError(f"expected a list [a,b,...], got {text!r}")
         inner = text[1:-1]
         items = split_top(inner) if inner else []
+        if like and len(items) != len(like):   # every family's lists have one length (ne: 4)
+            raise ValueError(f"expected a list of {len(like)} items, got {len(items)}")
         elem = like[0] if like else 0
         return type(like)(parse_like(t, elem) for t in items)
     return text
@@ -77,7 +88,10 @@ def _params_from(fields: dict[str, str], template: Params, seen: dict[str, dict[
         if key not in template:
             continue
         known = seen.get(key, {})
-        params[key] = known[text] if text in known else parse_like(text, template[key])
+        try:
+            params[key] = known[text] if text in known else parse_like(text, template[key])
+        except ValueError as e:   # int('x') says neither the field nor the value in full
+            raise ValueError(f"{key}={quoted(text, 40)}: {e}") from None
     return params
 
 
@@ -125,7 +139,7 @@ def case_from_name(name: str, mode: str = "test") -> Case:
     grid_mode = "perf" if mode == "perf" else "eval"
     templates, seen = _templates(op, mode)
     if not templates:
-        raise ValueError(f"unknown op {op!r}")
+        raise ValueError(f"unknown op {quoted(op)}")
 
     def likeness(c: Case) -> int:
         return sum(k in c.params and fmt_value(c.params[k]) == t for k, t in fields.items())
@@ -145,7 +159,9 @@ def case_from_name(name: str, mode: str = "test") -> Case:
         if case.name != name.strip():
             continue
         try:
-            case.build()
+            case.build(MAX_NAMED_BYTES, MAX_NAMED_TENSORS)
+        except TooLarge as e:
+            raise ValueError(f"too large: {e}") from None
         except Exception as e:  # the family's own validation (an assert, a ValueError)
             raise ValueError(f"not a valid {op} case: {type(e).__name__}: {e}") from None
         return case

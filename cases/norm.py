@@ -21,18 +21,28 @@ def _like(a: Tensor, op: str, inplace: bool = False, i32=(), f32=()) -> Tensor:
     return t
 
 
+def check_eps(op: str, eps: float) -> None:
+    """The domain of NORM, RMS_NORM and L2_NORM: ggml's CPU kernels GGML_ASSERT(eps >= 0.0f)
+    (ggml-cpu/ops.cpp), so a NaN or negative eps aborts the process: refused as a bad case."""
+    if not eps >= 0.0:
+        raise ValueError(f"{op}: eps = {eps}: ggml asserts eps >= 0")
+
+
 def norm(a: Tensor, eps: float, inplace: bool = False) -> Tensor:
     """ggml_norm: op_params = [eps]."""
+    check_eps("NORM", eps)
     return _like(a, "NORM", inplace, f32=[eps])
 
 
 def rms_norm(a: Tensor, eps: float, inplace: bool = False) -> Tensor:
     """ggml_rms_norm: op_params = [eps]."""
+    check_eps("RMS_NORM", eps)
     return _like(a, "RMS_NORM", inplace, f32=[eps])
 
 
 def l2_norm(a: Tensor, eps: float, inplace: bool = False) -> Tensor:
     """ggml_l2_norm: op_params = [eps]."""
+    check_eps("L2_NORM", eps)
     return _like(a, "L2_NORM", inplace, f32=[eps])
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_seed, c
                       graph_file_cases, open_journal, ops_text, output_option, parts_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
 from .engine import BadInput
+from .bisect import bisect_command
 from .fuzz_command import fuzz
 from .tbo import tbo_options
 
@@ -481,15 +483,19 @@ def repro(args, device, after, seed, tensor_names):
     renames = []
     for item in tensor_names:
         leaf, _, name = item.partition("=")
-        if not leaf or not name or len(name.encode()) > 63:
+        if not leaf or not name or len(name.encode(errors="surrogateescape")) > 63:
             raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {item!r}")
+        try:
+            item.encode()
+        except UnicodeEncodeError:   # argv's bytes that are not UTF-8, decoded as surrogates
+            raise BadInput(f"--name {item!r}: not UTF-8 text (a ggml name here is text)") from None
         renames.append((leaf, name))
     spec = ReproSpec(names=(*after, *args[:-1]), device=device, outdir=args[-1], seed=seed,
                      argv=tuple(sys.argv[1:]), tensor_names=tuple(renames))
     manifest = write_repro(spec, say=lambda line: click.echo(line, err=True))
     click.echo(f"{args[-1]}: {manifest['compared']} on {manifest['device']}: {manifest['status']}"
                + (f" ({manifest['reason']})" if manifest["reason"] else ""))
-    click.echo(f"  cd {args[-1]} && make && make run")
+    click.echo(f"  cd {shlex.quote(args[-1])} && make && make run")
 
 
 @cli.command("list")
@@ -558,6 +564,9 @@ def merge(results, out_path, allow_partial):
     sys.exit(_Stdout.status(0))
 
 
+cli.add_command(bisect_command)
+
+
 @cli.command()
 @click.argument("old", metavar="OLD")
 @click.argument("new", metavar="NEW")
@@ -588,11 +597,11 @@ def diff(old, new, devices, every, markdown, output):
 def tbo(summary_file, baseline, **kw):
     """Run a test-backend-ops BINARY op by op, as the Ascend CI does: an abort costs its
     case (FAIL, with the assert and the backtrace's head) and the op goes on after it."""
-    from .tbo import run_binary
+    from .tbo import TboOptions, run_binary
     check_distinct_outputs({"--results": kw["results_path"] or kw["resume_path"], "--summary-file": summary_file},
                            kw["log_dir"])
     base = check_report_options(None, summary_file, baseline)
-    run, status = run_binary(**kw)
+    run, status = run_binary(TboOptions(**kw))
     if kw.get("cost"):
         from .cost_report import echo_cost_tables
         echo_cost_tables(run, err=kw["output"] != "console")

@@ -24,6 +24,9 @@ def selected_devices(wanted, include_reference=False, soc=None):
     targets = select_devices(wanted, list_devices(device_names(wanted)), include_reference)
     if not socs:
         return targets
+    if not any(t.label == "CANN-SIM" for t in targets):   # else it would be silently ignored
+        raise BadInput(f"--soc {soc}: only CANN-SIM simulates a SoC, and the devices selected are "
+                       f"{', '.join(t.label for t in targets) or 'none'}")
     from cannops.backend.cann.soc import DEFAULT, SIMULATED
     if socs == [DEFAULT]:
         return targets
@@ -33,6 +36,8 @@ def selected_devices(wanted, include_reference=False, soc=None):
 def use_socs(soc):
     """--soc's families; one of them is CANN-SIM's SoC in this process and its workers (set
     before the devices are discovered: the simulator reads CANN_SIM_SOC when it starts)."""
+    if soc is not None and not soc.strip():
+        raise BadInput("--soc '' names no SoC: give 910B or 310P, or a comma list of them")
     if not soc and os.environ.get("CANN_SIM_SOC_EVIDENCE") != "pages":
         return []   # (and the CANN package is not imported for nothing)
     from cannops.backend.cann.soc import DEFAULT, SIMULATED, family, mode, parse
@@ -208,11 +213,16 @@ def ops_text(ops):
 
 
 def _cases_file_lines(path):
+    """The lines of a --cases file: a regular file, its size and lines bounded (cases/untrusted.py)."""
+    from cannops.cases.untrusted import NotRegular, read_lines
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"cannot read --cases {path}: {getattr(e, 'strerror', None) or e}") from None
+        return read_lines(path)
+    except OSError as e:
+        raise BadInput(f"cannot read --cases {path}: {e.strerror or e}") from None
+    except NotRegular as e:
+        raise BadInput(f"--cases {e}") from None
+    except ValueError as e:   # too large, a line too long, not UTF-8
+        raise BadInput(f"--cases {path}: {e}") from None
 
 
 def graph_file_cases(path, params=None, shard=None, sample=None):

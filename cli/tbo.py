@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 import click
 
 from . import plural
-from .engine import BadInput, parse_shard, split_ops_filter
+from .engine import BadInput, Interrupted, parse_shard, split_ops_filter
 from .options import OUTPUTS, check_regex, check_seconds, check_writable, graph_file_cases, open_journal, \
     read_case_names
 
@@ -70,7 +71,12 @@ TBO_OPTIONS = [
                       "cases are taken, not run again. --results defaults to FILE."),
     click.option("--log-dir", metavar="DIR",
                  help="Write each op's raw console (stdout and stderr of every process, each after a "
-                      "line `$ COMMAND`) to DIR/OP.log, as the CI keeps them."),
+                      "line `$ COMMAND`) to DIR/OP.log, as the CI keeps them; a file already there (an "
+                      "earlier run's, a resumed one's, a symlink) is left as it is: the log goes to "
+                      "DIR/OP.2.log (OP.3.log, ...)."),
+    click.option("--allow-not-run", is_flag=True,
+                 help="Exit status 0 even when cases were not run (after --max-aborts, names the binary "
+                      "lacks, listed cases that printed no line), where none FAILed."),
     click.option("--require-clean", is_flag=True,
                  help="Exit status 1 also when an op has no OK case or a case was not run."),
     click.option("--trace", is_flag=True,
@@ -111,7 +117,7 @@ def _named_cases(path, names, regexes):
     return list(picked), tuple((op, exact_params(list(dict.fromkeys(ps)))) for op, ps in picked.items()), kept
 
 
-def _case_file(path, binary, ops, regexes):
+def _case_file(path, binary, ops, regexes, timeout):
     """--cases FILE: (test file, run ops, regexes, case names). A test-export-graph-ops file
     goes to the binary as its --test-file (its lines checked first); a file of names selects
     them by exact params regexes, which any ggml's test-backend-ops reads."""
@@ -122,7 +128,7 @@ def _case_file(path, binary, ops, regexes):
     if names is not None:
         return (None, *_named_cases(path, names, regexes))
     graph_file_cases(path)   # a line that is not a graph node: one line, exit 2
-    if not takes_test_file(binary):
+    if not takes_test_file(binary, timeout):
         raise BadInput(f"--cases {path} is a test-export-graph-ops file, and {os.path.basename(binary)} does "
                        f"not take --test-file (its usage does not list it): run the file with `ops test --cases`")
     return os.path.abspath(path), [], regexes, ()
@@ -135,35 +141,124 @@ def tbo_options(f):
     return f
 
 
-def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, output, results_path,
-               resume_path, log_dir, require_clean, ggml_version, source_name, cases_file=None,
-               trace=False, poison=False, check_inputs=False, cost=False):
+@dataclass(frozen=True)
+class TboOptions:
+    """ops tbo's arguments and options, as click gives them (TBO_OPTIONS)."""
+    binary: str
+    ops: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+    jobs: int = 1
+    timeout: float = 600.0
+    max_aborts: int = 200
+    shard: str | None = None
+    output: str = "console"
+    results_path: str | None = None
+    resume_path: str | None = None
+    log_dir: str | None = None
+    require_clean: bool = False
+    ggml_version: str | None = None
+    source_name: str | None = None
+    cases_file: str | None = None
+    trace: bool = False
+    poison: bool = False
+    check_inputs: bool = False
+    allow_not_run: bool = False
+    cost: bool = False
+
+
+def run_binary(o: TboOptions):
     """The run: its results (the results file written) and the exit status; a bad input
-    is a BadInput before anything runs."""
+    is a BadInput before anything runs; an interrupt before the run (while the binary
+    prints its usage or lists its cases) ends ops with the signal's status."""
+    try:
+        return _run_binary(o)
+    except Interrupted as e:
+        name = os.path.basename(o.binary)
+        click.echo(f"ops: interrupted before the run, while {name} listed its cases", err=True)
+        raise SystemExit(e.exit_status) from None
+
+
+def _run_binary(o: TboOptions):
     from .engine import TboSpec, binary_source, check_binary, device_names, list_cases, simulator_environment
-    binary = check_binary(binary)
-    if jobs < 1:
-        raise BadInput(f"-j must be at least 1 (got {jobs})")
-    if max_aborts < 1:
-        raise BadInput(f"--max-aborts must be at least 1 (got {max_aborts})")
-    check_seconds("--timeout", timeout)
-    if shard:
-        parse_shard(shard)
-    wanted_ops, regexes = _ops(ops), _params(params)
+    binary = check_binary(o.binary)
+    _check_numbers(o)
+    wanted_ops, regexes = _ops(o.ops), _params(o.params)
     test_file, names = None, ()
-    if cases_file:
-        test_file, wanted_ops, regexes, names = _case_file(cases_file, binary, ops, regexes)
-    results_path = results_path or resume_path
+    if o.cases_file:
+        test_file, wanted_ops, regexes, names = _case_file(o.cases_file, binary, o.ops, regexes, o.timeout)
+    results_path = o.results_path or o.resume_path
     check_writable(results_path)
-    if log_dir:
-        try:
-            os.makedirs(log_dir, exist_ok=True)
-        except OSError as e:
-            raise BadInput(f"cannot create --log-dir {log_dir}: {e.strerror}") from None
-    devices = device_names(backends)
-    listing = list_cases(binary, devices[0] if devices else None, test_file=test_file,
-                         env=simulator_environment(poison, check_inputs))
-    _check_simulated(binary, listing, trace=trace, poison=poison, check_inputs=check_inputs, cost=cost)
+    if o.log_dir:
+        _check_log_dir(o.log_dir)
+    if o.resume_path:
+        _check_resumed_trace(o.resume_path, o.trace)
+    devices = device_names(o.backends)
+    listing = list_cases(binary, devices[0] if devices else None, timeout=o.timeout, test_file=test_file,
+                         env=simulator_environment(o.poison, o.check_inputs))
+    _check_simulated(binary, listing, trace=o.trace, poison=o.poison, check_inputs=o.check_inputs, cost=o.cost)
+    devices = _devices(binary, devices, listing)
+    run_ops = _run_ops(binary, wanted_ops, test_file, listing, o.cases_file)
+    source = binary_source(binary, o.ggml_version, o.source_name)
+    if test_file:
+        source["test_file"] = test_file   # the cases' definitions: a resume checks it is the same
+    if o.trace:
+        source["trace"] = True   # every case's calls: a resume with --trace checks the run had them
+    simulator = listing.simulator or {}
+    spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=o.timeout,
+                   jobs=o.jobs, max_aborts=o.max_aborts, shard=o.shard, test_file=test_file, cases=names,
+                   simulated=listing.simulator is not None, trace=o.trace, cost=o.cost,
+                   # a switch already on in the environment counts as asked (the simulator said so)
+                   poison=o.poison or bool(simulator.get("poison")),
+                   check_inputs=o.check_inputs or bool(simulator.get("check_inputs")))
+    return _run(spec, listing, o, source, bool(wanted_ops))
+
+
+def _check_log_dir(log_dir: str) -> None:
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot create --log-dir {log_dir}: {e.strerror}") from None
+    if not os.access(log_dir, os.W_OK | os.X_OK):
+        raise BadInput(f"--log-dir {log_dir}: cannot write there")
+
+
+def _check_resumed_trace(path: str, trace: bool) -> None:
+    """--trace --resume FILE of a run made without --trace: refused, since its finished
+    cases (not run again) have no calls recorded and a trace of only some cases would say
+    nothing of the others; and the other way round. (A run that cannot be read is left to
+    load_resume to refuse.)"""
+    import json
+
+    from .engine import journal_path, load_run
+    header = None
+    try:
+        header = load_run(path).source if os.path.exists(path) else None
+        if header is None and os.path.exists(journal_path(path)):
+            with open(journal_path(path), encoding="utf-8") as f:
+                header = json.loads(f.readline()).get("source")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(header, dict) or bool(header.get("trace")) == trace:
+        return
+    if trace:
+        raise BadInput(f"--trace: {path} is of a run made without --trace, whose finished cases (not run again) "
+                       f"have no calls recorded; resume it without --trace, or start a new run with --results")
+    raise BadInput(f"--resume {path}: its run was made with --trace; resume it with --trace")
+
+
+def _check_numbers(o: TboOptions) -> None:
+    if o.jobs < 1:
+        raise BadInput(f"-j must be at least 1 (got {o.jobs})")
+    if o.max_aborts < 1:
+        raise BadInput(f"--max-aborts must be at least 1 (got {o.max_aborts})")
+    check_seconds("--timeout", o.timeout)
+    if o.shard:
+        parse_shard(o.shard)
+
+
+def _devices(binary: str, devices: list[str], listing) -> list[str]:
+    """-b's devices, each one the binary has; by default every one it tests."""
     unknown = [d for d in devices if d not in listing.devices]
     if unknown:
         raise BadInput(f"{os.path.basename(binary)} has no device {', '.join(unknown)} "
@@ -173,6 +268,12 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
         if not devices:
             raise BadInput(f"{os.path.basename(binary)} has no device but the CPU "
                            f"({', '.join(listing.devices)}): give -b CPU to test that")
+    return devices
+
+
+def _run_ops(binary: str, wanted_ops: list[str], test_file: str | None, listing, cases_file: str | None
+             ) -> list[str]:
+    """The ops to run: -o's (each one the binary lists or ops knows), a test file's, or all."""
     from cannops.cases.cache import op_names
     catalog_ops = op_names()
     if wanted_ops:
@@ -182,29 +283,18 @@ def run_binary(binary, ops, params, backends, jobs, timeout, max_aborts, shard, 
             from .engine import suggest
             raise BadInput(f"unknown op {bad[0]!r}{suggest(bad[0], sorted(known))}: neither the binary "
                            f"lists it nor is it a fused case ops knows")
-        run_ops = wanted_ops
-    elif test_file:
-        run_ops = sorted(listing.cases)   # the file's nodes, as the binary names them
-        if not run_ops:
-            raise BadInput(f"{os.path.basename(binary)} lists no case of --cases {cases_file}")
-    else:
-        # the listing has no fused cases (support mode leaves them out): ops' catalog names
-        # those it knows; one the binary lacks runs no case and is left out
-        run_ops = sorted(set(listing.cases) | set(catalog_ops))
-    source = binary_source(binary, ggml_version, source_name)
+        return wanted_ops
     if test_file:
-        source["test_file"] = test_file   # the cases' definitions: a resume checks it is the same
-    spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=timeout,
-                   jobs=jobs, max_aborts=max_aborts, shard=shard, test_file=test_file, cases=names,
-                   simulated=listing.simulator is not None, trace=trace, cost=cost,
-                   # a switch already on in the environment counts as asked (the simulator said so)
-                   poison=poison or bool((listing.simulator or {}).get("poison")),
-                   check_inputs=check_inputs or bool((listing.simulator or {}).get("check_inputs")))
-    return _run(spec, listing, output, results_path, resume_path, log_dir, require_clean, source, bool(wanted_ops))
+        if not listing.cases:
+            raise BadInput(f"{os.path.basename(binary)} lists no case of --cases {cases_file}")
+        return sorted(listing.cases)   # the file's nodes, as the binary names them
+    # the listing has no fused cases (support mode leaves them out): ops' catalog names
+    # those it knows; one the binary lacks runs no case and is left out
+    return sorted(set(listing.cases) | set(catalog_ops))
 
 
 def _check_simulated(binary, listing, **flags):
-    """--trace, --poison, --check-inputs, --cost are the simulated toolkit's: refused for a binary
+    """--trace, --poison, --check-inputs are the simulated toolkit's: refused for a binary
     whose support mode showed no simulator (a real CANN, or a toolkit not found)."""
     asked = [f"--{k.replace('_', '-')}" for k, on in flags.items() if on]
     if asked and listing.simulator is None:
@@ -213,26 +303,16 @@ def _check_simulated(binary, listing, **flags):
                        f"it with build/cann-sim-toolkit/lib64 first in LD_LIBRARY_PATH)")
 
 
-def _run(spec, listing, output, results_path, resume_path, log_dir, require_clean, source, named):
-    from cannops.cases.versions import for_ggml
-
-    from .engine import FAIL, SKIPPED, Run, __version__, hygiene_modes, load_resume, run_tbo
+def _run(spec, listing, o: TboOptions, source: dict, named: bool):
+    """The run of `spec`, from the printer's first line to the results file; the run and
+    its exit status."""
     from .printers import ConsolePrinter, QuietPrinter
-    devices, run_ops, regexes, jobs = list(spec.devices), spec.ops, spec.params, spec.jobs
-    run = Run(mode="test", ops_filter=",".join(run_ops) if named else None,
-              params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in regexes) or None, shard=spec.shard,
-              version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source,
-              hygiene=hygiene_modes(listing.simulator))
+    devices = list(spec.devices)
+    results_path = o.results_path or o.resume_path
+    run = _new_run(spec, listing, source, named)
     journal = open_journal(results_path)
     try:
-        known = {}
-        if resume_path:
-            try:
-                resumed = load_resume(resume_path, run)
-            except ValueError as e:
-                raise BadInput(str(e)) from None
-            known = {(r.device, r.name): r for r in resumed.results.values()
-                     if r.device in devices and r.op in run_ops}
+        known = _resumed(o.resume_path, run, spec)
         if journal:
             journal.begin(run)
         run.devices = [listing.devices[d] for d in devices]
@@ -242,10 +322,10 @@ def _run(spec, listing, output, results_path, resume_path, log_dir, require_clea
                 journal.device(info)
             for r in known.values():
                 journal.result(r)
-        printer = ConsolePrinter("test") if output == "console" else QuietPrinter("test")
-        sink = _Sink(printer, journal, devices, run, stream=jobs == 1)
+        printer = ConsolePrinter("test") if o.output == "console" else QuietPrinter("test")
+        sink = _Sink(printer, journal, devices, run, stream=spec.jobs == 1)
         printer.start(len(devices))
-        run_tbo(spec, listing, run, known, sink, log_dir)
+        _run_keeping_results(spec, listing, run, known, sink, o.log_dir, results_path)
         if run.interrupted:
             printer.interrupted(run)
         else:
@@ -260,14 +340,64 @@ def _run(spec, listing, output, results_path, resume_path, log_dir, require_clea
     finally:
         if journal:
             journal.close()
+    return run, _exit_status(run, sink, o)
+
+
+def _run_keeping_results(spec, listing, run, known, sink, log_dir, results_path) -> None:
+    """run_tbo; where it raises (a fault of ops itself, whatever the binary printed), what
+    finished is written first, as after an interrupt (the journal kept: --resume goes on)."""
+    from .engine import run_tbo
+    try:
+        run_tbo(spec, listing, run, known, sink, log_dir)
+    except Exception:
+        run.interrupted = True
+        if results_path:
+            try:
+                run.write_json(results_path)
+            except OSError:
+                pass
+        raise
+
+
+def _new_run(spec, listing, source: dict, named: bool):
+    from cannops.cases.versions import for_ggml
+
+    from .engine import Run, __version__, hygiene_modes
+    return Run(mode="test", ops_filter=",".join(spec.ops) if named else None,
+               params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in spec.params) or None,
+               shard=spec.shard, version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source,
+               hygiene=hygiene_modes(listing.simulator))
+
+
+def _resumed(resume_path: str | None, run, spec) -> dict:
+    """(device, case name) -> result of the run --resume goes on with, of this run's
+    devices and ops."""
+    from .engine import load_resume
+    if not resume_path:
+        return {}
+    try:
+        resumed = load_resume(resume_path, run)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    return {(r.device, r.name): r for r in resumed.results.values()
+            if r.device in spec.devices and r.op in spec.ops}
+
+
+def _exit_status(run, sink, o: TboOptions) -> int:
+    """1 where a case FAILed, cases were not run (but with --allow-not-run) or, with
+    --require-clean, an op printed no OK case; the interrupt's status where interrupted."""
+    from .engine import FAIL, SKIPPED
     if run.interrupted:
-        return run, run.exit_status
+        return run.exit_status
     failed = any(r.status == FAIL for r in run.results)
-    unclean = require_clean and (sink.no_ok or any(r.status == SKIPPED for r in run.results))
+    not_run = sum(r.status == SKIPPED for r in run.results)
+    unclean = o.require_clean and (sink.no_ok or not_run)
     if unclean and not failed:
         click.echo(f"ops: --require-clean: {', '.join(sink.no_ok) or 'cases not run'}"
                    + (" printed no OK case" if sink.no_ok else ""), err=True)
-    return run, 1 if failed or unclean else 0
+    elif not_run and not failed and not o.allow_not_run:
+        click.echo(f"ops: {plural(not_run, 'case')} not run (--allow-not-run takes that as a pass)", err=True)
+    return 1 if failed or unclean or (not_run and not o.allow_not_run) else 0
 
 
 class _Sink:

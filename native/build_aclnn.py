@@ -53,6 +53,8 @@ def ggml_include() -> pathlib.Path:
 def api_defs() -> list[pathlib.Path]:
     """The .def files, runtime first (its entries are the ones every family needs)."""
     defs = sorted((SRC / "api").glob("*.def"))
+    if not defs:    # an install without its package data: every call's arguments would go unnamed
+        raise RuntimeError(f"{SRC / 'api'}: no .def files (the aclnn entry points): this install of ops is incomplete")
     return sorted(defs, key=lambda p: p.stem != "runtime")
 
 

@@ -26,7 +26,8 @@ def write_model(path, arch: str, keys: dict, tensors: dict[str, tuple[tuple[int,
     w = GGUFWriter(str(path), arch)
     if "token_embd.weight" in tensors:   # what llama.cpp's loader requires of every model
         w.add_tokenizer_model("none")    # (no vocabulary: loaded as such, with its size)
-        w.add_uint32(f"{arch}.vocab_size", tensors["token_embd.weight"][0][1])
+        ne = tensors["token_embd.weight"][0]
+        w.add_uint32(f"{arch}.vocab_size", ne[1] if len(ne) > 1 else 1)   # (a wrong one: tests/test_hostile_models.py)
         keys = {"context_length": 8192, **keys}
     for k, v in keys.items():
         name = k if k.startswith("general.") else f"{arch}.{k}"
@@ -36,6 +37,8 @@ def write_model(path, arch: str, keys: dict, tensors: dict[str, tuple[tuple[int,
             w.add_uint32(name, v)
         elif isinstance(v, float):
             w.add_float32(name, v)
+        elif isinstance(v, list):
+            w.add_array(name, v)
         else:
             w.add_string(name, v)
     for name, (ne, ty) in tensors.items():

@@ -19,6 +19,6 @@ def cmdline(pid: int) -> str:
     """The command line of process `pid`, its arguments joined by spaces ("" once gone)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode()
+            return f.read().replace(b"\0", b" ").decode(errors="replace")   # (anyone's: any bytes)
     except OSError:
         return ""

@@ -16,7 +16,7 @@ import pytest
 
 from _proc import cmdline, proc_stats
 from cannops.cli.engine import case_statuses, is_death, load_run, log_processes
-from cannops.cli.engine.tbo import Reader, death_story
+from cannops.cli.engine.tbo_console import Reader, death_story
 from _ops import OPS, ops
 
 
@@ -454,6 +454,9 @@ def test_a_cases_file_runs_exactly_its_cases_and_says_which_the_binary_lacks(bin
     assert sorted(set(ran(binary))) == sorted(n for n in names if n != "ABS(type=f32,v=7)")
     # -p narrows the file's names; resuming checks the same selection
     p = ops("tbo", binary, "--cases", str(cases), "-p", "GET_ROWS=bf16", "--results", str(tmp_path / "p.json"))
+    assert p.returncode == 1 and "ops: 1 case not run (--allow-not-run" in p.stderr, p.stderr   # ABS(v=7)
+    p = ops("tbo", binary, "--cases", str(cases), "-p", "GET_ROWS=bf16", "--results", str(tmp_path / "p.json"),
+            "--allow-not-run")
     assert p.returncode == 0, p.stderr
     assert "GET_ROWS(type=q8_0,v=1)" not in by_name(tmp_path / "p.json")
     assert "GET_ROWS(type=bf16,v=0)" in by_name(tmp_path / "p.json")

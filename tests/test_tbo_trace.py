@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from cannops.backend.trace import FRAME, Unframer, frame, unframe
-from cannops.cli.engine.tbo import Console, Reader
+from cannops.cli.engine.tbo_console import Console, Reader
 
 OPS = [sys.executable, "-m", "cannops.cli.main"]
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -242,7 +242,7 @@ def _records(cost: Mapping) -> tuple[list[Mapping], list[int], str]:
     if calls:
         return list(calls), [1] * len(calls), "per_call"
     ops = cost.get("by_op") or {}
-    records = [{"op": op, "unit": v.get("unit", "vector"), "dtype": v.get("dtype", "float16"),
+    records: list[Mapping] = [{"op": op, "unit": v.get("unit", "vector"), "dtype": v.get("dtype", "float16"),
                 "flops": v.get("flops", 0), "bytes_read": v.get("bytes_read", 0),
                 "bytes_written": v.get("bytes_written", 0)} for op, v in ops.items()]
     return records, [max(0, int(v.get("calls", 1))) for v in ops.values()], "by_op" if ops else ""

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from cannops.backend.repro import Step, c_string, comment, makefile
+from cannops.backend.repro import Step, c_string, comment, make_path, makefile
 from cannops.backend.ggml.recorder import c_float
 
 D2H, H2D, D2D = 2, 1, 3          # aclrtMemcpyKind
@@ -428,24 +428,34 @@ def build_files(title: str, env: dict[str, str]) -> str:
     """The Makefile: ASCEND_TOOLKIT_HOME (include/, lib64/), as CANN's set_env.sh sets it."""
     from cannops.native.toolkit import OPAPI_LIBRARIES
     split = " ".join(name[len("lib"):-len(".so")] for name in OPAPI_LIBRARIES)
-    variables = ["# the CANN toolkit (a real one, or `make cann-sim-toolkit`'s simulated one)",
-                 f"ASCEND_TOOLKIT_HOME ?= {_toolkit_home()}",
+    home = _toolkit_home()
+    variables = ["# the CANN toolkit (a real one, or the simulated one: `make cann-sim-toolkit` in ops' checkout,",
+                 "# `python -m cannops.backend.cann.sim.toolkit DIR` where ops is installed)",
+                 f"ASCEND_TOOLKIT_HOME ?= {make_path(home, 'ASCEND_TOOLKIT_HOME') if home else ''}",
                  "# the aclnn operators: one library per operator repository in newer CANN, else libopapi",
                  f"OPAPI_SPLIT := $(wildcard $(patsubst %,$(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,{split}))",
                  "OPAPI_LIBS ?= $(if $(OPAPI_SPLIT),$(patsubst $(ASCEND_TOOLKIT_HOME)/lib64/lib%.so,-l%,$(OPAPI_SPLIT)),"
                  "-lopapi)"]
-    build = ("$(CC) $(CFLAGS) -I$(ASCEND_TOOLKIT_HOME)/include -o $@ repro.c -L$(ASCEND_TOOLKIT_HOME)/lib64 "
+    build = ("@test -f $(ASCEND_TOOLKIT_HOME)/include/acl/acl.h || { echo 'repro: no CANN toolkit at "
+             "ASCEND_TOOLKIT_HOME=$(ASCEND_TOOLKIT_HOME): source its set_env.sh, or give make "
+             "ASCEND_TOOLKIT_HOME=DIR (python -m cannops.backend.cann.sim.toolkit DIR writes the simulated one)' >&2; "
+             "exit 2; }\n"
+             "\t$(CC) $(CFLAGS) -I$(ASCEND_TOOLKIT_HOME)/include -o $@ repro.c -L$(ASCEND_TOOLKIT_HOME)/lib64 "
              "-Wl,-rpath,$(ASCEND_TOOLKIT_HOME)/lib64 -lascendcl -lnnopbase $(OPAPI_LIBS) -lm")
     return makefile(title, variables, build, env)
 
 
 def _toolkit_home() -> str:
+    """The toolkit the Makefile builds against by default: ASCEND_TOOLKIT_HOME as ops ran,
+    else the simulated one of ops' checkout (`make cann-sim-toolkit`) where there is one,
+    else none (an installed ops: the Makefile asks for one)."""
     import os
     import pathlib
     home = os.environ.get("ASCEND_TOOLKIT_HOME")
     if home:
         return home
-    return str(pathlib.Path(__file__).resolve().parents[2] / "build" / "cann-sim-toolkit")
+    checkout = pathlib.Path(__file__).resolve().parents[2] / "build" / "cann-sim-toolkit"
+    return str(checkout) if checkout.is_dir() else ""
 
 
 def versions(simulated: bool, soc: str) -> dict:

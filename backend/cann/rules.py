@@ -184,6 +184,7 @@ def judge_node(node: Tensor, has_handler: Callable[[Tensor], bool] | None = None
         # on another SoC than the 910B, every reason of that SoC's own weighs too
         others = rule.soc_refusals(node, soc) if rule is not None and soc != DEFAULT_SOC else []
         return why, evidence.refused(why, others, name)
+    assert rule is not None   # a node accepted has its rule (refusal() says NO_RULE otherwise)
     return None, evidence.accepted(node.op_key, rule.called(node, soc), rule.beyond if rule.goes_beyond(node) else "",
                                    soc, name)
 
@@ -226,6 +227,7 @@ def explain(graph: Graph, has_handler: Callable[[Tensor], bool] | None = None,
             narrower = why.check is Failed.NARROWER
             lines.append(f"{key}: refused: {why}" + ("; ggml-cann claims it (narrower)" if narrower else ""))
         else:
+            assert rule is not None   # accepted: judge_node found its rule
             lines.append(f"{key}: accepted, runs {', '.join('aclnn' + a for a in rule.aclnn)}"
                          + (f"; beyond ggml-cann v0.20.2: {rule.beyond}" if rule.beyond else ""))
         lines.append(f"  evidence: {level}")

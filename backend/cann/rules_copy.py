@@ -3,6 +3,8 @@ type, aclnnCast between float types; on 310P (ggml-cann's ASCEND_310P build) CPY
 f16 only and CONT of no bf16."""
 from __future__ import annotations
 
+from typing import Callable
+
 from cannops.cases.graph import Tensor
 
 from .rules import ELEMENTS, FLOAT, RULES, Rule
@@ -22,7 +24,8 @@ def _f32_f16(node: Tensor) -> bool:
 
 
 def _copy(floats_only: bool = False, on_310p: tuple = ()) -> Rule:
-    checks = ((_convertible, "only float types convert into each other"),)
+    checks: tuple[tuple[Callable[[Tensor], bool], str], ...] = (
+        (_convertible, "only float types convert into each other"),)
     if floats_only:
         checks += ((_floats, "an integer copy: ggml-cann v0.20.2 copies f32 / f16 / bf16 only"),)
     return Rule(("InplaceCopy", "Cast"), {"src0": ELEMENTS, "dst": ELEMENTS}, checks,

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cannops.backend.repro import c_string
+
 from .library import ffi, lib
 
 NULL = ffi.NULL
@@ -110,8 +112,7 @@ def _array(ctype, value) -> str:
     """A pointer argument: a string, or an array (a Python sequence or a cffi array)."""
     item = ctype.item.cname
     if item == "char":
-        text = ffi.string(value) if isinstance(value, ffi.CData) else value
-        return '"' + text.decode().replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return c_string(ffi.string(value) if isinstance(value, ffi.CData) else value)
     if isinstance(value, ffi.CData):
         if ffi.typeof(value).kind != "array":
             raise ValueError(f"a pointer argument of unknown length ({ffi.typeof(value).cname})")

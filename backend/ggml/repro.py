@@ -5,7 +5,7 @@ case's outputs compared byte for byte with the stored device outputs (and, for t
 reader, with the reference)."""
 from __future__ import annotations
 
-from cannops.backend.repro import Step, c_string, comment, makefile
+from cannops.backend.repro import Step, c_string, comment, make_path, makefile
 
 from .recorder import GraphProgram
 
@@ -169,7 +169,7 @@ def build_files(default_prefix: str, title: str, env: dict[str, str]) -> str:
     """The Makefile: GGML_PREFIX (include/, lib/ or lib64/), the bridge's ggml by default."""
     variables = [
         "# the ggml install prefix to build against (the one ops ran on by default)",
-        f"GGML_PREFIX ?= {default_prefix}",
+        f"GGML_PREFIX ?= {make_path(default_prefix, 'GGML_PREFIX')}",
         "GGML_LIBDIR ?= $(patsubst %/,%,$(dir $(firstword $(wildcard $(GGML_PREFIX)/lib/libggml.so "
         "$(GGML_PREFIX)/lib64/libggml.so))))",
     ]

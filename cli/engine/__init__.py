@@ -29,9 +29,9 @@ _API = {
     **dict.fromkeys(("reference_dir",), "refcache"),
     **dict.fromkeys(("ReproSpec", "check_repro", "write_repro"), "repro"),
     **dict.fromkeys(("TboSpec", "check_binary", "takes_test_file", "list_cases", "op_regex",
-                     "exact_params", "binary_source", "run_tbo",
-                     "Reader", "death_story", "case_statuses", "log_processes", "is_death",
-                     "simulator_environment", "hygiene_modes"), "tbo"),
+                     "exact_params", "binary_source", "run_tbo", "simulator_environment",
+                     "hygiene_modes"), "tbo"),
+    **dict.fromkeys(("Reader", "death_story", "case_statuses", "log_processes", "is_death"), "tbo_console"),
 }
 __all__ = sorted(_API)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .markdown import code, fenced, printable
+from .repro_folder import Folder, check_folder
 from .selection import BadInput
-
-MARKER = "repro.json"      # what says a folder was written by ops repro (and lists its files)
 
 
 @dataclass(frozen=True)
@@ -29,29 +29,36 @@ class ReproSpec:
     tensor_names: tuple[tuple[str, str], ...] = ()   # --name LEAF=NAME: the compared case's tensors renamed
 
 
-def check_repro(spec: ReproSpec) -> list:
-    """The cases, after every check that needs no run: a bad one is BadInput (one line)."""
+def check_repro(spec: ReproSpec) -> tuple[list, Folder]:
+    """The cases and OUTDIR, after every check that needs no run: a bad one is BadInput
+    (one line)."""
     from cannops.backend.base import list_devices
     if not spec.names:
         raise BadInput("ops repro: name at least one case")
     from .repro_run import case_named, renamed
     cases = [case_named(name) for name in spec.names]
     renamed(cases[-1].build(), spec.tensor_names)
-    _check_outdir(Path(spec.outdir))
+    folder = check_folder(Path(spec.outdir))
     names = [n for n, _ in list_devices([spec.device])]
     if spec.device not in names:
         raise BadInput(f"device {spec.device!r} not available here; available: {', '.join(names) or 'none'}")
     if not spec.device.startswith(("GGML-", "CANN")):
         raise BadInput(f"ops repro cannot reproduce {spec.device}: it writes programs for ops' CANN layer "
                        "(CANN-SIM, CANN0, ...) and ggml devices (GGML-*)")
-    return cases
+    _check_build_environment(spec.device)
+    return cases, folder
 
 
-def _check_outdir(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise BadInput(f"{out} is not empty and was not written by ops repro: name a new folder")
+def _check_build_environment(device: str) -> None:
+    """What of the environment goes into the Makefile (the simulator's CANN_SIM_* settings,
+    a CANN device's ASCEND_TOOLKIT_HOME) can go there."""
+    from cannops.backend.repro import make_path, sim_environment
+    try:
+        sim_environment()
+        if not device.startswith("GGML-") and os.environ.get("ASCEND_TOOLKIT_HOME"):
+            make_path(os.environ["ASCEND_TOOLKIT_HOME"], "ASCEND_TOOLKIT_HOME")
+    except ValueError as e:
+        raise BadInput(f"ops repro: {e}") from None
 
 
 def write_repro(spec: ReproSpec, say=print) -> dict:
@@ -60,7 +67,7 @@ def write_repro(spec: ReproSpec, say=print) -> dict:
     its program, which then must see the device die the same way."""
     from cannops.backend.base import open_device
     from .repro_run import device_runs, renamed
-    cases = check_repro(spec)
+    cases, folder = check_repro(spec)
     graphs = [c.build() for c in cases]
     renamed(graphs[-1], spec.tensor_names)
     runs, death = device_runs(spec.device, cases, graphs, spec.seed, say, spec.tensor_names)
@@ -68,7 +75,7 @@ def write_repro(spec: ReproSpec, say=print) -> dict:
         _died(runs[-1], death, spec.device)
     device = open_device(spec.device)     # its writer and versions; nothing runs on it here
     try:
-        return _write(spec, device, runs, death)
+        return _write(spec, folder, device, runs, death)
     finally:
         device.close()
 
@@ -83,8 +90,7 @@ def _died(run, death, device_name: str) -> None:
 
 # ------------------------------------------------------------------ files ----
 
-def _write(spec: ReproSpec, device, runs: list, death=None) -> dict:
-    out = Path(spec.outdir)
+def _write(spec: ReproSpec, folder: Folder, device, runs: list, death=None) -> dict:
     arrays: dict[str, object] = {}      # written once the program is (a failure leaves nothing)
     from cannops.backend.repro import HEADER
     steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
@@ -93,11 +99,6 @@ def _write(spec: ReproSpec, device, runs: list, death=None) -> dict:
         texts = device.reproducer(steps, [r.program for r in runs], title, **({"death": death} if death else {}))
     except ValueError as e:   # a call recorded that the program cannot make again
         raise BadInput(f"{runs[-1].case.name} on {device.name}: no reproducer written: {e}") from None
-    _clear(out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = _save(out, arrays)
-    shutil.copyfile(HEADER, out / "repro.h")
-    files.append("repro.h")
     versions = _versions(device)
     texts["trace.json"] = json.dumps([{"case": r.case.name, "calls": r.calls} for r in runs], indent=1) + "\n"
     manifest = {"tool": "ops repro", "ops": _ops_version(), "device": device.name, "seed": spec.seed,
@@ -111,40 +112,19 @@ def _write(spec: ReproSpec, device, runs: list, death=None) -> dict:
         manifest["died"] = {"case": len(runs), "exitcode": death.exitcode, "message": death.message,
                             "expected": death.expected}
     texts["README.md"] = _readme(spec, device, runs, versions, death)
-    for name, content in texts.items():
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            (out / name).write_bytes(content)
-        else:
-            (out / name).write_text(content)
-        files.append(name)
-    manifest["files"] = sorted(files)
-    (out / MARKER).write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    files = {rel: _npy(array) for rel, array in arrays.items()}
+    files["repro.h"] = HEADER.read_bytes()
+    files.update({name: c if isinstance(c, bytes) else c.encode() for name, c in texts.items()})
+    folder.write(files, manifest)
+    return {**manifest, "files": sorted(files)}
 
 
-def _clear(out: Path) -> None:
-    """A folder ops repro wrote before: the files it listed go (nothing else is touched)."""
-    marker = out / MARKER
-    if not marker.is_file():
-        return
-    try:
-        listed = json.loads(marker.read_text()).get("files", [])
-    except ValueError:
-        listed = []
-    for name in listed:
-        path = (out / name).resolve()
-        if path.is_relative_to(out.resolve()) and path.is_file():
-            path.unlink()
-    marker.unlink()
-
-
-def _save(out: Path, arrays: dict) -> list[str]:
+def _npy(array) -> bytes:
+    import io
     import numpy as np
-    for rel, array in arrays.items():
-        (out / rel).parent.mkdir(exist_ok=True)
-        np.save(out / rel, np.ascontiguousarray(array))
-    return list(arrays)
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array))
+    return buf.getvalue()
 
 
 def _case_files(folder: str, run, compared: bool, arrays: dict):
@@ -161,7 +141,7 @@ def _case_files(folder: str, run, compared: bool, arrays: dict):
     step = Step(run.case.name, folder)
     for t in g.leaves:
         if t.index in run.inputs:
-            path = save(f"in_{t.index}_{t.name or 'leaf'}.npy", run.inputs[t.index])
+            path = save(f"in_{t.index}_{_file_word(t.name) or 'leaf'}.npy", run.inputs[t.index])
             if t.index in prog.leaves:        # a ggml program uploads these (CANN: its copies' bytes)
                 step.inputs[prog.leaves[t.index]] = path
     threshold = run.result.threshold
@@ -176,6 +156,12 @@ def _case_files(folder: str, run, compared: bool, arrays: dict):
                                         threshold, node.type.name, tuple(node.ne), tuple(node.nb),
                                         prog.checked[i], node.view_offs))
     return step
+
+
+def _file_word(name: str) -> str:
+    """A tensor name (any text, `--name`) as part of a file name: letters, digits, `.`,
+    `-` and `_` kept, anything else `_`."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name or "")[:48]
 
 
 def _ops_version() -> str:
@@ -212,12 +198,12 @@ def _readme(spec: ReproSpec, device, runs: list, versions: dict, death=None) -> 
     r = last.result
     verdict = r.status if not r.reason else f"{r.status}: {r.reason}"
     lines = [f"# {last.case.op} on {device.name}: {r.status}", "",
-             f"Case `{last.case.name}` on {device.name}, inputs of seed {spec.seed}: **{verdict}**.", ""]
+             f"Case {code(last.case.name)} on {device.name}, inputs of seed {spec.seed}: **{printable(verdict)}**.", ""]
     if r.blame:
         lines += [f"Blame (each aclnn call evaluated again in float64 on its own inputs): {r.blame}.", ""]
     if spec.tensor_names:
-        lines += ["Its tensors renamed (`--name`): " + ", ".join(f"`{a}` is `{b}`" for a, b in spec.tensor_names)
-                  + ".", ""]
+        renames = ", ".join(f"{code(a)} is {code(b)}" for a, b in spec.tensor_names)
+        lines += [f"Its tensors renamed (`--name`): {renames}.", ""]
     if len(runs) > 1:
         lines += ["The fault depends on what ran before: the program runs these cases in order, on one device,",
                   "and compares the last:", ""] + [f"{k}. `{x.case.name}`" for k, x in enumerate(runs, 1)] + [""]
@@ -225,20 +211,21 @@ def _readme(spec: ReproSpec, device, runs: list, versions: dict, death=None) -> 
         lines += _death_section(spec, runs, death)
     run_says = ("exit 0: the device dies again as it did; 1: it does not (the case computes, or dies otherwise)"
                 if death else "exit 0: the stored device outputs reproduce byte for byte; 1: they do not")
-    lines += ["## Versions", ""] + [f"* {k}: {_flat(val)}" for k, val in versions.items()] + [""]
+    lines += ["## Versions", ""] + [f"* {k}: {printable(_flat(val))}" for k, val in versions.items()] + [""]
     lines += ["## Reproduce", "", "```sh", *_how(device), f"make run      # {run_says}", "```", "",
-              "With ops itself:", "", "```sh",
-              f"ops test -b {device.name} --seed {spec.seed} -o " + _quote(",".join(x.case.name for x in runs)),
-              " ".join(_quote(a) for a in ("ops", *spec.argv)) if spec.argv else "", "```", ""]
+              "With ops itself:", ""]
+    lines += fenced("sh", [f"ops test -b {device.name} --seed {spec.seed} -o "
+                           + _quote(",".join(x.case.name for x in runs)),
+                           " ".join(_quote(a) for a in ("ops", *spec.argv)) if spec.argv else ""]) + [""]
     lines += ["## Expected (reference) and got (device)", ""]
     if last.program.__dict__.get("error"):
-        lines += [f"The run stopped at a refused call: {last.program.error}", ""]
+        lines += [f"The run stopped at a refused call: {printable(last.program.error)}", ""]
     if death is not None:
         lines += ["No output: the device's process died before it had one (What happened, above).", ""]
     for i in [i for i in last.check if i in last.program.outputs]:
         node = last.graph.tensors[i]
         worst = worst_elements(last.expected[i][0], last.program.outputs[i])
-        lines += [f"`{node.op_desc}` (node #{i}, {node.type.name}, ne {list(node.ne)}):", ""]
+        lines += [f"{code(node.op_desc)} (node #{i}, {node.type.name}, ne {list(node.ne)}):", ""]
         if not worst:
             lines += ["identical to the reference", ""]
             continue
@@ -260,11 +247,11 @@ def _death_section(spec: ReproSpec, runs: list, death) -> list[str]:
     lines = ["## What happened", "",
              f"The device's process died in case {k} of {len(spec.names)}"
              + (" (the cases after it did not run): " if k < len(spec.names) else ": ")
-             + f"{_how_it_ended(death.exitcode)}, saying `{death.message}`. It has no output to compare: "
+             + f"{_how_it_ended(death.exitcode)}, saying {code(death.message)}. It has no output to compare: "
              "`repro.c` runs the cases in a child process, and `make run` exits 0 when that child ends the same "
-             f"way ({_how_it_ended(death.exitcode)}) with `{death.expected}` in its output, 1 when it does not "
+             f"way ({_how_it_ended(death.exitcode)}) with {code(death.expected)} in its output, 1 when it does not "
              "(the case computes: fixed, or it dies otherwise).", "",
-             "The last lines of its output:", "", "```", death.output, "```", ""]
+             "The last lines of its output:", "", *fenced("", death.output.splitlines()), ""]
     return lines
 
 
@@ -286,7 +273,7 @@ def _calls_section(device, run) -> list[str]:
         return []
     blamed, _ = trace.blame(calls, run.result.threshold, run.result.error)
     return (["## Calls", "", f"The aclnn calls of the case on {device.name} (`trace.json` has them in full, "
-             "with the runtime's):", "", "```"] + trace.compact(calls, blamed) + ["```", ""])
+             "with the runtime's):", ""] + fenced("", trace.compact(calls, blamed)) + [""])
 
 
 def _how(device) -> list[str]:

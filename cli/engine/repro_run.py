@@ -121,7 +121,7 @@ def _why(lines: list[str]) -> str:
 
 
 def _how(exitcode: int | None) -> str:
-    from .tbo import death_story
+    from .tbo_console import death_story
     return death_story(exitcode, []).split(":", 1)[0]
 
 
@@ -166,7 +166,7 @@ def renamed(graph, names: tuple[tuple[str, str], ...]):
     known = {t.name for t in graph.tensors if t.name}
     for old, new in names:
         if old not in known:
-            raise BadInput(f"--name {old}={new}: the compared case has no tensor named {old!r} "
+            raise BadInput(f"--name {old + '=' + new!r}: the compared case has no tensor named {old!r} "
                            f"(it has {', '.join(sorted(known)) or 'none'})")
         for t in graph.tensors:
             if t.name == old:

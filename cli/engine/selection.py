@@ -114,11 +114,6 @@ def select_cases(mode: str, ops: str | None = None, params: str | None = None,
     return [(i, c.resolve()) for i, c in out]
 
 
-# an off-grid case whose tensors take more is a typo or a probe, not a case to allocate
-# (a few dims of 10^5 make terabytes; the catalog's largest cases take a few GiB)
-MAX_OFF_GRID_BYTES = 16 << 30
-
-
 def peak_bytes(graph) -> int:
     """An upper estimate of the memory a case's test takes at its peak, host and device on one
     machine: per tensor (views aside) its data twice, in its type or float32 where that is
@@ -158,20 +153,21 @@ def memory_available() -> int | None:
 def _case_off_grid(name: str, mode: str, runs: bool = True) -> Case:
     """The case of that name off the grid; refused where it cannot be (run: `runs`) here."""
     from cannops.cases.names import case_from_name
+    from cannops.cases.untrusted import quoted
     try:
         case = case_from_name(name, mode)
     except ValueError as e:
-        raise BadInput(f"no {mode} case named {name!r}: {e}") from None
+        raise BadInput(f"no {mode} case named {quoted(name, 200)}: {e}") from None
+    # (a case whose tensors take more than cases/names.py's MAX_NAMED_BYTES is refused there,
+    # as its graph is built: a typo or a probe, not a case to allocate)
     g = case.build()
     size = sum(t.nbytes() for t in g.tensors if not t.is_view())
-    if size > MAX_OFF_GRID_BYTES:
-        raise BadInput(f"{name}: its tensors take {size / 2**30:,.0f} GiB, more than the "
-                       f"{MAX_OFF_GRID_BYTES >> 30} GiB a case off the grid may take")
     # what the tensors take is not what a run takes: refused before any work, rather than
     # taking the machine down (or failing the device on the host's MemoryError)
     peak, free = peak_bytes(g), memory_available()
     if runs and mode != "support" and free is not None and peak > free:
-        raise BadInput(f"{name}: a run of it would take about {peak / 2**30:,.1f} GiB at its peak (its tensors "
+        shown = name if len(name) <= 200 and name.isprintable() else quoted(name, 200)
+        raise BadInput(f"{shown}: a run of it would take about {peak / 2**30:,.1f} GiB at its peak (its tensors "
                        f"{size / 2**30:,.1f} GiB, the reference's float64 copies, the device's), more than "
                        f"the {free / 2**30:,.1f} GiB of memory available")
     return case

@@ -94,7 +94,8 @@ def numeric_gradient(x0: np.ndarray, set_element: Callable[[int, float], None],
 
 
 # perf: what a simulated device's `time` measures (its results and output say so)
-SIMULATOR_CLOCK = "the simulator's cost on this host's CPU, not the NPU's (simulated device events)"
+SIMULATOR_COST = "the simulator's cost on this host's CPU, not the NPU's"   # how every such clock begins
+SIMULATOR_CLOCK = SIMULATOR_COST + " (simulated device events)"
 
 
 class Device:

@@ -26,9 +26,14 @@ def estimate(cost: Mapping, soc: str = ESTIMATE_SOC) -> float | None:
 
 
 def work_text(cost: Mapping) -> str:
-    """The headline with the estimate where the model is there: `... [est. 12.3 µs (910B)]`."""
-    us = estimate(cost)
-    return headline(cost) + (f" [est. {us:.1f} µs ({ESTIMATE_SOC})]" if us is not None else "")
+    """The headline with the estimate where the model is there: `... [est. 12.3 µs (910B)]`;
+    where the count holds many runs of the op (perf on the simulated toolkit), per run."""
+    us, runs = estimate(cost), cost.get("runs")
+    if not runs:
+        return headline(cost) + (f" [est. {us:.1f} µs ({ESTIMATE_SOC})]" if us is not None else "")
+    text = (f"{headline(cost)}; per run {cost['calls'] / runs:.3g} calls, {cost['kernels'] / runs:.3g} kernels"
+            + (f" [est. {us / runs:.2f} µs/run ({ESTIMATE_SOC})]" if us is not None else ""))
+    return text
 
 HEAD = ("calls", "kernels", "read B", "written B", "cube FLOP", "vector FLOP", "ws B", "syncs",
         "h2d", "d2h", "allocs")

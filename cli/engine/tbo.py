@@ -33,6 +33,8 @@ from cannops.backend.cost import COST_SWITCH, summarise
 
 from .results import FAIL, SKIPPED, CaseResult, Run
 from .selection import BadInput, parse_shard
+from .perf_measure import Watch
+from .tbo_perf import PerfReader, with_machine
 from .tbo_console import Line, Listing, ListingReader, Reader, death_story, is_death, worst
 from .tbo_process import Proc, Processes, Stop, one_process, open_log
 
@@ -50,7 +52,7 @@ class TboMode:
     reader: Callable[[Callable[[Line], None]], Reader]
 
 
-MODES = {"test": TboMode("test", Reader)}
+MODES = {"test": TboMode("test", Reader), "perf": TboMode("perf", PerfReader)}
 
 
 # --- the binary ---------------------------------------------------------------------------
@@ -308,9 +310,12 @@ class _OpRun:
         cmd, chunk = _op_command(spec, job, st.step, pending, list(self.got))
         if cmd is None:
             return False   # too many names for one argument: the unlisted rest is not reached
-        before, self.fails_read = len(self.got), 0
+        before, self.fails_read, first = len(self.got), 0, len(self.out)
+        watch = Watch(children=True) if spec.mode == "perf" else None   # the machine around the measurements
         proc = self.procs.run(cmd, spec.timeout, MODES[spec.mode].reader(self.on_case), job.log,
                               spec.environment())
+        if watch is not None:
+            with_machine(self.out[first:], watch.stop())
         if proc.interrupted:
             return False
         self.settle_suspect()
@@ -438,6 +443,8 @@ def _traced(r: CaseResult, spec: TboSpec) -> CaseResult:
     if spec.cost:
         r.cost = summarise(r.trace)
         r.trace = [c for c in r.trace if "args" in c or "cost" not in c]
+        if r.n_runs:   # perf: the runs it timed (the count holds its warm-up compute too)
+            r.cost["runs"] = r.n_runs
     if r.status != FAIL:
         if not spec.trace:
             r.trace = []
@@ -519,7 +526,10 @@ class _DeviceRun:
     def run(self, device: str, ops: list[str], op_no: dict[str, int], listing: Listing) -> None:
         """Its ops, spec.jobs at a time; each op's results to the sink in op order."""
         from concurrent.futures import ThreadPoolExecutor
-        selected = {op: _selected(listing.cases.get(op, []), self.spec.regex(op)) for op in ops}
+        # support mode lists the test grid; perf mode runs another (test-backend-ops' perf
+        # cases): its cases are those it prints, none listed beforehand
+        selected = {op: [] if self.spec.mode == "perf" else _selected(listing.cases.get(op, []), self.spec.regex(op))
+                    for op in ops}
         self.sink.device_start(device, sum(map(len, selected.values())))
         with ThreadPoolExecutor(max_workers=self.spec.jobs) as pool:
             futures = [(op, pool.submit(self.one, device, op, op_no[op], selected[op])) for op in ops]

@@ -8,7 +8,7 @@ import threading
 
 from .binding import ffi, lib
 
-from . import trace
+from . import cost, trace
 from .entries import entry
 from .hygiene import flag_from_env, switches_from_env
 from .memory import FRESH, POISON
@@ -32,12 +32,16 @@ def aclInit(config_path):
         poison, STATE.check_inputs = switches_from_env()
         STATE.memory.fresh = POISON if poison else FRESH
         stream = flag_from_env(TRACE_SWITCH)
+        counted = flag_from_env(cost.COST_SWITCH)
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
     if stream and "_cannsim" in sys.modules:   # a toolkit client; ops' own layer records per case
         trace.start_stream({"simulator": "CANN-SIM", "soc": STATE.soc, "poison": poison,
-                            "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed)})
+                            "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed),
+                            "cost": counted})
+        if counted:   # CANN_SIM_COST=1: the device work counted, its events in the same stream
+            cost.start_stream()
     return 0
 
 

@@ -86,7 +86,7 @@ def start_stream(hello: dict) -> None:
     simulator's settings, by which a reader knows its records will come."""
     start()
     _recording().stream = True
-    _send(hello)
+    send(hello)
 
 
 @functools.cache
@@ -98,7 +98,8 @@ def _c_stdio():
     return c, c.dlopen(None)
 
 
-def _send(record: dict) -> None:
+def send(record: dict) -> None:
+    """One record into the client's stdout, after what it printed so far."""
     c, libc = _c_stdio()
     libc.fflush(c.NULL)
     for f in (sys.stdout, sys.stderr):
@@ -117,7 +118,7 @@ def _done(i: int) -> None:
         return
     for k in [*(k for k in rec.open if k < i), i]:
         if rec.calls[k] is not None:
-            _send(rec.calls[k])
+            send(rec.calls[k])
             rec.calls[k] = None   # type: ignore[call-overload]   # written: not kept (Recording.calls)
     rec.open = [k for k in rec.open if k > i]
 
@@ -238,7 +239,8 @@ def failed(call: dict, code: int, message: str) -> None:
     _done(len(rec.calls) - 1)
 
 
-def launched(plan, stream) -> None:
+def launched(plan, stream, cost: dict | None = None) -> None:
+    """A launch: its record complete (with the call's cost record where counting is on)."""
     rec = _recording()
     if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(rec.calls):
         return
@@ -247,6 +249,8 @@ def launched(plan, stream) -> None:
         return
     call["stream"] = _hex(stream)
     call.setdefault("rc", 0)
+    if cost is not None:
+        call["cost"] = cost
     _done(plan.call)
 
 

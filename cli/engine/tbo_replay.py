@@ -54,8 +54,8 @@ def replay(r: CaseResult, rerun: Callable[[dict], "tuple | None"]) -> CaseResult
     if line is None:
         r.blame = f"not replayed: its rerun alone printed no line (exit status {rc})"
         return r
-    callsite.resolve(line.calls)
-    r.trace = line.calls
+    r.trace = [c for c in line.calls if "args" in c or "cost" not in c]   # (--cost's count-only records)
+    callsite.resolve(r.trace)
     again = line.result(r.device)   # the bar is the rerun's error: its calls are judged
     _, r.blame = calltrace.blame(r.trace, again.threshold, again.error)
     if line.status != FAIL:

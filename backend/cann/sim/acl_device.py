@@ -8,7 +8,7 @@ import threading
 
 from .binding import ffi, lib
 
-from . import blame, faults, trace
+from . import blame, cost, faults, trace
 from .entries import entry
 from .hygiene import flag_from_env, switches_from_env
 from .memory import FRESH, POISON
@@ -41,6 +41,7 @@ def aclInit(config_path):
         data = flag_from_env(BLAME_SWITCH)
         sites = flag_from_env(SITES_SWITCH, default="1")
         STATE.fault = faults.fault_from_env()
+        counted = flag_from_env(cost.COST_SWITCH)
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
@@ -48,8 +49,10 @@ def aclInit(config_path):
         trace.EVALUATE = blame.evaluate_one
         trace.start_stream({"simulator": "CANN-SIM", "soc": STATE.soc, "poison": poison,
                             "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed),
-                            **({"blame": True} if data else {}), **({"fault": STATE.fault} if STATE.fault else {})},
-                           data, sites)
+                            "cost": counted, **({"blame": True} if data else {}),
+                            **({"fault": STATE.fault} if STATE.fault else {})}, data, sites)
+        if counted:   # CANN_SIM_COST=1: the device work counted, its events in the same stream
+            cost.start_stream()
     return 0
 
 

@@ -99,7 +99,7 @@ def start_stream(hello: dict, data: bool = False, sites: bool = True) -> None:
     own error in float64 follows as a record of its own (`replay`: that index)."""
     start(data, sites=sites)
     _recording().stream = True
-    _send(hello)
+    send(hello)
 
 
 SITES = False          # records carry their caller's `site` (in a toolkit client)
@@ -133,7 +133,8 @@ def _c_stdio():
     return c, c.dlopen(None)
 
 
-def _send(record: dict) -> None:
+def send(record: dict) -> None:
+    """One record into the client's stdout, after what it printed so far."""
     c, libc = _c_stdio()
     libc.fflush(c.NULL)
     for f in (sys.stdout, sys.stderr):
@@ -152,7 +153,7 @@ def _done(i: int) -> None:
         return
     for k in [*(k for k in rec.open if k < i), i]:
         if rec.calls[k] is not None:
-            _send(rec.calls[k])
+            send(rec.calls[k])
             rec.calls[k] = None   # type: ignore[call-overload]   # written: not kept (Recording.calls)
     rec.open = [k for k in rec.open if k > i]
 
@@ -277,7 +278,8 @@ def failed(call: dict, code: int, message: str) -> None:
     _done(len(rec.calls) - 1)
 
 
-def launched(plan, stream) -> None:
+def launched(plan, stream, cost: dict | None = None) -> None:
+    """A launch: its record complete (with the call's cost record where counting is on)."""
     rec = _recording()
     if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(rec.calls):
         return
@@ -286,6 +288,8 @@ def launched(plan, stream) -> None:
         return
     call["stream"] = _hex(stream)
     call.setdefault("rc", 0)
+    if cost is not None:
+        call["cost"] = cost
     _done(plan.call)
 
 
@@ -374,4 +378,4 @@ def ran(r: Ran | None, plan) -> None:
         EVALUATE(r, own)
         del rec.ran[plan.call]
         rec.kept -= sum(a.nbytes for a in r.inputs) + sum(a.nbytes for a in r.outputs)
-        _send(own)
+        send(own)

@@ -13,7 +13,7 @@ NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-export ggml-cpu-check tbo-names parity-0.25.3 \
 	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
-	upstream-check bisect-check ascend-ci-replay clean
+	upstream-check callsite-check bisect-check ascend-ci-replay clean
 
 all: setup
 
@@ -214,6 +214,21 @@ upstream-check: setup
 	    $(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/310P/prefix && \
 	    UPSTREAM_CHECK_BRIDGE=310P $(UPSTREAM_PYTEST) -k reproducer; status=$$?; \
 	fi; $(MAKE) native; exit $$status
+
+# Call sites and the numeric blame on ggml-cann (docs/trace-and-blame.md): a copy of the
+# pinned release's ggml with faults planted (tests/plant_ggml_cann.py: a refused scalar, a
+# wrong one) built as the 910B variant under CALLSITE_OUT (a rerun recompiles nothing),
+# and the blames of its FAILs, and of a precision fault planted in the simulator, checked;
+# ops repro's calls too, through the bridge (on the planted prefix, then back on the wheel).
+CALLSITE_OUT ?= build/callsite-check
+callsite-check: cann-sim-toolkit
+	mkdir -p $(CALLSITE_OUT)
+	$(PY) tests/plant_ggml_cann.py "$$($(PY) -c 'from cannops.native.ggml_sources import llama_cpp; print(llama_cpp())')" \
+	    $(CALLSITE_OUT)/src > $(CALLSITE_OUT)/plants.json
+	$(MAKE) ggml-cann VARIANTS=910B GGML_SRC=$(CALLSITE_OUT)/src GGML_CANN_OUT=$(CALLSITE_OUT)/ggml-cann
+	$(MAKE) native GGML_HOME=$(abspath $(CALLSITE_OUT))/ggml-cann/910B/prefix
+	CALLSITE_CHECK_BUILD=$(abspath $(CALLSITE_OUT)) CALLSITE_CHECK_REPRO=1 \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/test_callsite_ggml.py; status=$$?; $(MAKE) native; exit $$status
 
 # ops bisect with real builds: a ten-commit history made from the pinned release's ggml
 # (one commit plants a wrong SCALE factor into ggml-cann, one does not compile), bisected

@@ -33,6 +33,7 @@ from cannops.backend.cost import COST_SWITCH, summarise
 
 from .results import FAIL, SKIPPED, CaseResult, Run
 from .selection import BadInput, parse_shard
+from . import tbo_replay
 from .perf_measure import Watch
 from .tbo_perf import PerfReader, with_machine
 from .tbo_console import Line, Listing, ListingReader, Reader, death_story, is_death, worst
@@ -263,6 +264,7 @@ class _OpRun:
         self.out: list[CaseResult] = []
         self.extra = sum(p not in self.order for p in self.got)   # unlisted cases known already
         self.fails_read = 0   # FAIL lines the current process printed for the op
+        self.replayer = tbo_replay.Replayer(spec.simulated and spec.mode == "test")   # a FAIL's numeric blame
         self.state = OpProgress(Step.CHUNK if self.got else Step.ALL,
                                 unnamed=any(r.params.startswith("#") and is_death(r) for r in job.known.values()))
 
@@ -285,6 +287,7 @@ class _OpRun:
             return   # an unlisted case the -p regex leaves out
         self.fails_read += line.status == FAIL
         r = _traced(line.result(self.job.device), self.spec)
+        r = self.replayer(r, is_death(r), lambda env: _rerun(self.spec, self.procs, self.job.device, r, env))
         kept = self.got.get(line.params)
         if kept is None:
             self.keep(r)
@@ -410,6 +413,18 @@ def _merge(kept: CaseResult, again: CaseResult) -> None:
     kept.reason = (kept.reason + "\n" if kept.reason else "") + note
 
 
+def _rerun(spec: TboSpec, procs: Processes, device: str, r: CaseResult, env: dict) -> tuple | None:
+    """One case run again alone, `env` added: (its Line or None, the exit status); None
+    where the run was interrupted."""
+    lines: list[Line] = []
+    reader = MODES[spec.mode].reader(lambda line: lines.append(line) if (line.op, line.params) == (r.op, r.params)
+                                     else None)
+    cmd = [spec.binary, MODES[spec.mode].word, "-b", device, "-o", r.op, "-p", exact_params([r.params])] + \
+        _test_file_args(spec.test_file)
+    proc = procs.run(cmd, spec.timeout, reader, None, {**spec.environment(), **env})
+    return None if proc.interrupted else (lines[0] if lines else None, proc.rc)
+
+
 def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str, after: str = "") -> CaseResult:
     """The FAIL of the case a process died in, with the calls since the last case line: its
     own, up to the one that killed it. `#N`: no case to blame (`after` says why)."""
@@ -448,7 +463,9 @@ def _traced(r: CaseResult, spec: TboSpec) -> CaseResult:
     if r.status != FAIL:
         if not spec.trace:
             r.trace = []
-    elif r.trace:
+    from cannops.backend import callsite
+    callsite.resolve(r.trace)   # the kept calls' sites: function, file, line
+    if r.status == FAIL and r.trace:
         from cannops.backend.trace import blame
         i, why = blame(r.trace, None, None)
         if i is not None:

@@ -24,7 +24,7 @@ import numpy as np
 from .binding import ffi, lib
 
 from ..soc import unoffered
-from . import cost, dtypes, trace
+from . import cost, dtypes, faults, trace
 from .descriptors import ScalarDesc, TensorDesc
 from .entries import api_entries, entry, guarded
 from .hygiene import check_overlap
@@ -395,6 +395,8 @@ def execute(plan: Plan, ws: int) -> None:
         results = plan.compute(*arrays)
     if not isinstance(results, tuple):
         results = (results,)
+    if STATE.fault is not None:
+        results = faults.spoiled(STATE.fault, plan.name, results)
     wide = any(t.np_dtype in _WIDE for t in (*plan.inputs, *plan.outputs))
     for t, r in zip(plan.outputs, results):
         out, r = t.array(write=True), np.asarray(r)

@@ -68,6 +68,46 @@ class Verdict:
     run_seconds: float = 0.0
 
 
+WORK_FIELDS = ("calls", "kernels", "bytes", "bytes_read", "bytes_written", "syncs", "allocs", "workspace_bytes")
+BOUND = re.compile(r"(?P<field>[a-z_]+)>(?P<limit>\d{1,18})")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkBound:
+    """A performance criterion: a step is bad where a selected case's counted device work
+    (the simulator's `cost`, docs/device-work.md) has FIELD above LIMIT."""
+    field: str
+    limit: int
+
+    @staticmethod
+    def parse(text: str) -> "WorkBound":
+        m = BOUND.fullmatch(text)
+        if not m or m["field"] not in WORK_FIELDS:
+            raise BadInput(f"--work-bound {text[:80]!r}: FIELD>N with FIELD one of {', '.join(WORK_FIELDS)}")
+        return WorkBound(m["field"], int(m["limit"]))
+
+    def of(self, cost: dict) -> int:
+        if self.field == "bytes":
+            return int(cost.get("bytes_read", 0)) + int(cost.get("bytes_written", 0))
+        return int(cost.get(self.field, 0))
+
+
+def judged_work(selection: Selection, costs: dict[str, dict | None], bound: WorkBound, built: float,
+                ran: float) -> Verdict:
+    """A step's verdict by counted work: a selected case over the bound -> bad; every one
+    within it -> good; a named case without a count (missing, refused) -> skip."""
+    mine = {n: costs.get(n) for n in selection.cases} if selection.cases else \
+        {n: c for n, c in costs.items() if n.startswith(f"{selection.op}(")}
+    over = [(n, bound.of(c)) for n, c in mine.items() if c is not None and bound.of(c) > bound.limit]
+    if over:
+        return Verdict(BAD, f"{over[0][0]}: {bound.field} {over[0][1]:,} > {bound.limit:,}", built, ran)
+    missing = [n for n, c in mine.items() if c is None]
+    if not mine or missing:
+        return Verdict(SKIP, f"{missing[0]}: no count" if missing else "no case counted", built, ran)
+    top = max(bound.of(c) for c in mine.values() if c is not None)
+    return Verdict(GOOD, f"{len(mine)} within {bound.field} <= {bound.limit:,} (at most {top:,})", built, ran)
+
+
 # --- the user's checkout, read only ---------------------------------------------------
 
 def _git(repo: pathlib.Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -283,6 +323,7 @@ class Builder:
     selection: Selection
     device: str
     timeout: float
+    bound: WorkBound | None = None
 
     def __call__(self, commit: str) -> Verdict:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -296,8 +337,12 @@ class Builder:
         built = time.monotonic() - t0
         if rc != 0:
             return Verdict(SKIP, f"does not build: {log}", built)
-        from .engine import Reader
         binary = self.out / self.variant / "bin" / "test-backend-ops"
+        if self.bound is not None:
+            t1 = time.monotonic()
+            costs = self._counted(binary, commit)
+            return judged_work(self.selection, costs, self.bound, built, time.monotonic() - t1)
+        from .engine import Reader
         t1, statuses, died = time.monotonic(), {}, []
         for op, rx in self.selection.runs():
             text, rc = self._run(binary, op, rx, commit)
@@ -316,6 +361,26 @@ class Builder:
             text, rc = (e.stdout or b"").decode(errors="replace"), -9
         (self.logs / f"{commit[:12]}.{op}.log").write_text(f"$ {' '.join(cmd)}\n{text}")
         return text, rc
+
+
+    def _counted(self, binary: pathlib.Path, commit: str) -> dict[str, dict | None]:
+        """name -> counted device work of each case, from `ops tbo --cost` over the build."""
+        out: dict[str, dict | None] = {}
+        for op, rx in self.selection.runs():
+            results = self.logs / f"{commit[:12]}.{op}.json"
+            results.unlink(missing_ok=True)
+            cmd = [sys.executable, "-m", "cannops.cli.main", "tbo", str(binary), "--cost", "-o", op,
+                   "-b", self.device, "--allow-not-run", "--timeout", str(self.timeout), "--results", str(results),
+                   *(["-p", f"{op}={rx}"] if rx else [])]
+            with (self.logs / f"{commit[:12]}.{op}.log").open("w") as f:
+                subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                data = json.loads(results.read_text())
+            except (OSError, ValueError):
+                continue
+            for r in data.get("results", []):
+                out[f"{r['op']}({r['params']})"] = r.get("cost") if r.get("status") == "OK" else None
+        return out
 
 
 def _statuses(reader_type, text: str) -> dict[str, str]:
@@ -376,6 +441,9 @@ def work_folder(root: pathlib.Path, src: pathlib.Path, variant: str) -> pathlib.
 @click.option("-b", "device", default="CANN0", show_default=True, help="The device test-backend-ops runs the cases on.")
 @click.option("--timeout", type=float, default=600.0, show_default=True,
               help="Seconds one test-backend-ops run may take (then the step is bad: it hung).")
+@click.option("--work-bound", "work_bound", metavar="FIELD>N",
+              help="Judge by counted device work instead of OK/FAIL: a step is bad where a case's FIELD ("
+                   + ", ".join(WORK_FIELDS) + ") is above N (a performance regression), e.g. calls>3.")
 @click.option("--path", "paths", metavar="PATH", multiple=True,
               help="Only commits that touch PATH are steps (repeatable), e.g. src/ggml-cann or ggml/src/ggml-cann.")
 @click.option("--work", "work_root", metavar="DIR", default=None,
@@ -387,6 +455,7 @@ def bisect_command(src, old, new, cases, **options):
     op, fixed, variant, paths = options["op"], options["fixed"], options["variant"], options["paths"]
     device, timeout = options["device"], options["timeout"]
     selection = _selection(cases, op, options["pattern"])
+    bound = WorkBound.parse(options["work_bound"]) if options["work_bound"] else None
     from cannops.native import cann_sim_toolkit, ggml_cann_build
     if variant not in ggml_cann_build.VARIANTS or variant == "cpu":
         raise BadInput(f"--variant {variant!r}: one of {', '.join(v for v in ggml_cann_build.VARIANTS if v != 'cpu')}")
@@ -398,14 +467,15 @@ def bisect_command(src, old, new, cases, **options):
     for p in paths:
         if not p or p.startswith("-") or "\n" in p:
             raise BadInput(f"--path {p!r} is not a path inside the checkout")
-    key = {"src": str(path), "variant": variant, "device": device, "cases": selection.describe()}
+    key = {"src": str(path), "variant": variant, "device": device, "cases": selection.describe(),
+           **({"work_bound": f"{bound.field}>{bound.limit}"} if bound else {})}
     root = pathlib.Path(options["work_root"]) if options["work_root"] else ggml_cann_build.BUILD / "bisect"
     work = work_folder(root, path, variant)
     bis = Bisection(path, work, old_id, new_id, fixed, key, tuple(paths))
     known = bis.prepare()
     if known:
         click.echo(f"bisect: {len(known)} commits judged already in {work}")
-    judge = Builder(bis.clone, work / "out", work / "logs", variant, selection, device, timeout)
+    judge = Builder(bis.clone, work / "out", work / "logs", variant, selection, device, timeout, bound)
     click.echo(f"bisect: {path} {old_id[:12]}..{new_id[:12]} on {variant}, {', '.join(selection.describe())}")
     try:
         first, left = bisect(bis, known, judge, click.echo)

@@ -222,3 +222,19 @@ def test_bad_input_through_the_command_exits_2(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "error" in r.stderr
+
+
+def test_work_bound_verdicts():
+    cost = lambda calls, r=0, w=0: {"calls": calls, "bytes_read": r, "bytes_written": w}   # noqa: E731
+    sel = B.Selection(op="SCALE")
+    bound = B.WorkBound.parse("calls>1")
+    assert B.judged_work(sel, {"SCALE(a)": cost(1), "SCALE(b)": cost(1)}, bound, 1, 1).verdict == B.GOOD
+    v = B.judged_work(sel, {"SCALE(a)": cost(1), "SCALE(b)": cost(2)}, bound, 1, 1)
+    assert v.verdict == B.BAD and "SCALE(b): calls 2 > 1" in v.why
+    assert B.judged_work(sel, {}, bound, 1, 1).verdict == B.SKIP
+    named = B.Selection(cases=("SCALE(a)", "SCALE(b)"))
+    assert B.judged_work(named, {"SCALE(a)": cost(1)}, bound, 1, 1).verdict == B.SKIP
+    assert B.WorkBound.parse("bytes>10").of(cost(1, 6, 5)) == 11
+    for bad in ("calls", "calls>-1", "flops>3", "calls>1e3", "calls>" + "9" * 30):
+        with pytest.raises(BadInput):
+            B.WorkBound.parse(bad)

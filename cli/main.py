@@ -469,6 +469,8 @@ def repro(args, device, after, seed, tensor_names):
     outputs, the call trace, a README in the form of an upstream issue, and a C program with its
     Makefile (`make run`: exit 0 when the stored device outputs reproduce). Several cases run in
     order, the last compared."""
+    from cannops.cases.untrusted import quoted
+
     from .engine import ReproSpec, write_repro
     if len(args) < 2:
         raise BadInput("ops repro: give CASE... and OUTDIR")
@@ -477,11 +479,11 @@ def repro(args, device, after, seed, tensor_names):
     for item in tensor_names:
         leaf, _, name = item.partition("=")
         if not leaf or not name or len(name.encode(errors="surrogateescape")) > 63:
-            raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {item!r}")
+            raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {quoted(item, 80)}")
         try:
             item.encode()
         except UnicodeEncodeError:   # argv's bytes that are not UTF-8, decoded as surrogates
-            raise BadInput(f"--name {item!r}: not UTF-8 text (a ggml name here is text)") from None
+            raise BadInput(f"--name {quoted(item, 80)}: not UTF-8 text (a ggml name here is text)") from None
         renames.append((leaf, name))
     spec = ReproSpec(names=(*after, *args[:-1]), device=device, outdir=args[-1], seed=seed,
                      argv=tuple(sys.argv[1:]), tensor_names=tuple(renames))

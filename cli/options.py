@@ -346,8 +346,8 @@ def check_writable(path):
             pass
     except OSError as e:
         raise BadInput(f"cannot write {path}: {e.strerror}") from None
-    if not existed:
-        os.remove(path)
+    if not existed:   # (a dangling link's new target, not the link: the user's)
+        os.remove(os.path.realpath(path))
 
 
 def check_distinct_outputs(outputs: dict, log_dir=None) -> None:

@@ -177,3 +177,15 @@ def test_a_resume_file_that_is_not_regular_is_refused_without_waiting(tmp_path, 
     r = _ops(*command, "--resume", str(path), timeout=60)
     expected = "is a FIFO, not a regular file" if kind == "fifo" else "is a device, not a regular file"
     _one_line(r, expected)
+
+
+def test_a_dangling_symlink_given_as_an_output_stays_and_nothing_is_made_through_it(tmp_path):
+    """The early write check opened `x` (a link to nowhere) for appending, which made its
+    target, then removed `x`: the user's link gone, a file left where it pointed (found by
+    bench/probe43.py)."""
+    link, target = tmp_path / "x", tmp_path / "elsewhere" / "t.json"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    r = _ops("test", "-b", "NUMPY", "-o", "ABS", "--resume", str(link))
+    _one_line(r, "no such results file")
+    assert link.is_symlink() and os.readlink(link) == str(target) and not target.exists()

@@ -128,7 +128,8 @@ def run_probe(p: Probe, d: Path) -> tuple[str, str]:
                 cls, note = "WRONG-EXIT", f"{' '.join(cmd)}: rc={r.returncode} {(r.stdout + r.stderr)[-300:]!r}"
                 break
     changed = [k for k, v in before.items() if _snapshot(d, set(ours)).get(k) != v]
-    canary = [str(c.relative_to(d)) for c in d.rglob(CANARY)] + (["/tmp/K"] if Path("/tmp/K").exists() else [])
+    canary = [str(c.relative_to(d)) for c in d.rglob(CANARY)] + [str(n) for n in d.rglob("nowhere")]
+    canary += ["/tmp/K"] if Path("/tmp/K").exists() else []
     if changed or canary:
         cls, note = "FOREIGN", f"changed {changed[:4]} canary {canary} ({note})"
     return cls, note
@@ -546,7 +547,7 @@ def model_probes():
     for what, mk in {"a FIFO": lambda p: os.mkfifo(p), "a directory": lambda p: p.mkdir(),
                      "/dev/zero": lambda p: p.symlink_to("/dev/zero"),
                      "/dev/urandom": lambda p: p.symlink_to("/dev/urandom"),
-                     "a dangling symlink": lambda p: p.symlink_to("/nonexistent")}.items():
+                     "a dangling symlink": lambda p: p.symlink_to(p.parent / "nowhere")}.items():
         for cmd in (["cases", "--from-gguf"], ["support", "-b", "NUMPY", "--from-gguf"],
                     ["test", "-b", "NUMPY", "--cases"], ["perf", "-b", "NUMPY", "--cases"],
                     ["test", "-b", "NUMPY", "-o", "ABS", "--resume"], ["test", "-b", "NUMPY", "-o", "ABS", "--baseline"]):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, plural
-from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_seed, check_distinct_outputs, check_report_options,
+from .options import (DEFAULT_TIMEOUT, at_least_one, repeat_count, check_common, check_seed, check_distinct_outputs, check_report_options,
                       check_seconds, check_writable, catalog_option, checked_selection, common_options,
                       graph_file_cases, open_journal, ops_text, output_option, parts_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
@@ -197,7 +197,7 @@ cli.add_command(fuzz)
               help="Record every case's ACL / aclnn calls on CANN-SIM into the results (a FAIL "
                    "records them anyway, replays them in float64 and names the call to blame; "
                    "docs/trace-and-blame.md).")
-@click.option("--repeat", type=int, default=1, metavar="N", callback=at_least_one,
+@click.option("--repeat", type=int, default=1, metavar="N", callback=repeat_count,
               help="Run each case N times on the device, on the same inputs: a FAIL unless the "
                    "outputs are bit-identical (docs/hygiene.md).")
 @click.option("--poison", is_flag=True,

@@ -425,38 +425,13 @@ def _gguf(keys=None, drop=(), arch="llama", typed=(), **tensors):
     """A setup writing d/m.gguf: the hostile-models test's one-layer llama, keys edited,
     `typed` (name, GGUFValueType, value) written as they are."""
     def setup(d):
-        import gguf
         from test_hostile_models import KEYS, _tensors
-        from _gguf_models import _zeros
-        k = {**KEYS, **(keys or {})}
-        w = gguf.GGUFWriter(str(d / "m.gguf"), arch)
-        w.add_tokenizer_model("none")
-        for name, v in k.items():
-            if v is None:
-                continue
-            full = f"{arch}.{name}"
-            if isinstance(v, bool):
-                w.add_bool(full, v)
-            elif isinstance(v, int):
-                w.add_uint32(full, v)
-            elif isinstance(v, float):
-                w.add_float32(full, v)
-            elif isinstance(v, list):
-                w.add_array(full, v)
-            else:
-                w.add_string(full, v)
-        for name, vtype, v in typed:
-            w.add_key_value(name.replace("ARCH", arch), v, vtype)
+        from _gguf_models import write_model
+        k = {n: v for n, v in {**KEYS, **(keys or {})}.items() if v is not None}
         t = {**_tensors(), **{n.replace("__", "."): v for n, v in tensors.items()}}
         for name in drop:
             t.pop(name, None)
-        for name, (ne, ty) in t.items():
-            data, qt = _zeros(ne, ty)
-            w.add_tensor(name, data, raw_dtype=qt)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        write_model(d / "m.gguf", arch, k, t, [(n.replace("ARCH", arch), vt, v) for n, vt, v in typed])
     return setup
 
 

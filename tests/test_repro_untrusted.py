@@ -96,9 +96,9 @@ def test_a_hostile_name_and_values_on_cann_sim_run_nothing(tmp_path, toolkit):
 
 @pytest.fixture(scope="module")
 def toolkit(tmp_path_factory):
-    from cannops.native import cann_sim_toolkit
+    from cannops.backend.cann.sim import toolkit as sim_toolkit   # (native's build wants its entry point)
     prefix = tmp_path_factory.mktemp("toolkit")
-    cann_sim_toolkit.build(prefix)
+    sim_toolkit.build(prefix)
     return {"ASCEND_TOOLKIT_HOME": str(prefix)}
 
 

@@ -13,7 +13,7 @@ NATIVE_STAMP := native/.built
 
 .PHONY: all setup native run test bench check-install ggml-cpu ggml-cpu-export ggml-cpu-check tbo-names parity-0.25.3 \
 	check-cann-headers cann-sim-toolkit ggml-cann ggml-cann-check ggml-cann-release-check \
-	upstream-check bisect-check ascend-ci-replay clean
+	upstream-check callsite-check bisect-check ascend-ci-replay clean
 
 all: setup
 
@@ -170,10 +170,17 @@ SAMPLE_OPS_P := ^(?!.*type_src=f16)(?!.*type=q8_0.*vs0=1)(?!.*kv=16384)
 # case to case in an order of their own, and the cache overruns (or goes stale) when the
 # rope dims or YaRN change at the same positions (docs/ggml-cann-on-cann-sim.md)
 SAMPLE_ROPE_P := ne_a=\[128,32,2,1\].*ef=0\.0
+# Then the device work count's planted-call check (tests/test_cost_planted.py: a copy of the
+# tree with one aclnn call more, built as a 910B variant of its own, a few minutes).
 # The 310P variant: ggml-cann has no FLASH_ATTN_EXT there (by design), and it lets bf16
 # ADD through although the 310P has no bf16 (an abort per case: a ggml-cann finding).
 SAMPLE_OPS_310P := ADD,MUL_MAT,SOFT_MAX,ROPE,GET_ROWS,SET_ROWS,CPY,RMS_NORM
 SAMPLE_TBO_310P := -p 'ADD=^(?!type=bf16)'
+# ACL graph mode against eager, counted: ops perf on GGML-CANN0 times one graph many times
+# over, which the 910B-graph variant captures once and replays (tests/test_cost_graph.py)
+GRAPH_COST := build/cost-graph
+GRAPH_PERF = mkdir -p $(GRAPH_COST) && $(OPS) perf -b GGML-CANN0 -o ADD,SOFT_MAX,MUL_MAT --min-time 0.2 \
+	-p 'ne=\[4096,1,1,1\],nr=\[1,1,1,1\]|ne=\[1024,1024,10,1\]|type_a=f16,type_b=f32,m=4096,n=1,k=14336'
 ggml-cann-check: ggml-cann
 	for v in $(filter-out 310P,$(VARIANTS)); do $(OPS) tbo $(GGML_CANN_OUT)/$$v/bin/test-backend-ops \
 	    -o $(SAMPLE_OPS),ROPE $(SAMPLE_TBO) --require-clean || exit 1; done
@@ -181,10 +188,15 @@ ggml-cann-check: ggml-cann
 	    -o $(SAMPLE_OPS_310P) $(SAMPLE_TBO) $(SAMPLE_TBO_310P) --require-clean)
 	OPS_REQUIRE_GGML_SOURCES=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_cann_evidence.py \
 	    -k test_ggml_cann_facts_match_its_0_25_3_sources
+	OPS_COST_PLANTED=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_cost_planted.py
 	$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B/prefix
 	. $(GGML_CANN_OUT)/910B/env.sh && \
 	    $(OPS) test -b GGML-CANN0 -o $(SAMPLE_OPS) -p '$(SAMPLE_OPS_P)' -j 2 --timeout 600 && \
-	    $(OPS) test -b GGML-CANN0 -o ROPE -p '$(SAMPLE_ROPE_P)' -j 2 --timeout 600; \
+	    $(OPS) test -b GGML-CANN0 -o ROPE -p '$(SAMPLE_ROPE_P)' -j 2 --timeout 600 && \
+	    $(GRAPH_PERF) --results $(GRAPH_COST)/910B.json && \
+	    $(if $(filter 910B-graph,$(VARIANTS)),$(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/910B-graph/prefix && \
+	    . $(GGML_CANN_OUT)/910B-graph/env.sh && $(GRAPH_PERF) --results $(GRAPH_COST)/910B-graph.json && \
+	    OPS_COST_GRAPH=$(GRAPH_COST) $(PY) -m pytest -q -p no:cacheprovider tests/test_cost_graph.py,true); \
 	    status=$$?; $(MAKE) native; exit $$status
 
 # The ggml-cann findings filed-ready (docs/upstream/): each report's smallest case run by
@@ -202,6 +214,21 @@ upstream-check: setup
 	    $(MAKE) native GGML_HOME=$(abspath $(GGML_CANN_OUT))/310P/prefix && \
 	    UPSTREAM_CHECK_BRIDGE=310P $(UPSTREAM_PYTEST) -k reproducer; status=$$?; \
 	fi; $(MAKE) native; exit $$status
+
+# Call sites and the numeric blame on ggml-cann (docs/trace-and-blame.md): a copy of the
+# pinned release's ggml with faults planted (tests/plant_ggml_cann.py: a refused scalar, a
+# wrong one) built as the 910B variant under CALLSITE_OUT (a rerun recompiles nothing),
+# and the blames of its FAILs, and of a precision fault planted in the simulator, checked;
+# ops repro's calls too, through the bridge (on the planted prefix, then back on the wheel).
+CALLSITE_OUT ?= build/callsite-check
+callsite-check: cann-sim-toolkit
+	mkdir -p $(CALLSITE_OUT)
+	$(PY) tests/plant_ggml_cann.py "$$($(PY) -c 'from cannops.native.ggml_sources import llama_cpp; print(llama_cpp())')" \
+	    $(CALLSITE_OUT)/src > $(CALLSITE_OUT)/plants.json
+	$(MAKE) ggml-cann VARIANTS=910B GGML_SRC=$(CALLSITE_OUT)/src GGML_CANN_OUT=$(CALLSITE_OUT)/ggml-cann
+	$(MAKE) native GGML_HOME=$(abspath $(CALLSITE_OUT))/ggml-cann/910B/prefix
+	CALLSITE_CHECK_BUILD=$(abspath $(CALLSITE_OUT)) CALLSITE_CHECK_REPRO=1 \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/test_callsite_ggml.py; status=$$?; $(MAKE) native; exit $$status
 
 # ops bisect with real builds: a ten-commit history made from the pinned release's ggml
 # (one commit plants a wrong SCALE factor into ggml-cann, one does not compile), bisected

@@ -44,6 +44,8 @@ class RunResult:
     # calls and the stream's synchronisation), without building, uploading and reading back;
     # None: the device does not time it apart (the whole `run` is then its time)
     compute_seconds: float | None = None
+    # the device work the run asked for, counted (backend/cost.py; the simulator), None: not counted
+    cost: dict | None = None
 
 
 @dataclass
@@ -92,7 +94,8 @@ def numeric_gradient(x0: np.ndarray, set_element: Callable[[int, float], None],
 
 
 # perf: what a simulated device's `time` measures (its results and output say so)
-SIMULATOR_CLOCK = "the simulator's cost on this host's CPU, not the NPU's (simulated device events)"
+SIMULATOR_COST = "the simulator's cost on this host's CPU, not the NPU's"   # how every such clock begins
+SIMULATOR_CLOCK = SIMULATOR_COST + " (simulated device events)"
 
 
 class Device:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from . import callsite
+
 # The blame names a call whose own error both exceeds the case's tolerance and is at
 # least this share of the case's error: an error that small cannot have made the FAIL,
 # however many calls it passed through (a softmax amplifies its logits' error by their
@@ -51,8 +53,9 @@ def arg_text(v) -> str:
     return str(v)
 
 
-def call_text(c: dict) -> str:
-    """One call on one line: aclnnMuls(self=FLOAT[2,3], other=0.5, out=FLOAT[2,3]) ws 0."""
+def call_text(c: dict, site: bool = True) -> str:
+    """One call on one line: aclnnMuls(self=FLOAT[2,3], other=0.5, out=FLOAT[2,3]) ws 0, then
+    where the client made it (`site`, where known)."""
     if "note" in c:
         return f"{c['call']} {c['note']}"
     args = c.get("args") or {}
@@ -69,7 +72,8 @@ def call_text(c: dict) -> str:
         text += f" warning: {'; '.join(c['warnings'])}"
     if c.get("own_nmse") is not None:
         text += f" own NMSE {c['own_nmse']:.3g}"
-    return text
+    where = callsite.text(c) if site else ""
+    return f"{text} {where}" if where else text
 
 
 def compact(calls: list[dict], blamed: int | None = None, limit: int = 40) -> list[str]:
@@ -102,9 +106,13 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
     def where(i: int) -> str:
         k = ops.index(i) + 1 if i in ops else None
         return f"call {k} of {n}" if k else f"call #{i + 1}"
+
+    def named(i: int, what: str) -> str:   # the call, what it did, where the client made it
+        site = callsite.text(calls[i])
+        return f"{calls[i]['call']} ({what})" + (f" {site}" if site else "")
     for i, c in enumerate(calls):
         if c.get("rc"):   # its message is the FAIL's reason already, and on its trace line
-            return i, f"{c['call']} ({where(i)}) returned {c['rc']}"
+            return i, f"{named(i, where(i))} returned {c['rc']}"
     judged = [i for i in ops if calls[i].get("own_nmse") is not None]
     if not judged:
         return None, ""
@@ -120,15 +128,27 @@ def blame(calls: list[dict], threshold: float | None, error: float | None) -> tu
             floor = calls[i].get("floor_nmse")
             if floor and own <= 2 * floor:
                 why += f": its output type's rounding, {floor:.3g}"
-            return i, f"{calls[i]['call']} ({where(i)}{before}) out of tolerance ({why})"
+            return i, f"{named(i, where(i) + before)} out of tolerance ({why})"
     worst = max(judged, key=lambda i: calls[i]["own_nmse"])
-    return None, (f"no aclnn call out of tolerance on its own inputs (largest own NMSE "
-                  f"{calls[worst]['own_nmse']:.3g}, {calls[worst]['call']}, {where(worst)}): the "
-                  f"fault is in what the calls are given (a view, a scalar, their order) or "
-                  f"builds up over them")
+    return None, (f"every call computed what it was asked (no aclnn call out of tolerance on its own "
+                  f"inputs; largest own NMSE {calls[worst]['own_nmse']:.3g}, {named(worst, where(worst))}): "
+                  f"the fault is in the calls' arguments or their order")
 
 
 # --- records framed in a toolkit client's stdout (CANN_SIM_TRACE=1) ----------------------
+
+OWN_KEYS = ("own_nmse", "floor_nmse", "exact_error")
+
+
+def replayed(calls: list[dict], rec: dict) -> None:
+    """A `replay` record (CANN_SIM_BLAME=1: a call's own error, framed once it ran): onto
+    the call among `calls` that carries its index `i`."""
+    k = rec.get("replay")
+    for c in reversed(calls):
+        if isinstance(k, int) and c.get("i") == k:
+            c.update({key: rec[key] for key in OWN_KEYS if isinstance(rec.get(key), (int, float, str))})
+            return
+
 
 # A frame: this, one JSON object (ASCII: json escapes every control byte), a newline. The
 # record separator byte never appears in what test-backend-ops prints, and a frame may
@@ -274,6 +294,12 @@ def record_problem(rec) -> str | None:
     for key in ("own_nmse", "floor_nmse"):
         if rec.get(key) is not None and not _is_number(rec[key]):
             return f"a call record whose {key} is not a number"
+    if "at" in rec:   # ops resolves a site (callsite.py): a frame never brings one
+        return "a call record with a resolved site (at)"
+    site = rec.get("site")
+    if site is not None and not (isinstance(site, list) and all(
+            isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f) for f in site)):
+        return "a call record whose site is not a list of [object, offset] strings"
     return _args_problem(rec.get("args"))
 
 

@@ -32,6 +32,7 @@ machine wall figures mean little, CPU figures hold up better). Printed:
   whole catalog extrapolated (CPU x shards / 2 cores: the wall time on an idle machine);
 * with --whole: the whole catalog on GGML-CPU (--jobs) and the -j 1 / -j 2 scaling on big
   cases (--scaling-ops, --scaling-params);
+* bench/cost.py: what counting each case's device work costs on CANN-SIM (issue 42);
 * with build/ggml-cann/910B (make ggml-cann): bench/ggml_cann.py, the simulated toolkit's
   per-call overhead and test-backend-ops on the simulated CANN0 next to ops -b CANN-SIM.
 The selections are taken from the catalog in use: for the same cases and the same ggml on
@@ -203,6 +204,9 @@ def main() -> int:
         sim_catalog(args.sim_shard)
     if args.whole:
         whole_catalog(args)
+    print()
+    import cost   # what counting the device work costs on CANN-SIM (issue 42)
+    cost.main([])
     print()
     import ggml_cann   # ggml-cann on the simulator, when make ggml-cann built it
     sys.argv = sys.argv[:1]

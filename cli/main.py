@@ -197,6 +197,10 @@ cli.add_command(fuzz)
               help="Record every case's ACL / aclnn calls on CANN-SIM into the results (a FAIL "
                    "records them anyway, replays them in float64 and names the call to blame; "
                    "docs/trace-and-blame.md).")
+@click.option("--cost", is_flag=True,
+              help="Print each case's device work as CANN-SIM counts it (aclnn calls, kernels, bytes, "
+                   "FLOPs by unit, copies, syncs; per case and per op) and keep its per-call records "
+                   "in the results (the counts are there anyway; docs/device-work.md).")
 @click.option("--repeat", type=int, default=1, metavar="N", callback=repeat_count,
               help="Run each case N times on the device, on the same inputs: a FAIL unless the "
                    "outputs are bit-identical (docs/hygiene.md).")
@@ -237,6 +241,9 @@ def _run_and_report(mode, log_dir, summary_file, baseline, timings=False, **kw):
         for d in run.devices:
             for ln in timing_lines(d.name, run.by_device(d.name)):
                 click.echo(ln, err=kw["output"] != "console")
+    if kw.get("cost"):
+        from .cost_report import echo_cost_tables
+        echo_cost_tables(run, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, log_dir, summary_file, base)
     sys.exit(_Stdout.status(run.exit_status))
@@ -563,6 +570,27 @@ cli.add_command(bisect_command)
 
 
 @cli.command()
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
+@click.option("-b", "devices", metavar="DEVICE[,DEVICE]",
+              help="The device of each run to compare (one name for both, or OLD's,NEW's); default: "
+                   "each run's first.")
+@click.option("--all", "every", is_flag=True, help="List every case, not only those that changed.")
+@click.option("--markdown", is_flag=True, help="Print markdown tables (a CI's step summary).")
+@click.option("--output", type=click.Choice(["console", "csv"]), default="console", show_default=True,
+              help="console, or csv on stdout: each op and case with both runs' figures.")
+def diff(old, new, devices, every, markdown, output):
+    """What a change did: two results files (ops test / perf / tbo) compared per op and per
+    case: status, aclnn calls, kernels, bytes, syncs (counted on the simulator), est. µs, and
+    us/run, GB/s, GFLOPS where both measured (docs/device-work.md)."""
+    from .diff import run_diff
+    lines = run_diff(old, new, devices, every, markdown, output, sys.stdout)
+    if lines:
+        _Stdout.write(click.echo, "\n".join(lines))
+    sys.exit(_Stdout.status(0))
+
+
+@cli.command()
 @tbo_options
 @click.option("--summary-file", metavar="FILE", help="Write the markdown status report to FILE.")
 @click.option("--baseline", metavar="FILE",
@@ -576,6 +604,9 @@ def tbo(summary_file, baseline, **kw):
                            kw["log_dir"])
     base = check_report_options(None, summary_file, baseline)
     run, status = run_binary(TboOptions(**kw))
+    if kw.get("cost"):
+        from .cost_report import echo_cost_tables
+        echo_cost_tables(run, err=kw["output"] != "console")
     emit(run, kw["output"])
     write_reports(run, None, summary_file, base)
     sys.exit(_Stdout.status(status))

@@ -8,7 +8,7 @@ import sys
 
 from typing import TYPE_CHECKING
 
-from cannops.backend.base import SIMULATOR_CLOCK
+from cannops.backend.base import SIMULATOR_COST
 
 from . import plural
 from .engine import DEVIATION, FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo, Run
@@ -157,8 +157,11 @@ class ConsolePrinter:
             self.line(f"  Timing: {r.clock or 'host wall clock'}; us/run is the median over batches, "
                       "± their relative MAD")
         spread = f"±{r.spread:5.1%}" if r.spread is not None else "±  ?  "
-        unit = "us/run (simulator's cost)" if r.clock == SIMULATOR_CLOCK else "us/run"
+        unit = "us/run (simulator's cost)" if r.clock.startswith(SIMULATOR_COST) else "us/run"
         figures = f"{' ' * (last - n)}    {r.n_runs:8d} runs - {r.time_us:8.2f} {unit} {spread} - "
+        if r.cost:   # the simulator: what a device would be asked to do first, its host cost after
+            from .cost_report import work_text
+            head, figures = head + f" {work_text(r.cost)};", f" host{figures}"
         doubt = (f"  [{r.doubts}]", "bold yellow") if r.doubts else ""
         if r.flops > 0:
             per_run = r.flops * r.time_us / 1e6

@@ -82,6 +82,14 @@ TBO_OPTIONS = [
     click.option("--trace", is_flag=True,
                  help="On the simulated toolkit: every case's ACL / aclnn calls in the results (a FAIL's "
                       "are kept anyway; docs/trace-and-blame.md)."),
+    click.option("--mode", type=click.Choice(["test", "perf"]), default="test", show_default=True,
+                 help="test-backend-ops' mode: test (each case against the CPU), or perf (each case timed: "
+                      "runs, us/run, GB/s or FLOPS; on the simulated toolkit with its work counted and the host's "
+                      "figure marked as the simulator's; docs/device-work.md)."),
+    click.option("--cost", is_flag=True,
+                 help="On the simulated toolkit: each case's device work counted (aclnn calls, kernels, "
+                      "bytes, FLOPs by unit, copies, syncs, graph captures and replays) into the results, "
+                      "and printed per case and per op (docs/device-work.md)."),
     click.option("--poison", is_flag=True,
                  help="On the simulated toolkit: fresh device memory is 0xFF bytes, a NaN in every float "
                       "type, so an element never written fails (CANN_SIM_POISON; docs/hygiene.md)."),
@@ -160,6 +168,8 @@ class TboOptions:
     poison: bool = False
     check_inputs: bool = False
     allow_not_run: bool = False
+    cost: bool = False
+    mode: str = "test"
 
 
 def run_binary(o: TboOptions):
@@ -191,7 +201,7 @@ def _run_binary(o: TboOptions):
     devices = device_names(o.backends)
     listing = list_cases(binary, devices[0] if devices else None, timeout=o.timeout, test_file=test_file,
                          env=simulator_environment(o.poison, o.check_inputs))
-    _check_simulated(binary, listing, trace=o.trace, poison=o.poison, check_inputs=o.check_inputs)
+    _check_simulated(binary, listing, trace=o.trace, poison=o.poison, check_inputs=o.check_inputs, cost=o.cost)
     devices = _devices(binary, devices, listing)
     run_ops = _run_ops(binary, wanted_ops, test_file, listing, o.cases_file)
     source = binary_source(binary, o.ggml_version, o.source_name)
@@ -202,7 +212,9 @@ def _run_binary(o: TboOptions):
     simulator = listing.simulator or {}
     spec = TboSpec(binary=binary, devices=tuple(devices), ops=tuple(run_ops), params=regexes, timeout=o.timeout,
                    jobs=o.jobs, max_aborts=o.max_aborts, shard=o.shard, test_file=test_file, cases=names,
-                   simulated=listing.simulator is not None, trace=o.trace,
+                   simulated=listing.simulator is not None, trace=o.trace, mode=o.mode,
+                   # perf on the simulated toolkit: the work counted is its figure
+                   cost=o.cost or (o.mode == "perf" and listing.simulator is not None),
                    # a switch already on in the environment counts as asked (the simulator said so)
                    poison=o.poison or bool(simulator.get("poison")),
                    check_inputs=o.check_inputs or bool(simulator.get("check_inputs")))
@@ -289,7 +301,7 @@ def _run_ops(binary: str, wanted_ops: list[str], test_file: str | None, listing,
 
 
 def _check_simulated(binary, listing, **flags):
-    """--trace, --poison, --check-inputs are the simulated toolkit's: refused for a binary
+    """--trace, --poison, --check-inputs, --cost are the simulated toolkit's: refused for a binary
     whose support mode showed no simulator (a real CANN, or a toolkit not found)."""
     asked = [f"--{k.replace('_', '-')}" for k, on in flags.items() if on]
     if asked and listing.simulator is None:
@@ -317,7 +329,7 @@ def _run(spec, listing, o: TboOptions, source: dict, named: bool):
                 journal.device(info)
             for r in known.values():
                 journal.result(r)
-        printer = ConsolePrinter("test") if o.output == "console" else QuietPrinter("test")
+        printer = ConsolePrinter(spec.mode) if o.output == "console" else QuietPrinter(spec.mode)
         sink = _Sink(printer, journal, devices, run, stream=spec.jobs == 1)
         printer.start(len(devices))
         _run_keeping_results(spec, listing, run, known, sink, o.log_dir, results_path)
@@ -358,7 +370,7 @@ def _new_run(spec, listing, source: dict, named: bool):
     from cannops.cases.versions import for_ggml
 
     from .engine import Run, __version__, hygiene_modes
-    return Run(mode="test", ops_filter=",".join(spec.ops) if named else None,
+    return Run(mode=spec.mode, ops_filter=",".join(spec.ops) if named else None,
                params_filter="; ".join(f"{o}={rx}" if o else rx for o, rx in spec.params) or None,
                shard=spec.shard, version=__version__, catalog=for_ggml(source.get("ggml_version")), source=source,
                hygiene=hygiene_modes(listing.simulator))

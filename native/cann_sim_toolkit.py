@@ -75,7 +75,7 @@ def write_headers(include: pathlib.Path) -> list[str]:
     eps = build_aclnn.def_entries()
     headers = build_aclnn.declared_headers()
     (include / "acl").mkdir(parents=True, exist_ok=True)
-    (include / "acl" / "acl_base.h").write_text(types_header())
+    _write(include / "acl" / "acl_base.h", types_header())
     for h in headers:
         folder = h.split("/")[0]
         # acl/acl.h stands for the whole runtime, as in CANN; every aclnn header brings
@@ -88,9 +88,15 @@ def write_headers(include: pathlib.Path) -> list[str]:
             includes = []
         path = include / h
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_header(h, ["acl/acl_base.h"] + includes,
-                                [e.declaration() for e in eps if e.header == h]))
+        _write(path, _header(h, ["acl/acl_base.h"] + includes, [e.declaration() for e in eps if e.header == h]))
     return headers
+
+
+def _write(path: pathlib.Path, text: str) -> None:
+    """A header written only where it changed: a client built against it (ggml-cann,
+    through ninja) is not recompiled when the toolkit is rebuilt with the same headers."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 # ---------------------------------------------------------------- libraries ----
@@ -119,6 +125,58 @@ static void __attribute__((constructor)) cannsim_python_home(void) {
 """
 
 
+# Where the client made each call (docs/trace-and-blame.md, call sites): each forwarder
+# calls cannsim_capture() first, which, while a recording takes them (cannsim_sites_on,
+# set by the simulator), keeps the thread's return addresses; the simulator then asks
+# cannsim_sites() for the first frames outside the toolkit's own libraries, each as its
+# object's path and the offset in it (dladdr), for backend/callsite.py to resolve against
+# the object's debug information when a record is shown.
+CALL_SITES_CDEF = """
+extern int cannsim_sites_on;
+int cannsim_sites(char *out, int size, int frames);
+"""
+CALL_SITES = r"""
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <stdio.h>
+#include <string.h>
+#define CANNSIM_DEPTH 10
+int cannsim_sites_on = 0;
+static __thread void *cannsim_stack[CANNSIM_DEPTH];
+static __thread int cannsim_depth;
+
+void cannsim_capture(void) {
+    if (cannsim_sites_on)
+        cannsim_depth = backtrace(cannsim_stack, CANNSIM_DEPTH);
+}
+
+/* "object<TAB>offset<NL>" for each of the first `frames` frames of the last captured call
+   outside this library's folder (the toolkit's libraries); the count written */
+int cannsim_sites(char *out, int size, int frames) {
+    Dl_info self, info;
+    int written = 0, used = 0;
+    size_t dir = 0;
+    if (dladdr((void *)cannsim_capture, &self) && self.dli_fname && strrchr(self.dli_fname, '/'))
+        dir = (size_t)(strrchr(self.dli_fname, '/') - self.dli_fname) + 1;
+    out[0] = 0;
+    for (int i = 0; i < cannsim_depth && written < frames; i++) {
+        if (!dladdr(cannsim_stack[i], &info) || !info.dli_fname || !info.dli_fname[0])
+            continue;
+        if (dir && strncmp(info.dli_fname, self.dli_fname, dir) == 0 && !strchr(info.dli_fname + dir, '/'))
+            continue;
+        int k = snprintf(out + used, (size_t)(size - used), "%s\t%lx\n", info.dli_fname,
+                         (unsigned long)((char *)cannsim_stack[i] - (char *)info.dli_fbase));
+        if (k < 0 || k >= size - used)
+            break;
+        used += k;
+        written++;
+    }
+    cannsim_depth = 0;
+    return written;
+}
+"""
+
+
 def _site_dirs() -> list[str]:
     """Where this interpreter finds cannops and its dependencies: the client's embedded
     interpreter starts with the base installation's paths only."""
@@ -131,10 +189,10 @@ def build_core(lib64: pathlib.Path, tmp: pathlib.Path, serve: str) -> pathlib.Pa
 
     ffi = cffi.FFI()
     types = build_aclnn._preprocess('#include "acl_types.h"\n')
-    ffi.cdef(types + build_aclnn.PREAMBLE_CDEF)
+    ffi.cdef(types + build_aclnn.PREAMBLE_CDEF + CALL_SITES_CDEF)
     ffi.embedding_api(build_aclnn.sim_cdef().replace('extern "Python" ', ""))
     home = PYTHON_HOME % json.dumps(sys.base_prefix)
-    ffi.set_source("_cannsim", '#include "acl_types.h"\n' + build_aclnn.ENTRY_TABLE + home,
+    ffi.set_source("_cannsim", '#include "acl_types.h"\n' + build_aclnn.ENTRY_TABLE + home + CALL_SITES,
                    include_dirs=[str(build_aclnn.SRC), str(build_aclnn.GEN)],
                    extra_link_args=[f"-Wl,-rpath,{sysconfig.get_config_var('LIBDIR')}",
                                     f"-Wl,-soname,{CORE}"])
@@ -148,10 +206,11 @@ def build_core(lib64: pathlib.Path, tmp: pathlib.Path, serve: str) -> pathlib.Pa
 def forwarders(library: str, eps: list, headers: list[str]) -> str:
     lines = [GENERATED, f"/* {library}: CANN's entry points of its headers, served by {CORE} */"]
     lines += [f"#include <{h}>" for h in headers if LIBRARY_OF.get(h.split("/")[0]) == library]
+    lines += ["", "void cannsim_capture(void);   /* the caller's stack, for the call's record */"]
     for e in eps:
         call = f"sim_{e.name}({e.arguments()})"
         lines += ["", f"{e.declaration('sim_')};",
-                  f"{e.declaration()} {{ {'' if e.ret == 'void' else 'return '}{call}; }}"]
+                  f"{e.declaration()} {{ cannsim_capture(); {'' if e.ret == 'void' else 'return '}{call}; }}"]
     return "\n".join(lines) + "\n"
 
 

@@ -160,7 +160,10 @@ def build(variant: str, jobs: int, source: Source, out: pathlib.Path = DEFAULT_O
     cann = {"GGML_CANN": "ON", "CANN_INSTALL_DIR": TOOLKIT} if env is not None else {}
     if cann:                           # toolkit) without LD_LIBRARY_PATH
         rpath += f";{TOOLKIT / 'lib64'}"
+    # Release's -O3 with debug information (-g changes no code): the simulated toolkit
+    # names the line of ggml-cann that made each call (backend/callsite.py)
     defs = {"GGML_DIR": source.ggml, "GGML_TESTS": source.tests, "CMAKE_BUILD_TYPE": "Release",
+            "CMAKE_C_FLAGS": "-g", "CMAKE_CXX_FLAGS": "-g",
             "BUILD_SHARED_LIBS": "ON", **cann, "CMAKE_INSTALL_PREFIX": prefix,
             "CMAKE_INSTALL_RPATH": rpath, "LLAMA_CURL": "OFF", **options}
     if not cann:   # given, or emptied: the llama part is configured only when asked for

@@ -233,6 +233,17 @@ def test_the_story_of_an_abort_gdb_and_glibc_backtraces():
     assert story[0] == "aborted (exit status 134 (abort)): ggml-cann.cpp:68: CANN error in ggml_cann_ssm_conv"
     assert story[1:] == ["CANN-SIM refused: aclnnMul: no", "CANN error: EZ1001: refused"]
     assert death_story(None, [], timeout=5).startswith("timeout: still running after 5 s")
+    # a build with -g (make ggml-cann): gdb names glibc's frames and gives each its line
+    debug = ["/s/ggml-cann/ggml-cann.cpp:70: CANN error",
+             "#0  0x00007fd785811c17 in __GI___wait4 (pid=pid@entry=21363) at ../sysdeps/unix/sysv/linux/wait4.c:30",
+             "#1  0x00007fd785811b97 in __GI___waitpid (pid=pid@entry=21363) at ./posix/waitpid.c:38",
+             "#2  0x00007fd785cf668b in ggml_print_backtrace () at /s/ggml.c:235",
+             "#3  0x00007fd785cf67de in ggml_abort (file=0x7f \"x\", line=70, fmt=0x7f \"CANN error\") at /s/ggml.c:269",
+             "#4  0x00007fd785c8fe43 in ggml_cann_error (stmt=0x7f \"aclnnCumsum\") at /s/ggml-cann.cpp:70",
+             "#5  0x00007fd785c7ca06 in ggml_cann_cumsum (ctx=..., dst=dst@entry=0x55) at /s/aclnn_ops.cpp:822",
+             "#6  0x00007fd785c9794d in ggml_cann_compute_forward (dst=0x55, ctx=...) at /s/ggml-cann.cpp:2014"]
+    assert death_story(-6, debug) == ("aborted (killed by SIGABRT): ggml-cann.cpp:70: CANN error in ggml_cann_cumsum < "
+                                      "ggml_cann_compute_forward")
 
 
 # --- ops tbo ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ device memory from the pool, each op node is handed to the native aclnn layer, a
 checked tensors are copied back after one stream synchronisation."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -13,6 +14,7 @@ import numpy as np
 from cannops.backend.base import (SIMULATOR_CLOCK, Device, DeviceError, GradUnsupported, ParamGrad, RunResult,
                                   Support, TracedError, numeric_gradient)
 from cannops.backend import hygiene as hyg
+from cannops.backend.cost import summarise
 from cannops.cases.graph import OP_VALUE, Graph, Tensor
 from cannops.cases.implementations import ACLNN
 from cannops.cases.inputs import values
@@ -132,7 +134,15 @@ class _Placed:
         for p in self.blocks:
             lib.ops_cann_release(self.dev.ctx, p)
         self.blocks.clear()
-        lib.ops_cann_pool_trim(self.dev.ctx, *self.dev._err())
+        with _uncounted(self.dev):   # what the pool gives back depends on the cases before
+            lib.ops_cann_pool_trim(self.dev.ctx, *self.dev._err())
+
+
+def _uncounted(dev):
+    if not dev.simulated:
+        return contextlib.nullcontext()
+    from .sim import cost
+    return cost.paused()
 
 
 def has_handler(node: Tensor) -> bool:
@@ -212,7 +222,31 @@ class CANNDevice(CANNRules):
 
     def run(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
             hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
-        return self._run(graph, inputs, check, hygiene)[0]
+        if not self.simulated:
+            return self._run(graph, inputs, check, hygiene)[0]
+        with self.counted() as counted:
+            result = self._run(graph, inputs, check, hygiene)[0]
+        result.cost = counted
+        return result
+
+    @contextlib.contextmanager
+    def counted(self):
+        """The simulator counts the device work of what runs inside (sim/cost.py); the cost
+        goes into the dict it gives. Allocations are the blocks the case takes from the
+        layer's pool and gives back: the runtime's aclrtMalloc / aclrtFree behind them
+        depend on what the pool holds from the cases before (and so on the worker)."""
+        from .sim import cost
+        takes, returns = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+        lib.ops_cann_pool_counts(self.ctx, takes, returns)
+        before = takes[0], returns[0]
+        cost.start()
+        counted: dict = {}
+        try:
+            yield counted
+        finally:
+            counted.update(summarise(cost.stop()))
+            lib.ops_cann_pool_counts(self.ctx, takes, returns)
+            counted["allocs"], counted["frees"] = takes[0] - before[0], returns[0] - before[1]
 
     def _run(self, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
              hygiene: hyg.Hygiene = hyg.NONE) -> tuple[RunResult, dict]:
@@ -275,7 +309,8 @@ class CANNDevice(CANNRules):
         return versions(self.simulated, self.soc_name)
 
     can_trace = True
-    hygienic = True   # honours --poison and --check-inputs (backend/hygiene.py)
+    hygienic = True
+    timed_cost: dict | None = None   # time(): its warm-up compute's device work, counted (simulator)   # honours --poison and --check-inputs (backend/hygiene.py)
 
     def run_traced(self, case, graph: Graph, inputs: dict[int, np.ndarray], check: list[int],
                    data: bool = False, hygiene: hyg.Hygiene = hyg.NONE) -> RunResult:
@@ -320,8 +355,13 @@ class CANNDevice(CANNRules):
             try:
                 placed.build()
                 placed.upload(inputs)
-                placed.compute()                      # warm-up: the whole graph once
-                self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                counting: contextlib.AbstractContextManager[dict] = (
+                    self.counted() if self.simulated else contextlib.nullcontext({}))
+                with counting as counted:
+                    placed.compute()                  # warm-up: the whole graph once
+                    self._check(lib.ops_cann_synchronize(self.ctx, *self._err()), "synchronize")
+                # the simulator: the device work of one compute of the graph (ops perf's headline)
+                self.timed_cost = counted or None
                 ms = ffi.new("float *")
                 assert graph.out is not None, "a graph without its output node"
                 self._check(lib.ops_cann_time(self.ctx, placed.structs[graph.out.index], n_runs,

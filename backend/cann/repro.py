@@ -406,7 +406,7 @@ def _scalar(desc: dict) -> str:
 
 def _summary(call: dict) -> str:
     from cannops.backend.trace import call_text
-    return call_text(call)
+    return call_text(call, site=False)   # the same program whoever recorded the calls
 
 
 def program(steps: list[Step], programs: list[CallProgram], title: str, device_id: int = 0) -> tuple[str, dict]:

@@ -132,6 +132,8 @@ class GGMLDevice(Device):
         self._set_threads = None
         self._n_threads = os.cpu_count() or 1
         self._perf: tuple[Graph, int, Replay] | None = None
+        self._timed_events: list[dict] = []   # the simulated toolkit: the timed computes' cost events
+        self.computes = self.runs = 0
         self._pool = np.zeros((0, SENTINEL_SIZE), np.float32)
         self._rng = np.random.default_rng(0x5E7)
         # test hook: called with the Replay after compute, before the checks
@@ -401,6 +403,7 @@ class GGMLDevice(Device):
         perf = self._perf
         if perf is None or perf[0] is not graph or n_runs + 2 * len(graph.tensors) + 16 > perf[2].graph_size:
             self._drop_perf()
+            self._timed_events, self.computes, self.runs = [], 0, 0
             perf = self._perf = (graph, 0, self._perf_replay(graph, inputs, n_runs))
         r = perf[2]
         if perf[1] != n_runs:
@@ -411,9 +414,27 @@ class GGMLDevice(Device):
             for _ in range(n_runs - 1):
                 add(r.gf, out)
             self._perf = (graph, n_runs, r)
+        counter = simulator_cost()
+        if counter is not None:
+            counter.start()
         t0 = _time.perf_counter()
-        self._compute(r.gf)
-        return _time.perf_counter() - t0
+        try:
+            self._compute(r.gf)
+            return _time.perf_counter() - t0
+        finally:
+            if counter is not None:   # every timed compute of the case, counted: calls and replays
+                self._timed_events += counter.stop()
+                self.computes, self.runs = self.computes + 1, self.runs + n_runs
+
+    @property
+    def timed_cost(self) -> dict | None:
+        """On the simulated toolkit: the device work of the case's timed computes so far
+        (a capture's calls once, its replays per compute), with `computes` and `runs` (the
+        op's executions in them: kernels / runs is the op's kernels); else None."""
+        if simulator_cost() is None or not self.computes:
+            return None
+        from cannops.backend.cost import summarise
+        return {**summarise(self._timed_events, per_call=False), "computes": self.computes, "runs": self.runs}
 
     def _perf_replay(self, graph: Graph, inputs: dict[int, np.ndarray], n_runs: int) -> Replay:
         """The case graph allocated, its leaves uploaded, its output node computed once
@@ -491,6 +512,15 @@ class GGMLDevice(Device):
         if self._perf is not None:
             self._perf[2].free()
             self._perf = None
+
+
+def simulator_cost():
+    """The CANN simulator's counter where the simulated toolkit serves this process's ggml
+    (ggml-cann built against it: its entry points run in this interpreter), else None."""
+    import sys
+    if "_cannsim" not in sys.modules:
+        return None
+    return sys.modules.get("cannops.backend.cann.sim.cost")
 
 
 def objects(n: int, sentinels: bool) -> int:

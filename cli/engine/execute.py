@@ -91,13 +91,14 @@ class CaseOptions:
     strict: bool = False                # the per-element bound too (cli/engine/strict.py)
     ref_cache: str | None = None        # the reference cache's directory (None: off)
     trace: bool = False                 # every case's calls, on a device that traces them
+    cost: bool = False                  # a counted case's per-call records kept (backend/cost.py)
     timeout: float | None = None        # seconds the case may take (None: no limit)
     hygiene: Hygiene = NO_HYGIENE       # outputs poisoned, inputs compared (docs/hygiene.md)
     repeat: int = 1                     # runs that must agree bit for bit
 
     @classmethod
     def of(cls, spec: RunSpec, device: str) -> CaseOptions:
-        return cls(spec.seed, spec.strict, spec.ref_dir, spec.trace, spec.case_timeout(device),
+        return cls(spec.seed, spec.strict, spec.ref_dir, spec.trace, spec.cost, spec.case_timeout(device),
                    Hygiene(spec.poison, spec.check_inputs), spec.repeat)
 
 
@@ -167,6 +168,9 @@ def _tested(device: Device, case: Case, g, opts: CaseOptions, ctx: WorkerContext
         result.note = "; ".join(filter(None, [result.note, f"{device.name} does not poison outputs nor "
                                                          f"compare inputs (docs/hygiene.md)"]))
     result.trace = got.calls or []
+    result.cost = got.cost
+    if got.cost and not opts.cost:
+        got.cost.pop("per_call", None)
     if result.status == FAIL and device.can_trace:
         if metric_ok:
             _trace_only(run, result)
@@ -507,7 +511,8 @@ def _perf_measured(device: Device, case: Case, g, seed: int, min_seconds: float,
     except DeviceError as e:
         return _result(device, case, FAIL, reason=str(e))
     per_run = m.seconds_per_run
-    return _result(device, case, OK, n_runs=m.runs, time_us=per_run * 1e6,
+    # the simulator: one compute's device work, counted in the timing's warm-up
+    return _result(device, case, OK, cost=getattr(device, "timed_cost", None), n_runs=m.runs, time_us=per_run * 1e6,
                    flops=flops / per_run if flops else 0.0,
                    bandwidth_gb_s=0.0 if flops else mem / n_runs / per_run / GB,
                    memory_kb=size // 1024, batches=len(m.per_run), spread=m.spread,

@@ -55,15 +55,26 @@ class Machine:
         return ""
 
 
+def _own_cpu(children: bool) -> float:
+    """This process' CPU seconds (its threads included), and with `children` those of its
+    children waited for (a test-backend-ops process of ops tbo, once it has ended)."""
+    if not children:
+        return time.process_time()
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 class Watch:
     """Measures the machine around a span of this process' work: other processes' CPU is
-    the machine's busy time less this process' own (its threads included)."""
+    the machine's busy time less this process' own (its threads included; with `children`,
+    its child processes' too: the span must end after they were waited for)."""
 
-    def __init__(self):
-        self.stat, self.own, self.wall = _proc_stat(), time.process_time(), time.perf_counter()
+    def __init__(self, children: bool = False):
+        self.children = children
+        self.stat, self.own, self.wall = _proc_stat(), _own_cpu(children), time.perf_counter()
 
     def stop(self) -> Machine:
-        stat, own, wall = _proc_stat(), time.process_time(), time.perf_counter()
+        stat, own, wall = _proc_stat(), _own_cpu(self.children), time.perf_counter()
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         span = wall - self.wall
         if stat is None or self.stat is None or span <= 0:

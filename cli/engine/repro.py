@@ -92,7 +92,11 @@ def _died(run, death, device_name: str) -> None:
 
 def _write(spec: ReproSpec, folder: Folder, device, runs: list, death=None) -> dict:
     arrays: dict[str, object] = {}      # written once the program is (a failure leaves nothing)
+    from cannops.backend import callsite
     from cannops.backend.repro import HEADER
+    for r in runs:   # where ggml-cann made each call (on the simulated toolkit): trace.json, the README
+        callsite.resolve(r.calls or [])
+        callsite.resolve(r.result.trace or [])
     steps = [_case_files(f"case{k}", run, k == len(runs), arrays) for k, run in enumerate(runs, 1)]
     title = f"written by `ops repro` (ops {_ops_version()}): {runs[-1].case.name} on {device.name}"
     try:

@@ -27,7 +27,7 @@ RESULT_FIELDS = {
     "memory_kb": _INT, "batches": _INT, "spread": (*_NUM, _OPT), "load": (*_NUM, _OPT),
     "contention": (*_NUM, _OPT), "steal": (*_NUM, _OPT), "doubts": _STR, "clock": _STR, "index": _INT, "ran_on": _STR, "by": _STR, "worst": (list,),
     "strict": (bool,), "max_abs": (*_NUM, _OPT), "max_rel": (*_NUM, _OPT), "worst_index": (int, _OPT),
-    "trace": (list,), "blame": _STR, "evidence": _STR,
+    "trace": (list,), "blame": _STR, "evidence": _STR, "cost": (dict, _OPT),
 }
 REQUIRED_RESULT_FIELDS = ("device", "op", "params", "status")
 DEVICE_FIELDS = {"name": _STR, "description": _STR, "memory_total": (int, _OPT), "memory_free": (int, _OPT),
@@ -117,6 +117,9 @@ class CaseResult:
     # ("aclnnMuls (call 1 of 3) out of tolerance (own NMSE 2e-06)", or why none is)
     trace: list = field(default_factory=list)
     blame: str = ""
+    # the device work the case asked for, counted on the simulator (backend/cost.py: calls,
+    # kernels, bytes, FLOPs by unit, copies, syncs, ...); None: not counted
+    cost: dict | None = None
     # test: whether the reference came from the cache (engine/refcache.py; None: no cache),
     # for the run's hit rate; kept in memory, not written to the results file
     ref_cached: bool | None = field(default=None, metadata={"file": False})

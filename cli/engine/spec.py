@@ -33,6 +33,7 @@ class RunSpec:
     strict: bool = False               # test: the per-element check too (engine/strict.py)
     ref_cache: bool = True             # test: keep the reference's outputs on disk (engine/refcache.py)
     trace: bool = False                # test: every case's call trace in its result (a FAIL's always)
+    cost: bool = False                 # test: each counted case's per-call cost records kept too
     # test, the hygiene modes (docs/hygiene.md): each case run this many times, its outputs
     # required bit-identical; op outputs filled with NaN before the run; inputs compared after it
     repeat: int = 1

@@ -29,8 +29,13 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import BinaryIO, Callable
 
+from cannops.backend.cost import COST_SWITCH, summarise
+
 from .results import FAIL, SKIPPED, CaseResult, Run
 from .selection import BadInput, parse_shard
+from . import tbo_replay
+from .perf_measure import Watch
+from .tbo_perf import PerfReader, with_machine
 from .tbo_console import Line, Listing, ListingReader, Reader, death_story, is_death, worst
 from .tbo_process import Proc, Processes, Stop, one_process, open_log
 
@@ -48,7 +53,7 @@ class TboMode:
     reader: Callable[[Callable[[Line], None]], Reader]
 
 
-MODES = {"test": TboMode("test", Reader)}
+MODES = {"test": TboMode("test", Reader), "perf": TboMode("perf", PerfReader)}
 
 
 # --- the binary ---------------------------------------------------------------------------
@@ -130,13 +135,16 @@ class TboSpec:
     poison: bool = False
     check_inputs: bool = False
     mode: str = "test"                    # the binary's mode each op's processes run (MODES)
+    cost: bool = False                    # each case's device work counted (CANN_SIM_COST)
 
     def regex(self, op: str) -> str | None:
         return op_regex(self.params, op)
 
     def environment(self) -> dict[str, str]:
         """What the binary's test processes get in their environment."""
-        return simulator_environment(self.poison, self.check_inputs) if self.simulated else {}
+        if not self.simulated:
+            return {}
+        return {**simulator_environment(self.poison, self.check_inputs), **({COST_SWITCH: "1"} if self.cost else {})}
 
 
 def simulator_environment(poison: bool = False, check_inputs: bool = False) -> dict[str, str]:
@@ -256,6 +264,7 @@ class _OpRun:
         self.out: list[CaseResult] = []
         self.extra = sum(p not in self.order for p in self.got)   # unlisted cases known already
         self.fails_read = 0   # FAIL lines the current process printed for the op
+        self.replayer = tbo_replay.Replayer(spec.simulated and spec.mode == "test")   # a FAIL's numeric blame
         self.state = OpProgress(Step.CHUNK if self.got else Step.ALL,
                                 unnamed=any(r.params.startswith("#") and is_death(r) for r in job.known.values()))
 
@@ -277,7 +286,8 @@ class _OpRun:
                 and not self.rx.search(line.params):
             return   # an unlisted case the -p regex leaves out
         self.fails_read += line.status == FAIL
-        r = _traced(line.result(self.job.device), self.spec.trace)
+        r = _traced(line.result(self.job.device), self.spec)
+        r = self.replayer(r, is_death(r), lambda env: _rerun(self.spec, self.procs, self.job.device, r, env))
         kept = self.got.get(line.params)
         if kept is None:
             self.keep(r)
@@ -303,9 +313,12 @@ class _OpRun:
         cmd, chunk = _op_command(spec, job, st.step, pending, list(self.got))
         if cmd is None:
             return False   # too many names for one argument: the unlisted rest is not reached
-        before, self.fails_read = len(self.got), 0
+        before, self.fails_read, first = len(self.got), 0, len(self.out)
+        watch = Watch(children=True) if spec.mode == "perf" else None   # the machine around the measurements
         proc = self.procs.run(cmd, spec.timeout, MODES[spec.mode].reader(self.on_case), job.log,
                               spec.environment())
+        if watch is not None:
+            with_machine(self.out[first:], watch.stop())
         if proc.interrupted:
             return False
         self.settle_suspect()
@@ -400,6 +413,18 @@ def _merge(kept: CaseResult, again: CaseResult) -> None:
     kept.reason = (kept.reason + "\n" if kept.reason else "") + note
 
 
+def _rerun(spec: TboSpec, procs: Processes, device: str, r: CaseResult, env: dict) -> tuple | None:
+    """One case run again alone, `env` added: (its Line or None, the exit status); None
+    where the run was interrupted."""
+    lines: list[Line] = []
+    reader = MODES[spec.mode].reader(lambda line: lines.append(line) if (line.op, line.params) == (r.op, r.params)
+                                     else None)
+    cmd = [spec.binary, MODES[spec.mode].word, "-b", device, "-o", r.op, "-p", exact_params([r.params])] + \
+        _test_file_args(spec.test_file)
+    proc = procs.run(cmd, spec.timeout, reader, None, {**spec.environment(), **env})
+    return None if proc.interrupted else (lines[0] if lines else None, proc.rc)
+
+
 def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str, after: str = "") -> CaseResult:
     """The FAIL of the case a process died in, with the calls since the last case line: its
     own, up to the one that killed it. `#N`: no case to blame (`after` says why)."""
@@ -407,7 +432,7 @@ def _death(spec: TboSpec, proc: Proc, device: str, op: str, params: str, after: 
     story = death_story(proc.rc, reader.side, spec.timeout if proc.timed_out else None)
     return _traced(CaseResult(device=device, op=op, params=params, status=FAIL, reason=story + after,
                               trace=reader.calls_now(), seconds=round(time.monotonic() - reader.last, 6)),
-                   spec.trace)
+                   spec)
 
 
 UNNAMED = ("\n(after the op's listed cases: an unlisted whole-graph case, which has no name until it prints, "
@@ -425,13 +450,22 @@ def _unlisted_death(death: CaseResult, n: int) -> CaseResult:
     return death
 
 
-def _traced(r: CaseResult, every: bool) -> CaseResult:
-    """A result's calls (on the simulated toolkit) kept where it FAILed, or `every` case's;
-    a FAIL whose trace has a refused call names the first as its blame, as ops test does."""
+def _traced(r: CaseResult, spec: TboSpec) -> CaseResult:
+    """A result's calls (on the simulated toolkit) kept where it FAILed, or every case's
+    with --trace; a FAIL whose trace has a refused call names the first as its blame, as
+    ops test does. With --cost, its device work summed from them (backend/cost.py), and
+    the records that only count taken out of its trace."""
+    if spec.cost:
+        r.cost = summarise(r.trace)
+        r.trace = [c for c in r.trace if "args" in c or "cost" not in c]
+        if r.n_runs:   # perf: the runs it timed (the count holds its warm-up compute too)
+            r.cost["runs"] = r.n_runs
     if r.status != FAIL:
-        if not every:
+        if not spec.trace:
             r.trace = []
-    elif r.trace:
+    from cannops.backend import callsite
+    callsite.resolve(r.trace)   # the kept calls' sites: function, file, line
+    if r.status == FAIL and r.trace:
         from cannops.backend.trace import blame
         i, why = blame(r.trace, None, None)
         if i is not None:
@@ -509,7 +543,10 @@ class _DeviceRun:
     def run(self, device: str, ops: list[str], op_no: dict[str, int], listing: Listing) -> None:
         """Its ops, spec.jobs at a time; each op's results to the sink in op order."""
         from concurrent.futures import ThreadPoolExecutor
-        selected = {op: _selected(listing.cases.get(op, []), self.spec.regex(op)) for op in ops}
+        # support mode lists the test grid; perf mode runs another (test-backend-ops' perf
+        # cases): its cases are those it prints, none listed beforehand
+        selected = {op: [] if self.spec.mode == "perf" else _selected(listing.cases.get(op, []), self.spec.regex(op))
+                    for op in ops}
         self.sink.device_start(device, sum(map(len, selected.values())))
         with ThreadPoolExecutor(max_workers=self.spec.jobs) as pool:
             futures = [(op, pool.submit(self.one, device, op, op_no[op], selected[op])) for op in ops]

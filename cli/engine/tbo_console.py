@@ -56,7 +56,7 @@ CANN_ERROR = re.compile(r"^(CANN error: .*|  current device: .*|CANN-SIM refused
 FRAME_GDB = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?P<fn>[^\s(]+)")
 FRAME_GLIBC = re.compile(r"\((?P<fn>[A-Za-z_][^+()]*)\+0x[0-9a-f]+\)\[0x")
 NOT_BLAMED = ("ggml_print_backtrace", "ggml_abort", "ggml_log_internal", "__GI___wait4", "__GI_raise", "raise",
-              "abort", "__pthread_kill", "waitpid", "__libc_waitpid", "ggml_cann_error")
+              "abort", "__pthread_kill", "waitpid", "__libc_waitpid", "__GI___waitpid", "ggml_cann_error")
 
 LOG_MARK = "$ "     # an --log-dir log: each process's console follows a line `$ COMMAND`
 DEATHS = ("aborted (", "died (", "timeout:")   # how death_story begins: a FAIL that is a death
@@ -189,6 +189,10 @@ class Reader:
             rec = {"call": "(bad record)", "note": str(rec[BAD_RECORD])}
         elif self.simulator is None and "simulator" in rec:
             self.simulator = rec
+            return
+        elif "replay" in rec:   # CANN_SIM_BLAME: a call's own error, once it ran (tbo_replay.py)
+            from cannops.backend.trace import replayed
+            replayed(self.calls, rec)
             return
         elif "call" not in rec:
             return

@@ -55,6 +55,7 @@ struct ops_cann_ctx {
     int               soc_310p;
     struct ops_block *blocks;
     int               n_blocks, cap_blocks;
+    uint64_t          pool_takes, pool_returns;   /* blocks handed out and given back (counted) */
     /* what the node being computed created, released by ops_node_end() */
     struct { enum ops_obj_kind kind; void *p; } objs[OPS_MAX_NODE_OBJS];
     int               n_objs;

@@ -38,6 +38,9 @@ void *ops_cann_alloc(struct ops_cann_ctx *ctx, size_t size, char *err, size_t n)
 void ops_cann_release(struct ops_cann_ctx *ctx, void *ptr);
 size_t ops_cann_pool_held(struct ops_cann_ctx *ctx);   /* bytes the pool holds */
 int ops_cann_pool_trim(struct ops_cann_ctx *ctx, char *err, size_t n);   /* free the excess */
+/* blocks taken from the pool and given back since the context was made (a case's own
+ * allocations, whether or not the pool held the block already) */
+void ops_cann_pool_counts(struct ops_cann_ctx *ctx, uint64_t *takes, uint64_t *returns);
 int ops_cann_upload(struct ops_cann_ctx *ctx, void *dst, const void *src, size_t size,
                     char *err, size_t n);
 int ops_cann_download(struct ops_cann_ctx *ctx, void *dst, const void *src, size_t size,

@@ -332,6 +332,7 @@ void *ops_pool_alloc(struct ops_cann_ctx *ctx, size_t size) {
     }
     if (best >= 0) {
         ctx->blocks[best].used = 1;
+        ctx->pool_takes++;
         return ctx->blocks[best].ptr;
     }
     if (ctx->n_blocks == ctx->cap_blocks) {
@@ -355,6 +356,7 @@ void *ops_pool_alloc(struct ops_cann_ctx *ctx, size_t size) {
         return NULL;
     }
     ctx->blocks[ctx->n_blocks++] = (struct ops_block){ p, size, 1 };
+    ctx->pool_takes++;
     return p;
 }
 
@@ -362,6 +364,7 @@ void ops_pool_release(struct ops_cann_ctx *ctx, void *ptr) {
     for (int i = 0; i < ctx->n_blocks; i++) {
         if (ctx->blocks[i].ptr == ptr) {
             ctx->blocks[i].used = 0;
+            ctx->pool_returns++;
             return;
         }
     }
@@ -382,6 +385,11 @@ int ops_cann_pool_trim(struct ops_cann_ctx *ctx, char *err, size_t n) {
     CHECK_ACL(ACL.aclrtSynchronizeStream(ctx->stream), "aclrtSynchronizeStream");
     CHECK_ACL(pool_free_unused(ctx, 0), "aclrtFree");
     return 0;
+}
+
+void ops_cann_pool_counts(struct ops_cann_ctx *ctx, uint64_t *takes, uint64_t *returns) {
+    *takes = ctx->pool_takes;
+    *returns = ctx->pool_returns;
 }
 
 void *ops_cann_alloc(struct ops_cann_ctx *ctx, size_t size, char *err, size_t n) {

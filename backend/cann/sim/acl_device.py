@@ -8,7 +8,7 @@ import threading
 
 from .binding import ffi, lib
 
-from . import trace
+from . import blame, cost, faults, trace
 from .entries import entry
 from .hygiene import flag_from_env, switches_from_env
 from .memory import FRESH, POISON
@@ -18,6 +18,12 @@ from .state import (DEVICE_COUNT, STATE, align_from_env, check_device, need_devi
 
 # CANN_SIM_TRACE=1: a toolkit client's calls recorded into its stdout (trace.start_stream)
 TRACE_SWITCH = "CANN_SIM_TRACE"
+# CANN_SIM_BLAME=1 (with CANN_SIM_TRACE=1): each operator call evaluated again in float64 on
+# its inputs as it runs, its own error framed after its record (one case's rerun: ops tbo)
+BLAME_SWITCH = "CANN_SIM_BLAME"
+# CANN_SIM_SITES=0: the records without their call sites (trace._site), to measure what
+# taking them costs
+SITES_SWITCH = "CANN_SIM_SITES"
 
 
 @entry
@@ -32,12 +38,21 @@ def aclInit(config_path):
         poison, STATE.check_inputs = switches_from_env()
         STATE.memory.fresh = POISON if poison else FRESH
         stream = flag_from_env(TRACE_SWITCH)
+        data = flag_from_env(BLAME_SWITCH)
+        sites = flag_from_env(SITES_SWITCH, default="1")
+        STATE.fault = faults.fault_from_env()
+        counted = flag_from_env(cost.COST_SWITCH)
     except SimError as e:
         raise SimError(e.code, f"aclInit: {e}") from None
     STATE.initialised = True
     if stream and "_cannsim" in sys.modules:   # a toolkit client; ops' own layer records per case
+        trace.EVALUATE = blame.evaluate_one
         trace.start_stream({"simulator": "CANN-SIM", "soc": STATE.soc, "poison": poison,
-                            "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed)})
+                            "check_inputs": STATE.check_inputs, "allow": sorted(STATE.allowed),
+                            "cost": counted, **({"blame": True} if data else {}),
+                            **({"fault": STATE.fault} if STATE.fault else {})}, data, sites)
+        if counted:   # CANN_SIM_COST=1: the device work counted, its events in the same stream
+            cost.start_stream()
     return 0
 
 

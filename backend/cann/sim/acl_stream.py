@@ -220,7 +220,7 @@ def aclmdlRICaptureEnd(stream, model_ri):
     if c.invalid:
         raise SimError(lib.ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
                        f"{what}: the capture failed: {c.invalid}")
-    model_ri[0] = ffi.cast("void *", STATE.models.new(Model(c.tasks, s.device)))
+    model_ri[0] = ffi.cast("void *", STATE.models.new(Model(c.tasks, s.device, c.work)))
     return 0
 
 

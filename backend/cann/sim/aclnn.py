@@ -24,7 +24,7 @@ import numpy as np
 from .binding import ffi, lib
 
 from ..soc import unoffered
-from . import dtypes, trace
+from . import cost, dtypes, faults, trace
 from .descriptors import ScalarDesc, TensorDesc
 from .entries import api_entries, entry, guarded
 from .hygiene import check_overlap
@@ -51,10 +51,12 @@ SOC_DTYPES_OUT: dict[str, dict[str, frozenset[str]]] = {
 WS_ALIGN = 512
 
 
-def operator(name: str):
-    """Register the prepare function of aclnn<name>."""
+def operator(name: str, unit: str = cost.VECTOR, flops: Callable[["Plan"], int] = cost.ELEMENTWISE):
+    """Register the prepare function of aclnn<name>, with the unit it runs on and its FLOP
+    formula (cost.py: one per element of the largest tensor unless given)."""
     def deco(fn):
         OPS[name] = fn
+        cost.register(name, unit, flops)
         return fn
     return deco
 
@@ -69,6 +71,8 @@ class Plan:
     staged: list[int] = field(default_factory=list)   # workspace offset per input, -1: direct
     repeatable: bool = False
     call: int = -1        # its record in the call trace (trace.py), -1: not traced
+    reads: Sequence[TensorDesc] = ()   # tensors it reads that compute() is not handed (cost.py)
+    sizes: dict = field(default_factory=dict)   # what its FLOP formula needs beyond the tensors
 
 
 # ------------------------------------------------------------------- checks ----
@@ -342,8 +346,10 @@ def _launch(name: str, workspace, ws_size, executor, stream) -> None:
         if a is None or not a.live:
             raise invalid(f"{what}: workspace [{ws:#x}, +{ws_size}) is not inside one live "
                           "device allocation")
+    # a capture keeps its launches' cost records even uncounted: a later replay may be counted
+    counted = cost.launched(plan, s) if cost.ON or s.capture is not None else None
     if trace.ON:
-        trace.launched(plan, stream)
+        trace.launched(plan, stream, counted)
     enqueue(s, lambda: execute(plan, ws))   # or into the stream's capture
 
 
@@ -389,6 +395,8 @@ def execute(plan: Plan, ws: int) -> None:
         results = plan.compute(*arrays)
     if not isinstance(results, tuple):
         results = (results,)
+    if STATE.fault is not None:
+        results = faults.spoiled(STATE.fault, plan.name, results)
     wide = any(t.np_dtype in _WIDE for t in (*plan.inputs, *plan.outputs))
     for t, r in zip(plan.outputs, results):
         out, r = t.array(write=True), np.asarray(r)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .trace import Recording
+from .trace import Ran, Recording
 
 
 def nmse(got: np.ndarray, exact: np.ndarray) -> float:
@@ -37,22 +37,26 @@ def evaluate(rec: Recording) -> None:
     """Add `own_nmse` (and `floor_nmse`, the output type's own rounding) to every call
     whose run was kept; `exact_error` where the float64 evaluation itself failed."""
     for i, ran in rec.ran.items():
-        call = rec.calls[i]
-        try:
-            with dtypes.exact(), np.errstate(all="ignore"):
-                results = ran.plan.compute(*ran.inputs)
-        except Exception as e:  # noqa: BLE001 - a model that cannot run in f64 blames nothing
-            call["exact_error"] = f"{type(e).__name__}: {e}"
+        evaluate_one(ran, rec.calls[i])
+
+
+def evaluate_one(ran: Ran, call: dict) -> None:
+    """One call's `own_nmse` and `floor_nmse` (or `exact_error`) from its kept run."""
+    try:
+        with dtypes.exact(), np.errstate(all="ignore"):
+            results = ran.plan.compute(*ran.inputs)
+    except Exception as e:  # noqa: BLE001 - a model that cannot run in f64 blames nothing
+        call["exact_error"] = f"{type(e).__name__}: {e}"
+        return
+    if not isinstance(results, tuple):
+        results = (results,)
+    own = floor = 0.0
+    for t, got, r in zip(ran.plan.outputs, ran.outputs, results):
+        r = np.asarray(r)
+        if r.dtype.kind == "c" or got.dtype.kind == "c":
             continue
-        if not isinstance(results, tuple):
-            results = (results,)
-        own = floor = 0.0
-        for t, got, r in zip(ran.plan.outputs, ran.outputs, results):
-            r = np.asarray(r)
-            if r.dtype.kind == "c" or got.dtype.kind == "c":
-                continue
-            with np.errstate(all="ignore"):
-                exact = np.broadcast_to(r.astype(np.float64), got.shape)
-                own = max(own, nmse(got, exact))
-                floor = max(floor, nmse(dtypes.convert(exact, t.dtype), exact))
-        call["own_nmse"], call["floor_nmse"] = own, floor
+        with np.errstate(all="ignore"):
+            exact = np.broadcast_to(r.astype(np.float64), got.shape)
+            own = max(own, nmse(got, exact))
+            floor = max(floor, nmse(dtypes.convert(exact, t.dtype), exact))
+    call["own_nmse"], call["floor_nmse"] = own, floor

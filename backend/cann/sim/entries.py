@@ -7,7 +7,7 @@ from typing import Callable
 
 from .binding import ffi, lib
 
-from . import trace
+from . import cost, trace
 from .refusals import SimError
 from .state import refused
 
@@ -30,6 +30,8 @@ def guarded(name: str, fn: Callable, failure_code: int):
             r = fn(*args)
             if trace.ON and name in trace.RECORDED:
                 trace.runtime_call(name, args, r or 0)
+            if cost.ON:
+                cost.runtime(name, args)
             return r
         except SimError as e:
             refused(str(e))

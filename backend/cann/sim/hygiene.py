@@ -25,9 +25,9 @@ def switches_from_env() -> tuple[bool, bool]:
     return poison, check_inputs
 
 
-def flag_from_env(name: str) -> bool:
-    """A switch of the simulator's: "0" / "1", unset for 0; anything else refused."""
-    text = os.environ.get(name, "") or "0"
+def flag_from_env(name: str, default: str = "0") -> bool:
+    """A switch of the simulator's: "0" / "1", unset for `default`; anything else refused."""
+    text = os.environ.get(name, "") or default
     if text not in ("0", "1"):
         raise SimError(lib.ACL_ERROR_INVALID_PARAM, f"{name}={text!r} is not 0 or 1")
     return text == "1"

@@ -28,6 +28,7 @@ from .binding import lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_dims, need_dtype, need_same_dtype,
                     operator, promote, tensor)
+from .cost import CUBE, elements, moves
 from .cube import cube_of
 
 F = {"f32", "f16", "bf16"}
@@ -146,7 +147,15 @@ def _check_limits(x, w, b, pads, transposed: bool) -> None:
                       f"(H and W only for conv3d)")
 
 
-@operator("Convolution")
+def convolution_flops(plan) -> int:
+    """2 per multiply-add: each element of the output (transposed: of the input) takes one
+    filter's worth, weight [C, C'/groups, k...] -> |C'/groups·k...|."""
+    x, w, y = plan.inputs[0], plan.inputs[1], plan.outputs[0]
+    side = x if plan.sizes.get("transposed") else y
+    return 2 * elements(side) * elements(w) // w.dims[0]
+
+
+@operator("Convolution", unit=CUBE, flops=convolution_flops)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
                 groups, output, cube_math_type):
     x, w, y = tensor(input, "input"), tensor(weight, "weight"), tensor(output, "output")
@@ -198,7 +207,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
             return convolve_transposed(xc, wc, bc, st, pads, dil, out_pad, groups)
         return convolve(xc, wc, bc, st, pads, dil, groups)
 
-    return Plan(cube.result(compute), [x, w] + ([b] if b else []), [y])
+    return Plan(cube.result(compute), [x, w] + ([b] if b else []), [y],
+                sizes={"transposed": bool(transposed)})
 
 
 # ---------------------------------------------- Slice and InplaceZero ----
@@ -208,7 +218,7 @@ SLICE_TYPES = {"f32", "f16", "bf16", "s32", "s64", "s8", "u8", "bool"}
 ZERO_TYPES = {"s8", "s16", "s32", "s64", "u8", "u16", "f16", "f32", "f64", "bf16", "bool", "c64", "c128"}
 
 
-@operator("Slice")
+@operator("Slice", flops=moves)
 def slice_(self, dim, start, end, step, out):
     """out = self[start:end:step] along dim; start / end outside [0, N) are clamped as the
     docs' formulas say, and out's shape must be the inferred one."""
@@ -231,7 +241,7 @@ def slice_(self, dim, start, end, step, out):
     return Plan(lambda a: a[index], [x], [y])
 
 
-@operator("InplaceZero")
+@operator("InplaceZero", flops=moves)
 def inplace_zero(self_ref):
     t = tensor(self_ref, "selfRef")
     need_dtype(t, "selfRef", ZERO_TYPES)

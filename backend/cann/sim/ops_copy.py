@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from . import dtypes
 from .aclnn import Plan, broadcast, invalid, need_dims, need_dtype, operator, tensor
+from .cost import moves
 
 COMPLEX = {"c64", "c128"}
 REAL = {"f16", "f32", "f64", "s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64", "bool", "bf16"}
 
 
-@operator("Cast")
+@operator("Cast", flops=moves)
 def cast(self, dtype, out):
     x, y = tensor(self, "self"), tensor(out, "out")
     types = REAL | COMPLEX
@@ -24,7 +25,7 @@ def cast(self, dtype, out):
     return Plan(lambda a: dtypes.convert(a, dtype), [x], [y])
 
 
-@operator("InplaceCopy")
+@operator("InplaceCopy", flops=moves)
 def inplace_copy(self_ref, src):
     dst, s = tensor(self_ref, "selfRef"), tensor(src, "src")
     types = REAL | COMPLEX

@@ -36,6 +36,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, as_f32, invalid, need_contiguous, need_dims, need_dtype, operator, rounded, tensor
+from .cost import CUBE, elements
 from .ops_movement import _tensor_list
 from .refusals import SimError
 from .state import tolerate
@@ -89,7 +90,14 @@ class _Call:
     p_type: int     # P's type into the P·V cube: query's
 
 
-@operator("FusedInferAttentionScoreV2")
+def attention_flops(plan) -> int:
+    """The two products on the cube, 2 per multiply-add: Q·Kᵀ (B·N·Sq·Skv·Dk) and P·V
+    (B·N·Sq·Skv·Dv), i.e. 2·Skv·(|query| + |attentionOut|); the softmax between them on
+    the vector units is not counted (the cube's work bounds the call)."""
+    return 2 * plan.sizes["s_kv"] * (elements(plan.inputs[0]) + elements(plan.outputs[0]))
+
+
+@operator("FusedInferAttentionScoreV2", unit=CUBE, flops=attention_flops)
 def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, actual_seq_lengths,
                                    actual_seq_lengths_kv, deq_scale1, quant_scale1, deq_scale2,
                                    quant_scale2, quant_offset2, antiquant_scale, antiquant_offset,
@@ -132,7 +140,7 @@ def fused_infer_attention_score_v2(query, key, value, pse_shift, atten_mask, act
                  np.float32(scale_value), pre_tokens, next_tokens, sparse_mode, inner_precise, tuple(out.dims),
                  q.dtype)
     inputs = [q] + ks + vs + ([pse] if pse is not None else []) + ([mask] if mask is not None else [])
-    return Plan(functools.partial(_attention, call), inputs, [out])
+    return Plan(functools.partial(_attention, call), inputs, [out], sizes={"s_kv": s_kv})
 
 
 def _check_types(q, ks, vs, out, pse, mask) -> None:

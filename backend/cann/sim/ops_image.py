@@ -40,6 +40,7 @@ from .binding import lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, in_type, int_array, invalid, need_dims, need_dtype,
                     need_same_dtype, operator, tensor)
+from .cost import moves
 from .state import soc_family
 
 F = {"f32", "f16", "bf16"}
@@ -68,7 +69,7 @@ def _windows(x: np.ndarray, axis: int, k: int, s: int, n_out: int) -> np.ndarray
 
 # ------------------------------------------------------------------ Im2col ----
 
-@operator("Im2col")
+@operator("Im2col", flops=moves)
 def im2col(self, kernel_size, dilation, padding, stride, out):
     x, y = tensor(self, "self"), tensor(out, "out")
     k = _positive(int_array(kernel_size, "kernelSize"), "kernelSize", (2,))
@@ -215,7 +216,7 @@ def max_pool(self, kernel_shape, strides, auto_pad, pads, dilations, ceil_mode, 
 
 # ------------------------------------------------------- UpsampleNearest2d ----
 
-@operator("UpsampleNearest2d")
+@operator("UpsampleNearest2d", flops=moves)
 def upsample_nearest2d(self, output_size, out):
     x, y = tensor(self, "self"), tensor(out, "out")
     size = int_array(output_size, "outputSize")

@@ -41,6 +41,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, need_nd, int_array, invalid, need_cast, need_dims, need_dtype, operator, tensor
+from .cost import CUBE, matmul_flops, moves
 from .cube import USE_FP16, USE_FP32_ADD, USE_HF32, Cube, cube_of
 from .descriptors import TensorDesc
 from .entries import entry
@@ -101,10 +102,10 @@ def product_plan(a, b, y, cube: Cube) -> Plan:
     if b.format != lib.ACL_FORMAT_FRACTAL_NZ:
         return Plan(compute, [a, b], [y])
     read = nz_operand(b, "mat2")
-    return Plan(lambda x1: compute(x1, read()), [a], [y])
+    return Plan(lambda x1: compute(x1, read()), [a], [y], reads=[b])
 
 
-@operator("Mm")
+@operator("Mm", unit=CUBE, flops=matmul_flops)
 def mm(self, mat2, out, cube_math_type):
     a, b, y, cube = _check(self, mat2, out, cube_math_type, 2, 2)
     if a.dims[1] != b.dims[0]:
@@ -132,7 +133,7 @@ def _matmul_shape(sa: tuple, sb: tuple) -> tuple:
     return shape
 
 
-@operator("Matmul")
+@operator("Matmul", unit=CUBE, flops=matmul_flops)
 def matmul(self, mat2, out, cube_math_type):
     a, b, y, cube = _check(self, mat2, out, cube_math_type, 1, 6)
     shape = _matmul_shape(a.dims, b.dims)
@@ -226,7 +227,7 @@ def aclnnCalculateMatmulWeightSizeV2(tensor_shape, data_type, weight_tensor_size
     return 0
 
 
-@operator("TransMatmulWeight")
+@operator("TransMatmulWeight", flops=moves)
 def trans_matmul_weight(mm_weight_ref):
     """mmWeightRef rewritten in place as FRACTAL_NZ; the descriptor is refreshed now, as the
     op_api does in GetWorkspaceSize, the data moves at launch."""

@@ -20,6 +20,7 @@ import numpy as np
 from .binding import lib
 
 from .aclnn import Plan, invalid, need_dims, need_nd, need_dtype, need_same_dtype, operator, tensor
+from .cost import CUBE, matmul_flops, moves
 from .ops_matmul import _check, product_plan
 from .ops_movement import _dim
 from .refusals import SimError
@@ -28,7 +29,7 @@ SELECT_TYPES = {"f32", "f16", "bf16", "f64", "s8", "s16", "s32", "s64", "u8", "u
                 "bool", "c64", "c128"}
 
 
-@operator("IndexSelect")
+@operator("IndexSelect", flops=moves)
 def index_select(self, dim, index, out):
     x, idx, y = tensor(self, "self"), tensor(index, "index"), tensor(out, "out")
     need_dtype(x, "self", SELECT_TYPES)
@@ -57,7 +58,7 @@ def index_select(self, dim, index, out):
     return Plan(compute, [x, idx], [y])
 
 
-@operator("BatchMatMul")
+@operator("BatchMatMul", unit=CUBE, flops=matmul_flops)
 def batch_matmul(self, mat2, out, cube_math_type):
     a, b, y, cube = _check(self, mat2, out, cube_math_type, 3, 3)
     if a.dims[2] != b.dims[1]:

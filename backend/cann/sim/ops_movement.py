@@ -17,6 +17,7 @@ from .binding import ffi, lib
 from . import dtypes
 from .aclnn import (Plan, need_nd, as_compute, int_array, invalid, need_cast, need_dims, need_dtype,
                     need_same_dtype, need_same_shape, operator, promote, scalar, tensor)
+from .cost import moves
 from .descriptors import TensorDesc
 from .refusals import SimError
 from .state import STATE
@@ -34,7 +35,7 @@ def _dim(d: int, ndim: int, what: str) -> int:
 
 # ------------------------------------------------------------------ Repeat ----
 
-@operator("Repeat")
+@operator("Repeat", flops=moves)
 def repeat(self, repeats, out):
     """x.repeat(*repeats): self's shape padded with leading 1s to len(repeats), times
     repeats. The broadcast kernel takes at most 4 non-1 repeats when the first one is
@@ -70,7 +71,7 @@ def _tensor_list(ptr, what: str) -> list[TensorDesc]:
     return [tensor(ffi.cast("aclTensor *", h), f"{what}[{i}]") for i, h in enumerate(items)]
 
 
-@operator("Cat")
+@operator("Cat", flops=moves)
 def cat(tensors, dim, out):
     parts, y = _tensor_list(tensors, "tensors"), tensor(out, "out")
     types = BASIC | {"c64"}
@@ -99,7 +100,7 @@ def cat(tensors, dim, out):
 
 # ---------------------------------------------------------------- GatherV2 ----
 
-@operator("GatherV2")
+@operator("GatherV2", flops=moves)
 def gather_v2(self, dim, index, out):
     """out = self with dim `dim` replaced by index's shape, out[..., i, ...] =
     self[..., index[i], ...]. Its page: index values "取值范围在0 ~ self.shape[dim]内（包含0，
@@ -129,7 +130,7 @@ def gather_v2(self, dim, index, out):
 
 # -------------------------------------------------------------------- pads ----
 
-@operator("ConstantPadNd")
+@operator("ConstantPadNd", flops=moves)
 def constant_pad_nd(self, pad, value, out):
     """pad = (begin, end) pairs from the last dim backwards; negative values crop."""
     x, y = tensor(self, "self"), tensor(out, "out")
@@ -193,12 +194,12 @@ def _mirror_or_wrap(self, padding, out, op, types, dims, n_pad, limits=None):
     return Plan(lambda a: np.pad(a, pairs, mode=op), [x], [y])
 
 
-@operator("ReflectionPad1d")
+@operator("ReflectionPad1d", flops=moves)
 def reflection_pad1d(self, padding, out):
     return _mirror_or_wrap(self, padding, out, "reflect", BASIC | {"c64", "c128"}, (2, 3), 2)
 
 
-@operator("CircularPad2d")
+@operator("CircularPad2d", flops=moves)
 def circular_pad2d(self, padding, out):
     limits = {"s8": 98176, "f16": 49088, "bf16": 49088, "s32": 24544, "f32": 24544}
     return _mirror_or_wrap(self, padding, out, "wrap", set(limits), (3, 4), 4, limits)
@@ -206,7 +207,7 @@ def circular_pad2d(self, padding, out):
 
 # -------------------------------------------------------------------- Roll ----
 
-@operator("Roll")
+@operator("Roll", flops=moves)
 def roll(x, shifts, dims, out):
     """torch.roll: elements move `shift` places forward along each dim (the flattened
     tensor when dims is empty, with exactly one shift)."""
@@ -261,7 +262,7 @@ def arange(start, end, step, out):
 
 # -------------------------------------------------------------- fill, tri ----
 
-@operator("InplaceFillScalar")
+@operator("InplaceFillScalar", flops=moves)
 def inplace_fill_scalar(self_ref, value):
     t, v = tensor(self_ref, "selfRef"), scalar(value, "value")
     need_dtype(t, "selfRef", BASIC | {"u16", "u32", "u64", "c64", "c128"})
@@ -296,24 +297,24 @@ def _tri(self_p, diagonal, out_p, lower: bool, inplace: bool, zero_dims_ok: bool
     return Plan(lambda a: a if a.ndim == 0 else fn(a, k), [x], [y])
 
 
-@operator("Tril")
+@operator("Tril", flops=moves)
 def tril(self, diagonal, out):
     return _tri(self, diagonal, out, True, False, False)
 
 
-@operator("Triu")
+@operator("Triu", flops=moves)
 def triu(self, diagonal, out):
     return _tri(self, diagonal, out, False, False, True)
 
 
-@operator("InplaceTriu")
+@operator("InplaceTriu", flops=moves)
 def inplace_triu(self_ref, diagonal):
     return _tri(self_ref, diagonal, None, False, True, False)
 
 
 # ----------------------------------------------------------------- Permute ----
 
-@operator("Permute")
+@operator("Permute", flops=moves)
 def permute(self, dims, out):
     """out = self.permute(dims) (ops-math transpose): dims a permutation of self's axes,
     each in [-n, n-1]; out of self's dtype and the permuted shape; at most 8 dims."""
@@ -335,7 +336,7 @@ def permute(self, dims, out):
 
 # -------------------------------------------------- InplaceIndexFillTensor ----
 
-@operator("InplaceIndexFillTensor")
+@operator("InplaceIndexFillTensor", flops=moves)
 def inplace_index_fill_tensor(self_ref, dim, index, value):
     """selfRef[.., index[i], ..] = value along `dim` (ops-nn index_fill_d): selfRef FLOAT16
     / FLOAT / INT32 / INT64 / BOOL / BFLOAT16, 0-8 dims; dim in [-n, n) ([-1, 1) for a 0-D

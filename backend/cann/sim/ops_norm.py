@@ -36,6 +36,7 @@ from . import dtypes
 from .aclnn import (Plan, as_compute, int_array, invalid, need_cast, need_dims,
                     need_dtype, need_same_dtype, need_same_shape, operator, rounded, scalar,
                     sum_halving, tensor)
+from .cost import per_element
 from .refusals import SimError
 from .state import warn
 
@@ -56,7 +57,7 @@ def _tensor_shape(t, what, shape):
         raise invalid(f"{what} shape {list(t.dims)} should be {list(shape)}")
 
 
-@operator("LayerNorm")
+@operator("LayerNorm", flops=per_element(8))
 def layer_norm(input, normalized_shape, weight, bias, eps, out, mean_out, rstd_out):
     x, y = tensor(input, "input"), tensor(out, "out")
     shape = int_array(normalized_shape, "normalizedShape")
@@ -112,7 +113,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out, mean_out, rstd_o
 _RMS_PAIRS = {("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("f32", "f32")}
 
 
-@operator("RmsNorm")
+@operator("RmsNorm", flops=per_element(4))
 def rms_norm(x_p, gamma_p, epsilon, y_p, rstd_p):
     x, g, y, rstd = tensor(x_p, "x"), tensor(gamma_p, "gamma"), tensor(y_p, "yOut"), tensor(rstd_p, "rstdOut")
     for t, what in ((x, "x"), (g, "gamma"), (y, "yOut")):
@@ -142,7 +143,7 @@ def rms_norm(x_p, gamma_p, epsilon, y_p, rstd_p):
     return Plan(compute, [x, g], [y, rstd])
 
 
-@operator("Norm")
+@operator("Norm", flops=per_element(2))
 def norm(self, p_scalar, dim, keepdim, out):
     x, y = tensor(self, "self"), tensor(out, "out")
     p = scalar(p_scalar, "pScalar")
@@ -195,7 +196,7 @@ def clamp_min(self, clip_value_min, out):
     return Plan(lambda a: np.maximum(as_compute(a, y.dtype), bound), [x], [y])
 
 
-@operator("GroupNorm")
+@operator("GroupNorm", flops=per_element(8))
 def group_norm(self, gamma, beta, n, c, hxw, group, eps, out, mean_out, rstd_out):
     x, y = tensor(self, "self"), tensor(out, "out")
     g, b = tensor(gamma, "gamma", optional=True), tensor(beta, "beta", optional=True)
@@ -246,7 +247,7 @@ def group_norm(self, gamma, beta, n, c, hxw, group, eps, out, mean_out, rstd_out
     return Plan(compute, inputs, [y, mean, rstd])
 
 
-@operator("AddRmsNorm")
+@operator("AddRmsNorm", flops=per_element(5))
 def add_rms_norm(x1_p, x2_p, gamma_p, epsilon, y_p, rstd_p, x_p):
     x1, x2, g, y = tensor(x1_p, "x1"), tensor(x2_p, "x2"), tensor(gamma_p, "gamma"), tensor(y_p, "yOut")
     rstd, xo = tensor(rstd_p, "rstdOut", optional=True), tensor(x_p, "xOut", optional=True)

@@ -23,13 +23,14 @@ import numpy as np
 
 from . import dtypes
 from .aclnn import Plan, broadcast, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .cost import CUBE, matmul_flops
 from .cube import USE_HF32, cube_of
 
 MV_TYPES = {"f16", "f32", "bf16"}
 SOLVE_TYPES = {"f32", "f64", "c64", "c128"}
 
 
-@operator("Mv")
+@operator("Mv", unit=CUBE, flops=matmul_flops)
 def mv(self, vec, out, cube_math_type):
     a, x, y = tensor(self, "self"), tensor(vec, "vec"), tensor(out, "out")
     for t, what in ((a, "self"), (x, "vec"), (y, "out")):

@@ -18,6 +18,7 @@ import numpy as np
 from . import dtypes
 from .aclnn import (Plan, as_compute, invalid, need_cast, need_contiguous, need_dims, need_dtype,
                     need_same_dtype, need_same_shape, operator, scalar, tensor)
+from .cost import moves, per_element
 from .ops_binary import _tensor_scalar
 
 FLOATS = {"f16", "f32", "bf16"}
@@ -78,7 +79,7 @@ def inplace_clamp_max(self_ref, clip_value_max):
 
 # ------------------------------------------------------------------ repetition ----
 
-@operator("RepeatInterleaveIntWithDim")
+@operator("RepeatInterleaveIntWithDim", flops=moves)
 def repeat_interleave_int_with_dim(self, repeats, dim, output_size, out):
     """Each element along dim repeated `repeats` times in place (torch.repeat_interleave);
     outputSize is the length of that dim in out, self.shape[dim] * repeats."""
@@ -124,7 +125,7 @@ def _layout_ok(x_dims, c_dims, mode) -> str | None:
     return None if not big else f"half mode needs B, N < 1000, got {big}"
 
 
-@operator("RotaryPositionEmbedding")
+@operator("RotaryPositionEmbedding", flops=per_element(3))
 def rotary_position_embedding(x_p, cos_p, sin_p, mode, out_p):
     x, c, s, y = tensor(x_p, "x"), tensor(cos_p, "cos"), tensor(sin_p, "sin"), tensor(out_p, "out")
     for t, what in ((x, "x"), (c, "cos"), (s, "sin"), (y, "out")):

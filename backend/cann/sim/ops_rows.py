@@ -15,12 +15,13 @@ import numpy as np
 from .binding import lib
 
 from .aclnn import Plan, need_nd, invalid, need_dims, need_dtype, need_same_dtype, operator, tensor
+from .cost import moves
 from .refusals import SimError
 
 SELF_TYPES = {"f32", "bf16", "f16", "s32", "s64", "s16", "s8", "u8", "f64", "bool", "c64", "c128"}
 
 
-@operator("InplaceIndexCopy")
+@operator("InplaceIndexCopy", flops=moves)
 def inplace_index_copy(self_ref, dim, index, source):
     x, idx, src = tensor(self_ref, "selfRef"), tensor(index, "index"), tensor(source, "source")
     need_dtype(x, "selfRef", SELF_TYPES)

@@ -22,6 +22,7 @@ import numpy as np
 from . import dtypes
 from .aclnn import (Plan, as_compute, broadcast, in_type, invalid, need_cast, need_dims, need_dtype,
                     need_same_shape, operator, promote, scalar, tensor)
+from .cost import per_element
 
 
 SOFTMAX_TYPES = {"f32", "f16", "f64", "bf16"}   # both pages (aclnnSoftmax, aclnnLogSoftmax)
@@ -35,7 +36,7 @@ def _float_self_out(self, out):
     return x, y
 
 
-@operator("Softmax")
+@operator("Softmax", flops=per_element(5))
 def softmax(self, dim, out):
     x, y = _float_self_out(self, out)
     n = max(x.ndim, 1)
@@ -54,7 +55,7 @@ def softmax(self, dim, out):
     return Plan(compute, [x], [y])
 
 
-@operator("LogSoftmax")
+@operator("LogSoftmax", flops=per_element(5))
 def log_softmax(self, dim, out):
     x, y = _float_self_out(self, out)
     need_dims((x, "self"), (y, "out"), lo=1, hi=8)

@@ -13,11 +13,12 @@ import numpy as np
 
 from .aclnn import (Plan, as_compute, in_type, invalid, need_cast, need_dims, need_dtype, need_same_dtype,
                     need_same_shape, operator, promote, tensor)
+from .cost import per_element
 
 TYPES = {"f32", "f16", "bf16"}
 
 
-@operator("SoftmaxCrossEntropyWithLogits")
+@operator("SoftmaxCrossEntropyWithLogits", flops=per_element(8))
 def softmax_cross_entropy_with_logits(features, labels, loss, backprop):
     x, p = tensor(features, "features"), tensor(labels, "labels")
     l, g = tensor(loss, "loss"), tensor(backprop, "backprop")

@@ -31,6 +31,7 @@ from .binding import ffi, lib
 
 from . import dtypes
 from .aclnn import Plan, invalid, need_dtype, operator, tensor
+from .cost import CUBE, matmul_flops
 from .refusals import SimError
 
 HALF = {"f16", "bf16"}
@@ -143,7 +144,7 @@ def _check_antiquant(x, s, off, bias, k: int, n: int, group_size: int) -> None:
             raise invalid(f"biasOptional shape {list(bias.dims)} should be ({n},) or (1, {n})")
 
 
-@operator("WeightQuantBatchMatmulV2")
+@operator("WeightQuantBatchMatmulV2", unit=CUBE, flops=matmul_flops)
 def weight_quant_batch_matmul_v2(x_p, weight_p, scale_p, offset_p, qscale_p, qoffset_p, bias_p,
                                  group_size, y_p):
     for p, what in ((x_p, "x"), (weight_p, "weight"), (scale_p, "antiquantScale"), (y_p, "y")):

@@ -81,6 +81,7 @@ class State:
         self.peer_access: set[tuple[int, int]] = set()   # (device, peer) enabled
         self.soc = ""                       # the simulated SoC, fixed at aclInit
         self.check_inputs = False           # CANN_SIM_CHECK_INPUTS (sim/hygiene.py), read at aclInit
+        self.fault: str | None = None       # CANN_SIM_FAULT (sim/faults.py), read at aclInit
         self.last_error = ""
         self.tolerated: list[str] = []      # the rules tolerated last, latest last (few kept)
         self.warned: set[str] = set()        # the operators' warnings printed so far

@@ -23,6 +23,7 @@ class Capture:
     tasks: list[Callable[[], None]] = field(default_factory=list)
     invalid: str = ""
     active: bool = True
+    work: list[dict] = field(default_factory=list)   # cost records of the launches (cost.py)
 
 
 @dataclass(eq=False)
@@ -57,6 +58,7 @@ class Model:
     """An aclmdlRI made by capture: the recorded tasks, replayed by aclmdlRIExecuteAsync."""
     tasks: list[Callable[[], None]]
     device: int
+    work: list[dict] = field(default_factory=list)   # what each replay runs (cost.py)
 
 
 class ModelEnd:

@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -69,24 +69,59 @@ def _recording() -> Recording:
     return _REC
 
 
-def start(data: bool = False, repro: bool = False) -> None:
+def start(data: bool = False, repro: bool = False, sites: bool = True) -> None:
+    """A recording from now on; in a client of the simulated toolkit (ggml-cann, in its own
+    process or in ops' through the bridge), each record with its call site (`sites`)."""
     global ON, _REC, RECORDED
     STATE.tolerated, STATE.warnings = [], []
     _REC, ON = Recording(data, repro), True
     RECORDED = REPRO_WORK if repro else STREAM_WORK
+    _sites(sites)
 
 
-def start_stream(hello: dict) -> None:
+def _sites(on: bool) -> None:
+    """The toolkit's entry points keep each caller's stack while on (callsite.py)."""
+    global SITES
+    SITES = on and hasattr(lib, "cannsim_sites")
+    if hasattr(lib, "cannsim_sites"):
+        lib.cannsim_sites_on = int(SITES)
+
+
+def start_stream(hello: dict, data: bool = False, sites: bool = True) -> None:
     """CANN_SIM_TRACE=1 in a toolkit client: record every call until the process ends,
     each record written to stdout (framed: backend/trace.py) as soon as it is complete
     (launched, refused, or a runtime call), after the client's own buffered output. So it
     falls after the lines the client printed before the call and before those it prints
     after: test-backend-ops prints a case's line once its calls are made, and `ops tbo`
     gives each case the records that came before its line. `hello` goes first: the
-    simulator's settings, by which a reader knows its records will come."""
-    start()
+    simulator's settings, by which a reader knows its records will come. With `data`
+    (CANN_SIM_BLAME=1) each operator call carries its index `i`, and once it has run, its
+    own error in float64 follows as a record of its own (`replay`: that index)."""
+    start(data, sites=sites)
     _recording().stream = True
-    _send(hello)
+    send(hello)
+
+
+SITES = False          # records carry their caller's `site` (in a toolkit client)
+# a streamed recording with data: how each call is evaluated once it ran (blame.evaluate_one,
+# set by acl_device: blame reads this module's records)
+EVALUATE: "Callable[[Ran, dict], None] | None" = None
+SITE_FRAMES = 4        # frames outside the toolkit kept per record
+
+
+@functools.cache
+def _site_buffer():
+    return ffi.new("char[]", 4096)
+
+
+def _site(call: dict) -> None:
+    """The client's frames that made the call (the toolkit's forwarder took them): each as
+    [object path, hex offset in it], resolved when the record is shown (callsite.py)."""
+    if not SITES:
+        return
+    buf = _site_buffer()
+    if lib.cannsim_sites(buf, len(buf), SITE_FRAMES) > 0:
+        call["site"] = [line.split("\t") for line in ffi.string(buf).decode(errors="replace").splitlines()]
 
 
 @functools.cache
@@ -98,7 +133,8 @@ def _c_stdio():
     return c, c.dlopen(None)
 
 
-def _send(record: dict) -> None:
+def send(record: dict) -> None:
+    """One record into the client's stdout, after what it printed so far."""
     c, libc = _c_stdio()
     libc.fflush(c.NULL)
     for f in (sys.stdout, sys.stderr):
@@ -117,7 +153,7 @@ def _done(i: int) -> None:
         return
     for k in [*(k for k in rec.open if k < i), i]:
         if rec.calls[k] is not None:
-            _send(rec.calls[k])
+            send(rec.calls[k])
             rec.calls[k] = None   # type: ignore[call-overload]   # written: not kept (Recording.calls)
     rec.open = [k for k in rec.open if k > i]
 
@@ -125,6 +161,7 @@ def _done(i: int) -> None:
 def stop() -> Recording:
     global ON, _REC, RECORDED
     rec, _REC, ON, RECORDED = _REC or Recording(), None, False, STREAM_WORK
+    _sites(False)
     return rec
 
 
@@ -215,6 +252,9 @@ def operator_call(name: str, args) -> dict:
     rec = _recording()
     params = args[:-2]    # without workspaceSize and executor
     call: dict[str, Any] = {"call": f"aclnn{name}", "args": _args(f"aclnn{name}GetWorkspaceSize", params)}
+    _site(call)
+    if rec.stream and rec.data:
+        call["i"] = len(rec.calls)
     cube = call["args"].get("cubeMathType")
     if isinstance(cube, int):
         call["cube"] = CUBE_MODES[cube] if 0 <= cube < len(CUBE_MODES) else str(cube)
@@ -238,7 +278,8 @@ def failed(call: dict, code: int, message: str) -> None:
     _done(len(rec.calls) - 1)
 
 
-def launched(plan, stream) -> None:
+def launched(plan, stream, cost: dict | None = None) -> None:
+    """A launch: its record complete (with the call's cost record where counting is on)."""
     rec = _recording()
     if plan is None or getattr(plan, "call", -1) < 0 or plan.call >= len(rec.calls):
         return
@@ -247,14 +288,17 @@ def launched(plan, stream) -> None:
         return
     call["stream"] = _hex(stream)
     call.setdefault("rc", 0)
+    if cost is not None:
+        call["cost"] = cost
     _done(plan.call)
 
 
 def launch_failed(name: str, stream, code: int, message: str) -> None:
     """A launch refused (its executor already ran, a short workspace): its own record."""
     rec = _recording()
-    rec.calls.append({"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code),
-                      "error": message})
+    call = {"call": f"aclnn{name}", "phase": "launch", "stream": _hex(stream), "rc": int(code), "error": message}
+    _site(call)
+    rec.calls.append(call)
     _done(len(rec.calls) - 1)
 
 
@@ -264,6 +308,7 @@ def runtime_call(name: str, args, code: int, message: str = "") -> None:
     if name.startswith("aclnn") or rec is None:
         return
     call = {"call": name, "args": _args(name, args), "rc": int(code)}
+    _site(call)
     if message:
         call["error"] = message
     elif rec.repro:
@@ -324,5 +369,13 @@ def _nbytes(t) -> int:
 
 
 def ran(r: Ran | None, plan) -> None:
-    if r is not None:
-        r.outputs = [np.array(t.array()) for t in plan.outputs]
+    if r is None:
+        return
+    r.outputs = [np.array(t.array()) for t in plan.outputs]
+    rec = _recording()
+    if rec.stream and EVALUATE is not None:   # evaluated now and let go: a process runs many calls
+        own = {"replay": plan.call}
+        EVALUATE(r, own)
+        del rec.ran[plan.call]
+        rec.kept -= sum(a.nbytes for a in r.inputs) + sum(a.nbytes for a in r.outputs)
+        send(own)

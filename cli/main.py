@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__, plural
-from .options import (DEFAULT_TIMEOUT, at_least_one, check_common, check_seed, check_distinct_outputs, check_report_options,
+from .options import (DEFAULT_TIMEOUT, at_least_one, repeat_count, check_common, check_seed, check_distinct_outputs, check_report_options,
                       check_seconds, check_writable, catalog_option, checked_selection, common_options,
                       graph_file_cases, open_journal, ops_text, output_option, parts_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
@@ -201,7 +201,7 @@ cli.add_command(fuzz)
               help="Print each case's device work as CANN-SIM counts it (aclnn calls, kernels, bytes, "
                    "FLOPs by unit, copies, syncs; per case and per op) and keep its per-call records "
                    "in the results (the counts are there anyway; docs/device-work.md).")
-@click.option("--repeat", type=int, default=1, metavar="N", callback=at_least_one,
+@click.option("--repeat", type=int, default=1, metavar="N", callback=repeat_count,
               help="Run each case N times on the device, on the same inputs: a FAIL unless the "
                    "outputs are bit-identical (docs/hygiene.md).")
 @click.option("--poison", is_flag=True,
@@ -476,6 +476,8 @@ def repro(args, device, after, seed, tensor_names):
     outputs, the call trace, a README in the form of an upstream issue, and a C program with its
     Makefile (`make run`: exit 0 when the stored device outputs reproduce). Several cases run in
     order, the last compared."""
+    from cannops.cases.untrusted import quoted
+
     from .engine import ReproSpec, write_repro
     if len(args) < 2:
         raise BadInput("ops repro: give CASE... and OUTDIR")
@@ -484,11 +486,11 @@ def repro(args, device, after, seed, tensor_names):
     for item in tensor_names:
         leaf, _, name = item.partition("=")
         if not leaf or not name or len(name.encode(errors="surrogateescape")) > 63:
-            raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {item!r}")
+            raise BadInput(f"--name takes LEAF=NAME, NAME at most 63 bytes (GGML_MAX_NAME), not {quoted(item, 80)}")
         try:
             item.encode()
         except UnicodeEncodeError:   # argv's bytes that are not UTF-8, decoded as surrogates
-            raise BadInput(f"--name {item!r}: not UTF-8 text (a ggml name here is text)") from None
+            raise BadInput(f"--name {quoted(item, 80)}: not UTF-8 text (a ggml name here is text)") from None
         renames.append((leaf, name))
     spec = ReproSpec(names=(*after, *args[:-1]), device=device, outdir=args[-1], seed=seed,
                      argv=tuple(sys.argv[1:]), tensor_names=tuple(renames))

@@ -97,6 +97,17 @@ def at_least_one(ctx, param, value):
     return value
 
 
+MAX_REPEAT = 1000   # runs of one case: a determinism check wants a handful; 10^9 never ends
+
+
+def repeat_count(ctx, param, value):
+    """A click callback: --repeat N, 1 <= N <= MAX_REPEAT."""
+    value = at_least_one(ctx, param, value)
+    if value is not None and value > MAX_REPEAT:
+        raise BadInput(f"{param.opts[0]} must be at most {MAX_REPEAT:,} (got {value:,})")
+    return value
+
+
 parts_option = click.option(
     "--parts", is_flag=False, flag_value="", default=None, metavar="[OPS]",
     help="With `ops`: where each part of these ops (a comma list; alone: every op) lives, by "
@@ -346,8 +357,8 @@ def check_writable(path):
             pass
     except OSError as e:
         raise BadInput(f"cannot write {path}: {e.strerror}") from None
-    if not existed:
-        os.remove(path)
+    if not existed:   # (a dangling link's new target, not the link: the user's)
+        os.remove(os.path.realpath(path))
 
 
 def check_distinct_outputs(outputs: dict, log_dir=None) -> None:

@@ -20,9 +20,9 @@ def _zeros(ne: tuple[int, ...], type_name: str) -> tuple[np.ndarray, Q]:
     return np.zeros(quant_shape_to_byte_shape(shape, qt), np.uint8), qt
 
 
-def write_model(path, arch: str, keys: dict, tensors: dict[str, tuple[tuple[int, ...], str]]) -> str:
-    """A GGUF at path: general.architecture, `keys` ({arch}.KEY or full names) and the tensors
-    {name: (ne, type)}."""
+def write_model(path, arch: str, keys: dict, tensors: dict[str, tuple[tuple[int, ...], str]], typed=()) -> str:
+    """A GGUF at path: general.architecture, `keys` ({arch}.KEY or full names), `typed` keys
+    (full name, GGUFValueType, value) and the tensors {name: (ne, type)}."""
     w = GGUFWriter(str(path), arch)
     if "token_embd.weight" in tensors:   # what llama.cpp's loader requires of every model
         w.add_tokenizer_model("none")    # (no vocabulary: loaded as such, with its size)
@@ -41,6 +41,8 @@ def write_model(path, arch: str, keys: dict, tensors: dict[str, tuple[tuple[int,
             w.add_array(name, v)
         else:
             w.add_string(name, v)
+    for name, vtype, v in typed:
+        w.add_key_value(name, v, vtype)
     for name, (ne, ty) in tensors.items():
         data, qt = _zeros(ne, ty)
         w.add_tensor(name, data, raw_dtype=qt)

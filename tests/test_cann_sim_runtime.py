@@ -491,3 +491,17 @@ def test_soc_from_environment(dev):
     """, {"CANN_SIM_SOC": "Ascend999"})
     assert unknown.returncode == 0, unknown.stderr
     assert unknown.stdout.startswith(f"{INVALID_PARAM} aclInit: CANN_SIM_SOC='Ascend999' is not a simulated SoC")
+
+
+@pytest.mark.parametrize("text", ["96", "0", str(1 << 62), str(1 << 30)])
+def test_a_malloc_alignment_past_its_range_is_refused_at_init(monkeypatch, text):
+    """CANN_SIM_MALLOC_ALIGN=2^62 (a power of two) was taken: every aclrtMalloc then failed
+    inside numpy, a traceback per case (found by bench/probe43.py)."""
+    monkeypatch.setenv("CANN_SIM_MALLOC_ALIGN", text)
+    with pytest.raises(SimError, match="CANN_SIM_MALLOC_ALIGN"):
+        state.align_from_env()
+
+
+def test_a_malloc_alignment_in_range_is_taken(monkeypatch):
+    monkeypatch.setenv("CANN_SIM_MALLOC_ALIGN", "128")
+    assert state.align_from_env() == 128

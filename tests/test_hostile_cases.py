@@ -161,3 +161,31 @@ def test_a_bad_export_line_exits_2_naming_the_file_before_any_work(tmp_path):
 ])
 def test_a_soc_that_nothing_would_simulate_is_refused(args, says):
     _one_line(_ops("test", "-o", "ADD", "--sample", "1", *args), says)
+
+
+# --- --resume: a results file from outside (found by bench/probe43.py) ---------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize("command", [["test", "-b", "NUMPY", "-o", "ABS"], ["tbo", "BINARY", "-o", "ADD"]])
+def test_a_resume_file_that_is_not_regular_is_refused_without_waiting(tmp_path, kind, command):
+    """A FIFO waited forever, /dev/zero was read until MemoryError."""
+    from test_tbo_untrusted import make_binary
+    binary = make_binary(tmp_path / "b", [["ADD", "n=1", "ok", True]])
+    command = [binary if c == "BINARY" else c for c in command]
+    path = tmp_path / "r.json"
+    os.mkfifo(path) if kind == "fifo" else path.symlink_to(kind)
+    r = _ops(*command, "--resume", str(path), timeout=60)
+    expected = "is a FIFO, not a regular file" if kind == "fifo" else "is a device, not a regular file"
+    _one_line(r, expected)
+
+
+def test_a_dangling_symlink_given_as_an_output_stays_and_nothing_is_made_through_it(tmp_path):
+    """The early write check opened `x` (a link to nowhere) for appending, which made its
+    target, then removed `x`: the user's link gone, a file left where it pointed (found by
+    bench/probe43.py)."""
+    link, target = tmp_path / "x", tmp_path / "elsewhere" / "t.json"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    r = _ops("test", "-b", "NUMPY", "-o", "ABS", "--resume", str(link))
+    _one_line(r, "no such results file")
+    assert link.is_symlink() and os.readlink(link) == str(target) and not target.exists()

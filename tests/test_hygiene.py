@@ -324,3 +324,13 @@ def test_the_overlap_check_reaches_below_the_offset_with_a_negative_stride():
     assert span(rows) == (0x1008, 0x1008 + 7 * 4)
     empty = SimpleNamespace(np_dtype=f32, addr=0x1000, offset=2, dims=(0, 3), strides=(4, 1))
     assert span(empty) == (0x1008, 0x1008)
+
+
+def test_a_huge_repeat_is_refused_before_any_work():
+    """--repeat 10^9 made a case's limit 6*10^10 s: OverflowError in the pool's wait, a
+    traceback; held at --timeout's bound, it ran 10^9 times (found by bench/probe43.py)."""
+    p = ops("test", "-b", "NUMPY", "-o", "ABS(type=f32,ne_a=[5,7,11,13],v=0)", "--repeat", str(10 ** 9))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr[-2000:]
+    assert "--repeat must be at most 1,000 (got 1,000,000,000)" in p.stderr
+    from cannops.cli.engine.spec import RunSpec
+    assert RunSpec(timeout=1e6, repeat=1000).case_timeout("CANN-SIM") == 1e6

@@ -145,6 +145,13 @@ def test_a_name_for_no_tensor_is_refused_in_one_line(tmp_path):
                     "has no tensor named 'z'")
 
 
+def test_a_long_name_is_refused_by_a_short_prefix(tmp_path):
+    """A 10 kB --name was echoed whole in its error (found by bench/probe43.py)."""
+    p = ops("repro", "-b", "GGML-CPU", "--name", "a=" + "n" * 10000, ADD, str(tmp_path / "r"))
+    one_line_exit_2(p, "NAME at most 63 bytes (GGML_MAX_NAME), not 'a=nnn")
+    assert len(p.stderr) < 300 and not (tmp_path / "r").exists()
+
+
 def test_a_name_that_is_not_utf8_is_refused_in_one_line(tmp_path):
     one_line_exit_2(ops("repro", "-b", "GGML-CPU", "--name", os.fsdecode(b"a=x\xff"), ADD, str(tmp_path / "r")),
                     "not UTF-8 text")

@@ -352,3 +352,15 @@ def test_trace_on_a_resumed_run_made_without_it_is_refused(tmp_path):
     p = ops("tbo", binary, "-o", "ADD", "--resume", str(traced))
     assert p.returncode == 2 and "its run was made with --trace; resume it with --trace" in p.stderr
     assert ops("tbo", binary, "-o", "ADD", "--resume", str(traced), "--trace").returncode == 0
+
+
+def test_control_characters_of_the_console_reach_neither_terminal_nor_results(tmp_path):
+    """A case name holding a bell or an OSC escape (which is no colour code) was printed raw
+    (found by bench/probe43.py): shown escaped, as a GGUF's names are."""
+    binary = make_binary(tmp_path / "b", [["ADD", "n=1", "raw:  ADD(n=\x1b]0;title\x07\x08\x9b): FAIL\n", True]])
+    res = tmp_path / "r.json"
+    p = ops("tbo", binary, "-o", "ADD", "--results", str(res))
+    assert p.returncode == 1, p.stderr
+    for text in (p.stdout, p.stderr, res.read_text(encoding="utf-8")):
+        assert not any(c in text for c in "\x1b\x07\x08\x9b"), text
+    assert "ADD(n=\\x1b]0;title\\x07\\x08\\x9b)" in results(res)

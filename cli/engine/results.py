@@ -291,9 +291,12 @@ def write_file(path: str, text: str) -> None:
 
 def load_run(path: str) -> Run:
     """Read a results file; raises ValueError with a one-line reason when it is not one."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+    from cannops.cases.untrusted import NotRegular, open_regular
+    try:   # a FIFO would wait forever, a device be read without end
+        with open_regular(path) as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except NotRegular as e:
+        raise ValueError(str(e)) from None
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 # output through NumPy: its big cases (e.g. MoE matmuls over 128 experts) take minutes, so
 # its default per-case timeout is this many times the mode's
 SIMULATOR_TIME = 10
+MAX_CASE_SECONDS = 1e6   # --timeout's own bound (cli/options.py): a longer wait overflows the platform's
 JOBS_PER_CORE = 2   # -j above this many workers a core only adds memory (each holds a device)
 
 
@@ -53,7 +54,7 @@ class RunSpec:
         if self.timeout_given:
             return self.timeout
         simulated = device.split(":")[0].endswith("-SIM")   # CANN-SIM:310P too
-        return self.timeout * (SIMULATOR_TIME if simulated else 1) * self.repeat
+        return min(self.timeout * (SIMULATOR_TIME if simulated else 1) * self.repeat, MAX_CASE_SECONDS)
 
     def hygiene(self) -> str | None:
         """The hygiene modes as the results file records them, None where none is on."""

@@ -26,6 +26,7 @@ from .results import FAIL, NOT_SUPPORTED, OK, SKIPPED, CaseResult, DeviceInfo
 # cover the same characters (a line of many `  A(` or `[` once took seconds a line), and a
 # number read with int() has a bounded count of digits.
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # what else would drive a terminal: shown escaped
 MAX_LINE = 64 << 10   # characters of one line kept (a case line is a few hundred; the rest is cut)
 MAX_SIDE = 256        # lines kept between two case lines (the last ones: a death's story ends there)
 MAX_CALLS = 10_000    # a case's simulator records kept (and as many that failed); the rest counted
@@ -212,6 +213,7 @@ class Reader:
 
     def feed(self, raw: str) -> None:
         line = ANSI.sub("", raw[:MAX_LINE + 64].rstrip("\r\n"))   # (+64: a Console's note of a cut)
+        line = CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
         if len(raw) > MAX_LINE + 64:
             line += f" [... {len(raw) - MAX_LINE - 64} characters cut]"
         m = _case_line(line)

@@ -111,11 +111,14 @@ def soc_family() -> str:
     return SOCS[STATE.soc or soc_from_env()]
 
 
+MAX_ALIGN = 1 << 21   # a huge page; more would only make every allocation fail
+
+
 def align_from_env() -> int:
     text = os.environ.get("CANN_SIM_MALLOC_ALIGN", "") or str(ALIGN)
-    if not text.isdigit() or int(text) < ALIGN or int(text) & (int(text) - 1):
+    if not text.isdigit() or not ALIGN <= int(text) <= MAX_ALIGN or int(text) & (int(text) - 1):
         raise SimError(lib.ACL_ERROR_INVALID_PARAM,
-                       f"CANN_SIM_MALLOC_ALIGN={text!r} is not a power of two >= {ALIGN}")
+                       f"CANN_SIM_MALLOC_ALIGN={text[:40]!r} is not a power of two in [{ALIGN}, {MAX_ALIGN}]")
     return int(text)
 
 

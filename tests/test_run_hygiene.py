@@ -247,9 +247,10 @@ def test_the_pytest_plugin_stops_on_an_interrupt_and_never_passes(tmp_path, sig,
     assert rc == 128 + getattr(signal, sig) and not left, (rc, left, out[-2000:], err[-2000:])
     last = summary_line(out)
     assert "passed" not in last and "8 not run (interrupted)" in last, out
-    # not the minutes of a hung queue (measured: 4.6-4.9 s under -n 2, 11-14 s before the
-    # controller passed a signal to its workers, whom xdist waits 10 s for; 9 s under load)
-    assert took < 30, f"{took:.1f} s to stop"
+    # not the minutes of a hung queue (each case hangs until its 600 s timeout; measured:
+    # 4.6-4.9 s under -n 2, 11-14 s before the controller passed a signal to its workers,
+    # whom xdist waits 10 s for; 9 s under load, 33-47 s at load 4-10 beside builds)
+    assert took < 120, f"{took:.1f} s to stop"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="no pytest-xdist")

@@ -342,11 +342,11 @@ class Builder:
             t1 = time.monotonic()
             costs = self._counted(binary, commit)
             return judged_work(self.selection, costs, self.bound, built, time.monotonic() - t1)
-        from .engine import Reader
+        from .engine import case_statuses
         t1, statuses, died = time.monotonic(), {}, []
         for op, rx in self.selection.runs():
-            text, rc = self._run(binary, op, rx, commit)
-            statuses.update(_statuses(Reader, text))
+            text, rc = self._run(binary, op, rx, commit)   # (a case printed twice keeps its worst)
+            statuses.update({f"{op}({params})": st for params, st in case_statuses(text, op).items()})
             if rc != 0:
                 died.append(f"{op}: exit status {rc}")
         return judged(self.selection, statuses, died, built, time.monotonic() - t1)
@@ -381,22 +381,6 @@ class Builder:
             for r in data.get("results", []):
                 out[f"{r['op']}({r['params']})"] = r.get("cost") if r.get("status") == "OK" else None
         return out
-
-
-def _statuses(reader_type, text: str) -> dict[str, str]:
-    """name -> status of each case line; a case printed twice keeps its worst."""
-    out: dict[str, str] = {}
-    rank = {"FAIL": 3, "OK": 1}
-
-    def on_case(line) -> None:
-        name = f"{line.op}({line.params})"
-        if rank.get(line.status, 0) >= rank.get(out.get(name, ""), 0):
-            out[name] = line.status
-
-    reader = reader_type(on_case)
-    for raw in text.splitlines():
-        reader.feed(raw)
-    return out
 
 
 def judged(selection: Selection, statuses: dict[str, str], died: list[str], built: float, ran: float) -> Verdict:
@@ -481,7 +465,7 @@ def bisect_command(src, old, new, cases, **options):
         first, left = bisect(bis, known, judge, click.echo)
     finally:
         bis.end()
-    sys.exit(_report(bis, first, left, fixed, len(known)))
+    sys.exit(_report(bis, first, left, fixed))
 
 
 def _selection(cases, op, pattern) -> Selection:
@@ -506,7 +490,7 @@ def _selection(cases, op, pattern) -> Selection:
     return Selection(cases=tuple(dict.fromkeys(cases)))
 
 
-def _report(bis: Bisection, first: str | None, left: list[str], fixed: bool, judged_count: int) -> int:
+def _report(bis: Bisection, first: str | None, left: list[str], fixed: bool) -> int:
     what = "fixed" if fixed else "bad"
     if first:
         text = subject(bis.clone, first)

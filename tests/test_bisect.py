@@ -178,10 +178,6 @@ def test_verdicts_from_a_console():
     assert B.judged(op, {"ADD(x)": "OK", "MUL(x)": "FAIL"}, [], 1, 1).verdict == B.GOOD
     assert B.judged(op, {"ADD(x)": "OK", "ADD(y)": "not supported"}, [], 1, 1).verdict == B.GOOD
     assert B.judged(op, {"ADD(y)": "not supported"}, [], 1, 1).verdict == B.SKIP
-    # a case printed twice keeps its worst line
-    from cannops.cli.engine import Reader
-    text = "  ADD(type=f32): OK\n  ADD(type=f32): FAIL\n  ADD(type=f16): OK\n"
-    assert B._statuses(Reader, text) == {"ADD(type=f32)": "FAIL", "ADD(type=f16)": "OK"}
     # exact params, escaped: a name's brackets are no regex
     assert B.Selection(cases=("ADD(ne=[1,2])",)).runs() == [("ADD", r"^(ne=\[1,2\])$")]
 

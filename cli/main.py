@@ -16,7 +16,7 @@ from .options import (DEFAULT_TIMEOUT, at_least_one, repeat_count, check_common,
                       graph_file_cases, open_journal, ops_text, output_option, parts_option, report_options, sample_option, selected_devices,
                       selection_ops, selection_options, worker_count)
 from .engine import BadInput
-from .bisect import bisect_command
+from .bisect_command import bisect_command
 from .fuzz_command import fuzz
 from .tbo import tbo_options
 
